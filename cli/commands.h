@@ -1,0 +1,14 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "global_flags.h"
+
+namespace trainctl::cli {
+
+/// Each verb registers itself on the app; the callback it installs runs the verb and may throw
+/// trainctl::Error, which main() turns into a message and an exit code.
+void add_version_command(CLI::App& app, const GlobalFlags& flags);
+void add_config_command(CLI::App& app, const GlobalFlags& flags);
+
+}  // namespace trainctl::cli

@@ -1,0 +1,46 @@
+#include "global_flags.h"
+
+namespace trainctl::cli {
+
+void add_global_flags(CLI::App& app, GlobalFlags& flags) {
+  auto& o = flags.overrides;
+  const char* group = "Connection (as kubectl)";
+  app.add_option("--kubeconfig", o.kubeconfig, "Path to the kubeconfig file to use")->group(group);
+  app.add_option("--context", o.context, "The kubeconfig context to use")->group(group);
+  app.add_option("--cluster", o.cluster, "The kubeconfig cluster to use")->group(group);
+  app.add_option("--user", o.user, "The kubeconfig user to use")->group(group);
+  app.add_option("-n,--namespace", o.namespace_, "The namespace to work in")->group(group);
+  app.add_option("-s,--server", o.server, "The address and port of the API server")->group(group);
+  app.add_option("--token", o.token, "Bearer token for authentication")->group(group);
+  app.add_option("--certificate-authority", o.certificate_authority,
+                 "Path to a CA certificate file")
+      ->group(group);
+  app.add_option("--client-certificate", o.client_certificate, "Path to a client certificate")
+      ->group(group);
+  app.add_option("--client-key", o.client_key, "Path to a client key")->group(group);
+  app.add_option("--insecure-skip-tls-verify", o.insecure_skip_tls_verify,
+                 "Do not verify the server's certificate (insecure)")
+      ->group(group)
+      ->expected(0, 1)
+      ->default_str("true");
+  app.add_option("--tls-server-name", o.tls_server_name,
+                 "Server name to verify the certificate against")
+      ->group(group);
+  app.add_option("--request-timeout", o.request_timeout,
+                 "Per-request timeout, e.g. 30s or 1m (0 = none)")
+      ->group(group);
+  app.add_option("--kube-api-qps", o.qps, "Client-side requests per second (0 = unlimited)")
+      ->group(group);
+  app.add_option("--kube-api-burst", o.burst, "Client-side burst of requests")->group(group);
+  app.add_flag("-v,--verbose", flags.verbosity, "More log output (repeatable)");
+}
+
+kube::RestConfig GlobalFlags::rest_config() const {
+  return kube::resolve_rest_config(overrides, kube::ConfigEnvironment::from_process());
+}
+
+std::unique_ptr<kube::Client> GlobalFlags::client() const {
+  return std::make_unique<kube::Client>(rest_config());
+}
+
+}  // namespace trainctl::cli

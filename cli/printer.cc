@@ -1,0 +1,57 @@
+#include "printer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "error.h"
+#include "yaml_json.h"
+
+namespace trainctl::cli {
+
+OutputFormat parse_output_format(std::string_view value) {
+  if (value.empty() || value == "table") return OutputFormat::Table;
+  if (value == "wide") return OutputFormat::Wide;
+  if (value == "json") return OutputFormat::Json;
+  if (value == "yaml") return OutputFormat::Yaml;
+  if (value == "name") return OutputFormat::Name;
+  throw Error(ErrorKind::Usage,
+              fmt::format("unknown output format {:?}: allowed are json, yaml, name, wide", value));
+}
+
+void print_table(std::ostream& out, const Table& table) {
+  std::vector<size_t> widths(table.headers.size(), 0);
+  auto measure = [&widths](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  };
+  measure(table.headers);
+  for (const auto& row : table.rows) measure(row);
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      line += i + 1 == widths.size() ? cell : fmt::format("{:<{}}   ", cell, widths[i]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << '\n';
+  };
+  print_row(table.headers);
+  for (const auto& row : table.rows) print_row(row);
+}
+
+void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat format) {
+  if (format == OutputFormat::Yaml) {
+    out << json_to_yaml(doc);
+  } else {
+    out << doc.dump(2) << '\n';
+  }
+}
+
+void print_name(std::ostream& out, const nlohmann::json& object, std::string_view resource) {
+  out << resource << '/' << object.value("metadata", nlohmann::json::object()).value("name", "")
+      << '\n';
+}
+
+}  // namespace trainctl::cli

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trainctl::cli {
+
+/// The -o formats every verb accepts.
+enum class OutputFormat { Table, Wide, Json, Yaml, Name };
+
+/// Parses an -o value; throws Error(Usage) naming the allowed values.
+OutputFormat parse_output_format(std::string_view value);
+
+/// A table: column headers and rows of cells, printed kubectl-style (upper-case headers, columns
+/// separated by three spaces, left-aligned).
+struct Table {
+  std::vector<std::string> headers;
+  std::vector<std::vector<std::string>> rows;
+};
+
+void print_table(std::ostream& out, const Table& table);
+/// Prints a document as pretty JSON (two-space indent) or YAML.
+void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat format);
+/// `<resource>/<name>` for -o name, e.g. "tfjob.kubeflow.org/mnist".
+void print_name(std::ostream& out, const nlohmann::json& object, std::string_view resource);
+
+}  // namespace trainctl::cli

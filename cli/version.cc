@@ -1,0 +1,54 @@
+// trainctl version: the client's version, and the server's when it can be reached.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "error.h"
+#include "printer.h"
+#include "trainctl/version.h"
+
+namespace trainctl::cli {
+namespace {
+
+struct VersionOptions {
+  bool client_only = false;
+  std::string output;
+
+  void Run(const GlobalFlags& flags) const {
+    const OutputFormat format = parse_output_format(output);
+    nlohmann::json doc = {{"clientVersion", {{"gitVersion", fmt::format("v{}", kVersion)}}}};
+    std::string server_problem;
+    if (!client_only) {
+      try {
+        doc["serverVersion"] = flags.client()->server_version();
+      } catch (const Error& e) {
+        server_problem = e.message();
+      }
+    }
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
+      print_document(std::cout, doc, format);
+    } else {
+      std::cout << "Client Version: v" << kVersion << '\n';
+      if (doc.contains("serverVersion")) {
+        std::cout << "Server Version: " << doc["serverVersion"].value("gitVersion", "unknown")
+                  << '\n';
+      }
+    }
+    if (!server_problem.empty()) {
+      std::cerr << "trainctl: server version unavailable: " << server_problem << '\n';
+    }
+  }
+};
+
+}  // namespace
+
+void add_version_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<VersionOptions>();
+  auto* cmd = app.add_subcommand("version", "Print the client and server versions");
+  cmd->add_flag("--client", opts->client_only, "Print only the client version");
+  cmd->add_option("-o,--output", opts->output, "Output format: json or yaml");
+  cmd->callback([opts, &flags] { opts->Run(flags); });
+}
+
+}  // namespace trainctl::cli

@@ -1,0 +1,394 @@
+#include "kube/http.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include "error.h"
+#include "kube/websocket.h"
+#include "trainctl/version.h"
+
+namespace trainctl::kube {
+
+std::string HttpResponse::header(const std::string& lower_name) const {
+  auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+namespace {
+
+struct CurlGlobal {
+  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+  ~CurlGlobal() { curl_global_cleanup(); }
+};
+
+void ensure_curl_initialized() { static CurlGlobal global; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+/// The parts of a server URL needed to steer TLS verification at a different name.
+struct ServerUrl {
+  std::string scheme, host, port, prefix;
+};
+
+ServerUrl parse_server(const std::string& server) {
+  ServerUrl u;
+  auto scheme_end = server.find("://");
+  if (scheme_end == std::string::npos) {
+    throw Error(ErrorKind::Config, fmt::format("server {:?} is not a URL (expected https://host:port)", server));
+  }
+  u.scheme = server.substr(0, scheme_end);
+  std::string rest = server.substr(scheme_end + 3);
+  auto slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  u.prefix = slash == std::string::npos ? "" : rest.substr(slash);
+  while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
+  auto colon = authority.rfind(':');
+  auto bracket = authority.rfind(']');
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+    u.host = authority.substr(0, colon);
+    u.port = authority.substr(colon + 1);
+  } else {
+    u.host = authority;
+    u.port = u.scheme == "http" ? "80" : "443";
+  }
+  return u;
+}
+
+/// Per-transfer state the libcurl callbacks write into.
+struct Transfer {
+  CURL* easy = nullptr;
+  HttpResponse* response = nullptr;
+  const BodySink* sink = nullptr;
+  std::stop_token stop;
+  bool sink_ended = false;
+};
+
+size_t on_header(char* data, size_t size, size_t nitems, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string_view line(data, size * nitems);
+  if (line.starts_with("HTTP/")) {
+    t->response->headers.clear();  // a new response head (after 100 Continue or a proxy CONNECT)
+    return size * nitems;
+  }
+  auto colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    t->response->headers[lower(trim(line.substr(0, colon)))] =
+        std::string(trim(line.substr(colon + 1)));
+  }
+  return size * nitems;
+}
+
+size_t on_body(char* data, size_t size, size_t nmemb, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * nmemb;
+  if (t->response->status == 0) {
+    long code = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+    t->response->status = static_cast<int>(code);
+  }
+  const bool success = t->response->status >= 200 && t->response->status < 300;
+  if (t->sink != nullptr && success) {
+    if (!(*t->sink)(std::string_view(data, n))) {
+      t->sink_ended = true;
+      return 0;  // makes libcurl abort the transfer with CURLE_WRITE_ERROR
+    }
+    return n;
+  }
+  t->response->body.append(data, n);
+  return n;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  return t->stop.stop_requested() ? 1 : 0;
+}
+
+void check(CURLcode code, const char* what) {
+  if (code != CURLE_OK) {
+    throw Error(ErrorKind::Config, fmt::format("libcurl rejected option {}: {}", what,
+                                               curl_easy_strerror(code)));
+  }
+}
+
+}  // namespace
+
+struct HttpTransport::Handle {
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  curl_slist* connect_to = nullptr;
+  char errbuf[CURL_ERROR_SIZE] = {};
+
+  Handle() : easy(curl_easy_init()) {
+    if (easy == nullptr) throw Error(ErrorKind::Connection, "libcurl could not create a handle");
+  }
+  ~Handle() {
+    free_lists();
+    curl_easy_cleanup(easy);
+  }
+  void free_lists() {
+    curl_slist_free_all(headers);
+    curl_slist_free_all(connect_to);
+    headers = connect_to = nullptr;
+  }
+  void reset() {
+    free_lists();
+    curl_easy_reset(easy);  // keeps the connection cache: that is the keep-alive reuse
+    errbuf[0] = '\0';
+  }
+};
+
+HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
+  ensure_curl_initialized();
+  ServerUrl url = parse_server(config.server);
+  if (url.scheme != "https" && url.scheme != "http") {
+    throw Error(ErrorKind::Config,
+                fmt::format("server {:?}: scheme must be https or http", config.server));
+  }
+  std::string host = url.host;
+  if (!config.tls.server_name.empty() && config.tls.server_name != url.host) {
+    // Verify the certificate against tls-server-name while connecting to the real address.
+    host = config.tls.server_name;
+    connect_to_ = fmt::format("{}:{}:{}:{}", host, url.port, url.host, url.port);
+  }
+  server_ = fmt::format("{}://{}:{}{}", url.scheme, host, url.port, url.prefix);
+  path_prefix_ = url.prefix;
+}
+
+HttpTransport::~HttpTransport() = default;
+
+std::unique_ptr<HttpTransport::Handle> HttpTransport::checkout() {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      auto h = std::move(idle_.back());
+      idle_.pop_back();
+      return h;
+    }
+  }
+  return std::make_unique<Handle>();
+}
+
+void HttpTransport::checkin(std::unique_ptr<Handle> handle) {
+  std::lock_guard lock(mu_);
+  idle_.push_back(std::move(handle));
+}
+
+void HttpTransport::configure(Handle& h, const HttpRequest& request,
+                              const RequestCredentials& creds, bool http1_only) {
+  h.reset();
+  CURL* e = h.easy;
+  const std::string url = server_ + request.path;
+  check(curl_easy_setopt(e, CURLOPT_URL, url.c_str()), "URL");
+  check(curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L), "NOSIGNAL");
+  check(curl_easy_setopt(e, CURLOPT_ERRORBUFFER, h.errbuf), "ERRORBUFFER");
+  check(curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                         http1_only ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS),
+        "HTTP_VERSION");
+  check(curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L), "TCP_KEEPALIVE");
+  check(curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L), "CONNECTTIMEOUT");
+  const auto timeout = request.timeout.count() > 0 ? request.timeout : config_.timeout;
+  check(curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count())), "TIMEOUT");
+
+  // TLS: verification stays on unless the config explicitly turns it off.
+  if (config_.tls.insecure_skip_verify) {
+    check(curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L), "SSL_VERIFYPEER");
+    check(curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L), "SSL_VERIFYHOST");
+  } else if (!config_.tls.ca_pem.empty()) {
+    curl_blob ca{const_cast<char*>(config_.tls.ca_pem.data()), config_.tls.ca_pem.size(),
+                 CURL_BLOB_COPY};
+    check(curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca), "CAINFO_BLOB");
+  }
+  if (!creds.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(creds.client_cert_pem.data()), creds.client_cert_pem.size(),
+                   CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(creds.client_key_pem.data()), creds.client_key_pem.size(),
+                  CURL_BLOB_COPY};
+    check(curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert), "SSLCERT_BLOB");
+    check(curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM"), "SSLCERTTYPE");
+    check(curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key), "SSLKEY_BLOB");
+    check(curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM"), "SSLKEYTYPE");
+  }
+  if (!config_.proxy_url.empty()) {
+    check(curl_easy_setopt(e, CURLOPT_PROXY, config_.proxy_url.c_str()), "PROXY");
+  }
+  if (!connect_to_.empty()) {
+    h.connect_to = curl_slist_append(nullptr, connect_to_.c_str());
+    check(curl_easy_setopt(e, CURLOPT_CONNECT_TO, h.connect_to), "CONNECT_TO");
+  }
+
+  // Method and body.
+  if (request.method == "GET") {
+    check(curl_easy_setopt(e, CURLOPT_HTTPGET, 1L), "HTTPGET");
+  } else {
+    check(curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, request.method.c_str()), "CUSTOMREQUEST");
+    if (!request.body.empty()) {
+      check(curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                             static_cast<curl_off_t>(request.body.size())),
+            "POSTFIELDSIZE");
+      check(curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, request.body.c_str()), "COPYPOSTFIELDS");
+    }
+  }
+
+  // Headers. Credentials go only into this list, never into messages or logs.
+  bool has_accept = false;
+  auto add = [&h](const std::string& line) {
+    h.headers = curl_slist_append(h.headers, line.c_str());
+  };
+  for (const auto& [name, value] : request.headers) {
+    if (lower(name) == "accept") has_accept = true;
+    add(name + ": " + value);
+  }
+  if (!has_accept) add("Accept: application/json");
+  add(fmt::format("User-Agent: trainctl/{} (linux)", kVersion));
+  add("Expect:");  // no 100-continue round trip
+  if (!creds.authorization.empty()) add("Authorization: " + creds.authorization);
+  if (!config_.auth.impersonate_user.empty()) {
+    add("Impersonate-User: " + config_.auth.impersonate_user);
+    for (const auto& g : config_.auth.impersonate_groups) add("Impersonate-Group: " + g);
+  }
+  check(curl_easy_setopt(e, CURLOPT_HTTPHEADER, h.headers), "HTTPHEADER");
+}
+
+namespace {
+
+[[noreturn]] void throw_transfer_error(CURLcode code, const char* errbuf, const std::string& method,
+                                       const std::string& url) {
+  const std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(code);
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    throw Error(ErrorKind::Timeout, fmt::format("{} {}: timed out: {}", method, url, detail));
+  }
+  throw Error(ErrorKind::Connection, fmt::format("{} {}: {}", method, url, detail));
+}
+
+HttpResponse perform(CURL* e, const char* errbuf, const HttpRequest& request,
+                     const std::string& url, const BodySink* sink, std::stop_token stop) {
+  HttpResponse response;
+  Transfer t{e, &response, sink, std::move(stop), false};
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(e, CURLOPT_XFERINFODATA, &t);
+  const CURLcode code = curl_easy_perform(e);
+  const bool ended_by_us = (code == CURLE_WRITE_ERROR && t.sink_ended) ||
+                           (code == CURLE_ABORTED_BY_CALLBACK && t.stop.stop_requested());
+  if (code != CURLE_OK && !ended_by_us) throw_transfer_error(code, errbuf, request.method, url);
+  long status = 0;
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+  response.status = static_cast<int>(status);
+  long version = 0;
+  curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &version);
+  response.http_version = version == CURL_HTTP_VERSION_2_0 ? 2 : 11;
+  return response;
+}
+
+}  // namespace
+
+HttpResponse HttpTransport::send(const HttpRequest& request, const RequestCredentials& creds) {
+  auto h = checkout();
+  configure(*h, request, creds, /*http1_only=*/false);
+  HttpResponse response =
+      perform(h->easy, h->errbuf, request, server_ + request.path, nullptr, std::stop_token());
+  checkin(std::move(h));
+  return response;
+}
+
+HttpResponse HttpTransport::stream(const HttpRequest& request, const RequestCredentials& creds,
+                                   const BodySink& sink, std::stop_token stop) {
+  auto h = checkout();
+  configure(*h, request, creds, /*http1_only=*/false);
+  HttpResponse response =
+      perform(h->easy, h->errbuf, request, server_ + request.path, &sink, std::move(stop));
+  checkin(std::move(h));
+  return response;
+}
+
+namespace {
+
+/// A raw connection libcurl opened (CONNECT_ONLY), read and written with curl_easy_recv/send.
+class CurlByteStream final : public ws::ByteStream {
+ public:
+  explicit CurlByteStream(CURL* easy) : easy_(easy) {}
+  ~CurlByteStream() override { curl_easy_cleanup(easy_); }
+
+  void write_all(std::string_view data) override {
+    while (!data.empty()) {
+      size_t sent = 0;
+      CURLcode code = curl_easy_send(easy_, data.data(), data.size(), &sent);
+      if (code == CURLE_AGAIN) {
+        wait(POLLOUT);
+        continue;
+      }
+      if (code != CURLE_OK) {
+        throw Error(ErrorKind::Connection,
+                    fmt::format("sending on the exec connection: {}", curl_easy_strerror(code)));
+      }
+      data.remove_prefix(sent);
+    }
+  }
+
+  std::size_t read_some(char* buf, std::size_t n) override {
+    while (true) {
+      size_t got = 0;
+      CURLcode code = curl_easy_recv(easy_, buf, n, &got);
+      if (code == CURLE_AGAIN) {
+        wait(POLLIN);
+        continue;
+      }
+      if (code != CURLE_OK) {
+        throw Error(ErrorKind::Connection,
+                    fmt::format("reading the exec connection: {}", curl_easy_strerror(code)));
+      }
+      return got;
+    }
+  }
+
+ private:
+  void wait(short events) {
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    curl_easy_getinfo(easy_, CURLINFO_ACTIVESOCKET, &fd);
+    if (fd == CURL_SOCKET_BAD) throw Error(ErrorKind::Connection, "the exec connection closed");
+    pollfd p{fd, events, 0};
+    ::poll(&p, 1, 1000);
+  }
+
+  CURL* easy_;
+};
+
+}  // namespace
+
+std::unique_ptr<ws::ByteStream> HttpTransport::connect_raw(const RequestCredentials& creds,
+                                                           std::string& host_header) {
+  Handle h;
+  HttpRequest request;
+  request.path = "/";
+  configure(h, request, creds, /*http1_only=*/true);
+  curl_easy_setopt(h.easy, CURLOPT_CONNECT_ONLY, 1L);
+  const CURLcode code = curl_easy_perform(h.easy);
+  if (code != CURLE_OK) throw_transfer_error(code, h.errbuf, "CONNECT", server_);
+  ServerUrl url = parse_server(server_);
+  host_header = url.host + ":" + url.port;
+  CURL* easy = h.easy;
+  h.easy = curl_easy_init();  // the stream owns the connected handle now
+  return std::make_unique<CurlByteStream>(easy);
+}
+
+}  // namespace trainctl::kube

@@ -1,0 +1,92 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kube/credentials.h"
+#include "kube/rest_config.h"
+
+namespace trainctl::kube {
+
+namespace ws {
+class ByteStream;
+}
+
+/// One HTTP request to the API server; `path` includes the query string.
+struct HttpRequest {
+  std::string method = "GET";
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  /// Overrides the config's per-request timeout; 0 = use the config's.
+  std::chrono::milliseconds timeout{0};
+};
+
+/// A complete response, or the head of a streamed one.
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+  /// Header names lower-cased.
+  std::map<std::string, std::string> headers;
+  /// The negotiated HTTP version: 11 or 2.
+  int http_version = 0;
+
+  std::string header(const std::string& lower_name) const;
+};
+
+/// Receives a streamed 2xx response body as it arrives; returning false ends the stream.
+using BodySink = std::function<bool(std::string_view)>;
+
+/// HTTPS to one API server over libcurl: TLS from the rest config, keep-alive connections kept in
+/// a pool of handles (one per concurrent caller), HTTP/2 when the server offers it. Knows nothing
+/// of Kubernetes semantics; the Client adds those.
+class HttpTransport {
+ public:
+  explicit HttpTransport(const RestConfig& config);
+  ~HttpTransport();
+  HttpTransport(const HttpTransport&) = delete;
+  HttpTransport& operator=(const HttpTransport&) = delete;
+
+  /// Sends a request and reads the whole response. Throws Error(Connection|Timeout) when no
+  /// response arrives; any HTTP status is returned, not thrown.
+  HttpResponse send(const HttpRequest& request, const RequestCredentials& creds);
+
+  /// Sends a request and hands the body to `sink` while it arrives, until the server ends it, the
+  /// sink returns false, or `stop` is requested. The returned response carries status and
+  /// headers; its body is filled only for a non-2xx status.
+  HttpResponse stream(const HttpRequest& request, const RequestCredentials& creds,
+                      const BodySink& sink, std::stop_token stop);
+
+  /// Opens a raw HTTP/1.1 connection (TLS, proxy and client certificate as for any request) for
+  /// protocols libcurl does not speak, such as WebSocket. Returns the stream and the Host value.
+  std::unique_ptr<ws::ByteStream> connect_raw(const RequestCredentials& creds,
+                                              std::string& host_header);
+
+  const std::string& server() const { return server_; }
+  /// The path prefix of the server URL ("" or e.g. "/k8s/clusters/c-1"), for raw connections.
+  const std::string& path_prefix() const { return path_prefix_; }
+
+ private:
+  struct Handle;
+  std::unique_ptr<Handle> checkout();
+  void checkin(std::unique_ptr<Handle> handle);
+  void configure(Handle& h, const HttpRequest& request, const RequestCredentials& creds,
+                 bool http1_only);
+
+  RestConfig config_;
+  std::string server_;  // without trailing '/'
+  std::string path_prefix_;
+  std::string connect_to_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Handle>> idle_;
+};
+
+}  // namespace trainctl::kube

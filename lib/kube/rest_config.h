@@ -1,0 +1,64 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainctl::kube {
+
+/// How to verify the server, resolved from a kubeconfig cluster entry and flags.
+struct TlsConfig {
+  /// PEM bundle of trusted CAs; empty means the system trust store.
+  std::string ca_pem;
+  bool insecure_skip_verify = false;
+  /// Name to verify the serving certificate against, when it differs from the URL's host.
+  std::string server_name;
+};
+
+/// A client.authentication.k8s.io exec credential plugin, as written in a kubeconfig user.
+struct ExecPluginConfig {
+  std::string api_version;  // client.authentication.k8s.io/v1 or /v1beta1
+  std::string command;      // resolved against the kubeconfig's directory when relative with '/'
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string interactive_mode = "IfAvailable";  // Never | IfAvailable | Always
+  bool provide_cluster_info = false;
+  std::string install_hint;
+};
+
+/// How to authenticate, resolved from a kubeconfig user entry and flags; at most one method.
+struct AuthConfig {
+  std::string token;
+  std::string token_file;  // re-read periodically; bound service-account tokens rotate
+  std::string username;
+  std::string password;
+  std::string client_cert_pem;
+  std::string client_key_pem;
+  std::optional<ExecPluginConfig> exec;
+  std::string impersonate_user;
+  std::vector<std::string> impersonate_groups;
+};
+
+/// Everything the client needs to reach one API server: the output of config resolution.
+struct RestConfig {
+  std::string server;  // https://host:port, possibly with a path prefix
+  TlsConfig tls;
+  AuthConfig auth;
+  std::string proxy_url;  // http://, https:// or socks5://
+  /// The namespace verbs default to: flag, then context, then "default".
+  std::string default_namespace = "default";
+  std::chrono::milliseconds timeout{0};  // per request; 0 = no limit
+  double qps = 50;                       // client-side rate limit; 0 = unlimited
+  int burst = 100;
+
+  /// Where this came from, for `trainctl config view` and error messages.
+  std::string context_name;
+  std::string cluster_name;
+  std::string user_name;
+  std::string source;  // kubeconfig path(s), or "in-cluster"
+  bool in_cluster = false;
+};
+
+}  // namespace trainctl::kube

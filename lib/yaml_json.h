@@ -1,0 +1,22 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace YAML {
+class Node;
+}
+
+namespace trainctl {
+
+/// Converts a parsed YAML node to JSON with the YAML 1.2 core schema: unquoted true/false,
+/// null/~, integers and floats become typed values; quoted scalars stay strings.
+nlohmann::json yaml_to_json(const YAML::Node& node);
+
+/// Emits JSON as block-style YAML as kubectl prints it; strings that would read back as another
+/// type (e.g. "true", "123") are quoted.
+std::string json_to_yaml(const nlohmann::json& doc);
+
+}  // namespace trainctl

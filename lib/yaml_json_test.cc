@@ -1,0 +1,41 @@
+#include "yaml_json.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+namespace trainctl {
+namespace {
+
+TEST(YamlJsonTest, CoreSchemaTypesPlainScalars) {
+  auto doc = yaml_to_json(YAML::Load(R"(
+replicas: 3
+ratio: 0.5
+suspend: false
+missing: ~
+quoted: "3"
+single: 'true'
+name: mnist
+)"));
+  EXPECT_EQ(doc["replicas"], 3);
+  EXPECT_DOUBLE_EQ(doc["ratio"].get<double>(), 0.5);
+  EXPECT_EQ(doc["suspend"], false);
+  EXPECT_TRUE(doc["missing"].is_null());
+  EXPECT_EQ(doc["quoted"], "3");
+  EXPECT_EQ(doc["single"], "true");
+  EXPECT_EQ(doc["name"], "mnist");
+}
+
+TEST(YamlJsonTest, RoundTripKeepsStringsThatLookLikeOtherTypes) {
+  nlohmann::json in = {{"a", "true"},          {"b", "123"},
+                       {"c", "null"},          {"d", 7},
+                       {"e", {1, "x", false}}, {"f", {{"nested", "1.5"}}}};
+  auto out = yaml_to_json(YAML::Load(json_to_yaml(in)));
+  EXPECT_EQ(out, in);
+}
+
+TEST(YamlJsonTest, EmitsBlockStyle) {
+  EXPECT_EQ(json_to_yaml({{"metadata", {{"name", "x"}}}}), "metadata:\n  name: x\n");
+}
+
+}  // namespace
+}  // namespace trainctl

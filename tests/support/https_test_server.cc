@@ -1,0 +1,91 @@
+#include "tests/support/https_test_server.h"
+
+#include <openssl/pem.h>
+
+#include <stdexcept>
+
+namespace trainctl::testing {
+
+const TestPki& TestPki::shared() {
+  static const TestPki pki = [] {
+    TestPki p;
+    p.ca = sandbox::make_certificate_authority("trainctl-test-ca");
+    p.server = sandbox::issue_certificate(p.ca, {.common_name = "test-apiserver",
+                                                 .dns_names = {"localhost", "apiserver.test"},
+                                                 .ip_addresses = {"127.0.0.1"},
+                                                 .server_auth = true});
+    p.client = sandbox::issue_certificate(
+        p.ca, {.common_name = "test-user", .organizations = {"system:masters"}, .client_auth = true});
+    return p;
+  }();
+  return pki;
+}
+
+namespace {
+
+X509* read_cert(const std::string& pem) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  return cert;
+}
+
+EVP_PKEY* read_key(const std::string& pem) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  return key;
+}
+
+}  // namespace
+
+HttpsTestServer::HttpsTestServer(ClientCerts client_certs, const TestPki& pki) : pki_(pki) {
+  X509* cert = read_cert(pki.server.cert_pem);
+  EVP_PKEY* key = read_key(pki.server.key_pem);
+  X509_STORE* store = nullptr;
+  if (client_certs == ClientCerts::Required) {
+    store = X509_STORE_new();
+    X509* ca = read_cert(pki.ca.cert_pem);
+    X509_STORE_add_cert(store, ca);
+    X509_free(ca);
+  }
+  server_ = std::make_unique<httplib::SSLServer>(cert, key, store);  // takes the store
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  if (!server_->is_valid()) throw std::runtime_error("test HTTPS server: bad certificate");
+  server_->set_logger([this](const httplib::Request& req, const httplib::Response&) {
+    RecordedRequest r{req.method, req.target, req.path, {}, req.headers, req.body};
+    for (const auto& [k, v] : req.params) r.params.emplace(k, v);
+    std::lock_guard lock(mu_);
+    requests_.push_back(std::move(r));
+  });
+}
+
+HttpsTestServer::~HttpsTestServer() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HttpsTestServer::start() {
+  port_ = server_->bind_to_any_port("127.0.0.1");
+  if (port_ <= 0) throw std::runtime_error("test HTTPS server: cannot bind");
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  while (!server_->is_running()) std::this_thread::yield();
+}
+
+std::string HttpsTestServer::url() const { return "https://127.0.0.1:" + std::to_string(port_); }
+
+std::vector<RecordedRequest> HttpsTestServer::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+kube::RestConfig HttpsTestServer::rest_config() const {
+  kube::RestConfig config;
+  config.server = url();
+  config.tls.ca_pem = pki_.ca.cert_pem;
+  config.qps = 0;
+  return config;
+}
+
+}  // namespace trainctl::testing
