@@ -15,30 +15,37 @@ namespace {
 
 std::string auth_method(const kube::AuthConfig& auth) {
   std::vector<std::string> methods;
-  if (!auth.client_cert_pem.empty()) methods.emplace_back("client certificate");
-  if (!auth.token.empty()) methods.emplace_back("bearer token");
-  if (!auth.token_file.empty()) methods.push_back("token file " + auth.token_file);
-  if (!auth.username.empty()) methods.emplace_back("basic auth");
-  if (auth.exec) methods.push_back("exec plugin " + auth.exec->command);
-  if (methods.empty()) return "none";
+  if (!auth.client_cert_pem.empty())
+    methods.emplace_back("client certificate");
+  if (!auth.token.empty())
+    methods.emplace_back("bearer token");
+  if (!auth.token_file.empty())
+    methods.push_back("token file " + auth.token_file);
+  if (!auth.username.empty())
+    methods.emplace_back("basic auth");
+  if (auth.exec)
+    methods.push_back("exec plugin " + auth.exec->command);
+  if (methods.empty())
+    return "none";
   std::string out = methods[0];
-  for (size_t i = 1; i < methods.size(); ++i) out += ", " + methods[i];
+  for (size_t i = 1; i < methods.size(); ++i)
+    out += ", " + methods[i];
   return out;
 }
 
 /// The connection trainctl will use, with no secret in it.
 nlohmann::json resolved_view(const kube::RestConfig& c) {
-  nlohmann::json doc = {{"source", c.source},
-                        {"context", c.context_name},
-                        {"cluster", c.cluster_name},
-                        {"user", c.user_name},
-                        {"server", c.server},
-                        {"namespace", c.default_namespace},
-                        {"auth", auth_method(c.auth)},
-                        {"insecureSkipTLSVerify", c.tls.insecure_skip_verify}};
-  if (!c.tls.server_name.empty()) doc["tlsServerName"] = c.tls.server_name;
-  if (!c.proxy_url.empty()) doc["proxyURL"] = c.proxy_url;
-  if (!c.auth.impersonate_user.empty()) doc["impersonate"] = c.auth.impersonate_user;
+  nlohmann::json doc = {
+      {"source", c.source},          {"context", c.context_name},
+      {"cluster", c.cluster_name},   {"user", c.user_name},
+      {"server", c.server},          {"namespace", c.default_namespace},
+      {"auth", auth_method(c.auth)}, {"insecureSkipTLSVerify", c.tls.insecure_skip_verify}};
+  if (!c.tls.server_name.empty())
+    doc["tlsServerName"] = c.tls.server_name;
+  if (!c.proxy_url.empty())
+    doc["proxyURL"] = c.proxy_url;
+  if (!c.auth.impersonate_user.empty())
+    doc["impersonate"] = c.auth.impersonate_user;
   return doc;
 }
 
@@ -72,7 +79,8 @@ struct ViewOptions {
 void print_current_context(const GlobalFlags& flags) {
   const auto config =
       kube::load_kubeconfig(flags.overrides, kube::ConfigEnvironment::from_process());
-  if (config.current_context.empty()) throw Error(ErrorKind::Config, "current-context is not set");
+  if (config.current_context.empty())
+    throw Error(ErrorKind::Config, "current-context is not set");
   std::cout << config.current_context << '\n';
 }
 
@@ -104,8 +112,9 @@ void add_config_command(CLI::App& app, const GlobalFlags& flags) {
   view_cmd->add_option("-o,--output", view->output, "yaml (default) or json");
   view_cmd->callback([view, &flags] { view->Run(flags); });
 
-  config->add_subcommand("current-context", "Print the current context")
-      ->callback([&flags] { print_current_context(flags); });
+  config->add_subcommand("current-context", "Print the current context")->callback([&flags] {
+    print_current_context(flags);
+  });
   config->add_subcommand("get-contexts", "List contexts and the file defining each")
       ->callback([&flags] { print_contexts(flags); });
 

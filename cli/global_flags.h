@@ -1,9 +1,8 @@
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "kube/client.h"
 #include "kube/kubeconfig.h"

@@ -1,6 +1,5 @@
 // trainctl: distributed training jobs on Kubernetes.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "commands.h"

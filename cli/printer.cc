@@ -10,11 +10,16 @@
 namespace trainctl::cli {
 
 OutputFormat parse_output_format(std::string_view value) {
-  if (value.empty() || value == "table") return OutputFormat::Table;
-  if (value == "wide") return OutputFormat::Wide;
-  if (value == "json") return OutputFormat::Json;
-  if (value == "yaml") return OutputFormat::Yaml;
-  if (value == "name") return OutputFormat::Name;
+  if (value.empty() || value == "table")
+    return OutputFormat::Table;
+  if (value == "wide")
+    return OutputFormat::Wide;
+  if (value == "json")
+    return OutputFormat::Json;
+  if (value == "yaml")
+    return OutputFormat::Yaml;
+  if (value == "name")
+    return OutputFormat::Name;
   throw Error(ErrorKind::Usage,
               fmt::format("unknown output format {:?}: allowed are json, yaml, name, wide", value));
 }
@@ -27,18 +32,21 @@ void print_table(std::ostream& out, const Table& table) {
     }
   };
   measure(table.headers);
-  for (const auto& row : table.rows) measure(row);
+  for (const auto& row : table.rows)
+    measure(row);
   auto print_row = [&](const std::vector<std::string>& row) {
     std::string line;
     for (size_t i = 0; i < widths.size(); ++i) {
       const std::string cell = i < row.size() ? row[i] : "";
       line += i + 1 == widths.size() ? cell : fmt::format("{:<{}}   ", cell, widths[i]);
     }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
     out << line << '\n';
   };
   print_row(table.headers);
-  for (const auto& row : table.rows) print_row(row);
+  for (const auto& row : table.rows)
+    print_row(row);
 }
 
 void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat format) {

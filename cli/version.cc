@@ -1,4 +1,6 @@
 // trainctl version: the client's version, and the server's when it can be reached.
+#include "trainctl/version.h"
+
 #include <fmt/format.h>
 
 #include <iostream>
@@ -6,7 +8,6 @@
 #include "commands.h"
 #include "error.h"
 #include "printer.h"
-#include "trainctl/version.h"
 
 namespace trainctl::cli {
 namespace {

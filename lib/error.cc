@@ -11,12 +11,18 @@ Error::Error(ErrorKind kind, std::string message, int http_code)
 
 ErrorKind kind_for_status(int http_code, std::string_view reason) {
   // The reason is more specific than the code where the server gives one.
-  if (reason == "Expired" || reason == "Gone") return ErrorKind::Gone;
-  if (reason == "AlreadyExists") return ErrorKind::AlreadyExists;
-  if (reason == "Conflict") return ErrorKind::Conflict;
-  if (reason == "Invalid") return ErrorKind::Invalid;
-  if (reason == "NotFound") return ErrorKind::NotFound;
-  if (reason == "Timeout" || reason == "ServerTimeout") return ErrorKind::Timeout;
+  if (reason == "Expired" || reason == "Gone")
+    return ErrorKind::Gone;
+  if (reason == "AlreadyExists")
+    return ErrorKind::AlreadyExists;
+  if (reason == "Conflict")
+    return ErrorKind::Conflict;
+  if (reason == "Invalid")
+    return ErrorKind::Invalid;
+  if (reason == "NotFound")
+    return ErrorKind::NotFound;
+  if (reason == "Timeout" || reason == "ServerTimeout")
+    return ErrorKind::Timeout;
   switch (http_code) {
     case 400:
       return ErrorKind::BadRequest;
@@ -51,7 +57,8 @@ Error Error::from_response(int http_code, std::string_view body,
   const bool is_status = status.is_object() && status.value("kind", "") == "Status";
   std::string reason = is_status ? status.value("reason", "") : "";
   std::string server_message = is_status ? status.value("message", "") : std::string(body);
-  if (server_message.size() > 512) server_message = server_message.substr(0, 512) + "...";
+  if (server_message.size() > 512)
+    server_message = server_message.substr(0, 512) + "...";
   ErrorKind kind = kind_for_status(http_code, reason);
   std::string message =
       server_message.empty()
@@ -59,7 +66,8 @@ Error Error::from_response(int http_code, std::string_view body,
           : fmt::format("{} (HTTP {})", server_message, http_code);
   Error err(kind, std::move(message), http_code);
   err.reason_ = std::move(reason);
-  if (is_status) err.status_ = std::move(status);
+  if (is_status)
+    err.status_ = std::move(status);
   err.retry_after_ = retry_after;
   return err;
 }
@@ -79,25 +87,44 @@ int exit_code(ErrorKind kind) {
 
 std::string_view to_string(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::Usage: return "Usage";
-    case ErrorKind::Config: return "Config";
-    case ErrorKind::Validation: return "Validation";
-    case ErrorKind::BadRequest: return "BadRequest";
-    case ErrorKind::Unauthorized: return "Unauthorized";
-    case ErrorKind::Forbidden: return "Forbidden";
-    case ErrorKind::NotFound: return "NotFound";
-    case ErrorKind::MethodNotAllowed: return "MethodNotAllowed";
-    case ErrorKind::AlreadyExists: return "AlreadyExists";
-    case ErrorKind::Conflict: return "Conflict";
-    case ErrorKind::Gone: return "Gone";
-    case ErrorKind::UnsupportedMediaType: return "UnsupportedMediaType";
-    case ErrorKind::Invalid: return "Invalid";
-    case ErrorKind::TooManyRequests: return "TooManyRequests";
-    case ErrorKind::ServerError: return "ServerError";
-    case ErrorKind::Timeout: return "Timeout";
-    case ErrorKind::Connection: return "Connection";
-    case ErrorKind::Protocol: return "Protocol";
-    case ErrorKind::WaitTimeout: return "WaitTimeout";
+    case ErrorKind::Usage:
+      return "Usage";
+    case ErrorKind::Config:
+      return "Config";
+    case ErrorKind::Validation:
+      return "Validation";
+    case ErrorKind::BadRequest:
+      return "BadRequest";
+    case ErrorKind::Unauthorized:
+      return "Unauthorized";
+    case ErrorKind::Forbidden:
+      return "Forbidden";
+    case ErrorKind::NotFound:
+      return "NotFound";
+    case ErrorKind::MethodNotAllowed:
+      return "MethodNotAllowed";
+    case ErrorKind::AlreadyExists:
+      return "AlreadyExists";
+    case ErrorKind::Conflict:
+      return "Conflict";
+    case ErrorKind::Gone:
+      return "Gone";
+    case ErrorKind::UnsupportedMediaType:
+      return "UnsupportedMediaType";
+    case ErrorKind::Invalid:
+      return "Invalid";
+    case ErrorKind::TooManyRequests:
+      return "TooManyRequests";
+    case ErrorKind::ServerError:
+      return "ServerError";
+    case ErrorKind::Timeout:
+      return "Timeout";
+    case ErrorKind::Connection:
+      return "Connection";
+    case ErrorKind::Protocol:
+      return "Protocol";
+    case ErrorKind::WaitTimeout:
+      return "WaitTimeout";
   }
   return "Unknown";
 }

@@ -2,11 +2,10 @@
 
 #include <chrono>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace trainctl {
 

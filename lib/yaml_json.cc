@@ -8,26 +8,34 @@
 namespace trainctl {
 namespace {
 
-bool is_null_scalar(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+bool is_null_scalar(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
 
 std::optional<bool> bool_scalar(std::string_view s) {
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (s == "true" || s == "True" || s == "TRUE")
+    return true;
+  if (s == "false" || s == "False" || s == "FALSE")
+    return false;
   return std::nullopt;
 }
 
 nlohmann::json typed_scalar(const std::string& s) {
-  if (is_null_scalar(s)) return nullptr;
-  if (auto b = bool_scalar(s)) return *b;
+  if (is_null_scalar(s))
+    return nullptr;
+  if (auto b = bool_scalar(s))
+    return *b;
   static const std::regex int_re("[-+]?[0-9]+");
   static const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
   if (std::regex_match(s, int_re)) {
     long long v = 0;
     const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
     auto [ptr, ec] = std::from_chars(begin, s.data() + s.size(), v);
-    if (ec == std::errc() && ptr == s.data() + s.size()) return v;
+    if (ec == std::errc() && ptr == s.data() + s.size())
+      return v;
   }
-  if (std::regex_match(s, float_re)) return std::stod(s);
+  if (std::regex_match(s, float_re))
+    return std::stod(s);
   return s;
 }
 
@@ -47,12 +55,14 @@ void emit(YAML::Emitter& out, const nlohmann::json& doc) {
       break;
     case nlohmann::json::value_t::array:
       out << YAML::BeginSeq;
-      for (const auto& v : doc) emit(out, v);
+      for (const auto& v : doc)
+        emit(out, v);
       out << YAML::EndSeq;
       break;
     case nlohmann::json::value_t::string: {
       const auto& s = doc.get_ref<const std::string&>();
-      if (reads_as_other_type(s)) out << YAML::DoubleQuoted;
+      if (reads_as_other_type(s))
+        out << YAML::DoubleQuoted;
       out << s;
       break;
     }
@@ -75,17 +85,20 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Map: {
       nlohmann::json obj = nlohmann::json::object();
-      for (const auto& kv : node) obj[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      for (const auto& kv : node)
+        obj[kv.first.as<std::string>()] = yaml_to_json(kv.second);
       return obj;
     }
     case YAML::NodeType::Sequence: {
       nlohmann::json arr = nlohmann::json::array();
-      for (const auto& item : node) arr.push_back(yaml_to_json(item));
+      for (const auto& item : node)
+        arr.push_back(yaml_to_json(item));
       return arr;
     }
     case YAML::NodeType::Scalar:
       // A "!" tag marks a quoted scalar: it is a string whatever it spells.
-      if (node.Tag() == "!") return node.Scalar();
+      if (node.Tag() == "!")
+        return node.Scalar();
       return typed_scalar(node.Scalar());
     default:
       return nullptr;
@@ -99,7 +112,8 @@ std::string json_to_yaml(const nlohmann::json& doc) {
   out.SetMapFormat(YAML::Block);
   emit(out, doc);
   std::string s = out.c_str();
-  if (!s.empty() && s.back() != '\n') s.push_back('\n');
+  if (!s.empty() && s.back() != '\n')
+    s.push_back('\n');
   return s;
 }
 

@@ -26,9 +26,8 @@ name: mnist
 }
 
 TEST(YamlJsonTest, RoundTripKeepsStringsThatLookLikeOtherTypes) {
-  nlohmann::json in = {{"a", "true"},          {"b", "123"},
-                       {"c", "null"},          {"d", 7},
-                       {"e", {1, "x", false}}, {"f", {{"nested", "1.5"}}}};
+  nlohmann::json in = {{"a", "true"}, {"b", "123"},           {"c", "null"},
+                       {"d", 7},      {"e", {1, "x", false}}, {"f", {{"nested", "1.5"}}}};
   auto out = yaml_to_json(YAML::Load(json_to_yaml(in)));
   EXPECT_EQ(out, in);
 }

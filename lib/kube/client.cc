@@ -15,10 +15,14 @@ using nlohmann::json;
 
 std::string_view content_type(PatchType type) {
   switch (type) {
-    case PatchType::Merge: return "application/merge-patch+json";
-    case PatchType::Json: return "application/json-patch+json";
-    case PatchType::Strategic: return "application/strategic-merge-patch+json";
-    case PatchType::Apply: return "application/apply-patch+yaml";
+    case PatchType::Merge:
+      return "application/merge-patch+json";
+    case PatchType::Json:
+      return "application/json-patch+json";
+    case PatchType::Strategic:
+      return "application/strategic-merge-patch+json";
+    case PatchType::Apply:
+      return "application/apply-patch+yaml";
   }
   return "application/json";
 }
@@ -27,7 +31,8 @@ namespace {
 
 std::optional<std::chrono::seconds> parse_retry_after(const HttpResponse& response) {
   const std::string value = response.header("retry-after");
-  if (value.empty()) return std::nullopt;
+  if (value.empty())
+    return std::nullopt;
   try {
     return std::chrono::seconds(std::stoll(value));
   } catch (const std::exception&) {
@@ -39,11 +44,14 @@ Error error_for(const HttpResponse& response) {
   return Error::from_response(response.status, response.body, parse_retry_after(response));
 }
 
-bool is_success(int status) { return status >= 200 && status < 300; }
+bool is_success(int status) {
+  return status >= 200 && status < 300;
+}
 
 /// The namespace to address: the caller's, else the object's own.
 std::string namespace_of(std::string_view ns, const json& object) {
-  if (!ns.empty()) return std::string(ns);
+  if (!ns.empty())
+    return std::string(ns);
   const auto& meta = object.value("metadata", json::object());
   return meta.value("namespace", "");
 }
@@ -51,7 +59,8 @@ std::string namespace_of(std::string_view ns, const json& object) {
 std::string name_of(const json& object) {
   const auto& meta = object.value("metadata", json::object());
   std::string name = meta.value("name", "");
-  if (name.empty()) throw Error(ErrorKind::Usage, "the object has no metadata.name");
+  if (name.empty())
+    throw Error(ErrorKind::Usage, "the object has no metadata.name");
   return name;
 }
 
@@ -94,7 +103,8 @@ HttpResponse Client::round_trip(HttpRequest request, bool idempotent) {
       response = transport_.send(request, creds);
     } catch (const Error& e) {
       const bool transient = e.kind() == ErrorKind::Connection || e.kind() == ErrorKind::Timeout;
-      if (!transient || !idempotent || attempt >= retry_.max_retries) throw;
+      if (!transient || !idempotent || attempt >= retry_.max_retries)
+        throw;
       clock_.sleep_for(backoff_delay(attempt, retry_.base, retry_.cap));
       continue;
     }
@@ -123,7 +133,8 @@ json Client::json_call(HttpRequest request, bool idempotent) {
   const std::string method = request.method;
   const std::string path = request.path;
   HttpResponse response = round_trip(std::move(request), idempotent);
-  if (!is_success(response.status)) throw error_for(response);
+  if (!is_success(response.status))
+    throw error_for(response);
   json doc = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     throw Error(ErrorKind::Protocol,
@@ -152,7 +163,8 @@ json Client::list_all(const Resource& r, std::string_view ns, ListOptions option
   json items = json::array();
   do {
     json page = list(r, ns, options);
-    for (auto& item : page["items"]) items.push_back(std::move(item));
+    for (auto& item : page["items"])
+      items.push_back(std::move(item));
     options.continue_token = page["metadata"].value("continue", "");
     // Later pages must not pin a resourceVersion: the continue token carries it.
     options.resource_version.clear();
@@ -207,13 +219,17 @@ json Client::patch(const Resource& r, std::string_view ns, std::string_view name
 json Client::remove(const Resource& r, std::string_view ns, std::string_view name,
                     const DeleteOptions& options) {
   json body = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};
-  if (!options.propagation_policy.empty()) body["propagationPolicy"] = options.propagation_policy;
-  if (options.precondition_uid) body["preconditions"]["uid"] = *options.precondition_uid;
+  if (!options.propagation_policy.empty())
+    body["propagationPolicy"] = options.propagation_policy;
+  if (options.precondition_uid)
+    body["preconditions"]["uid"] = *options.precondition_uid;
   if (options.precondition_resource_version) {
     body["preconditions"]["resourceVersion"] = *options.precondition_resource_version;
   }
-  if (options.grace_period_seconds) body["gracePeriodSeconds"] = *options.grace_period_seconds;
-  if (options.dry_run) body["dryRun"] = json::array({"All"});
+  if (options.grace_period_seconds)
+    body["gracePeriodSeconds"] = *options.grace_period_seconds;
+  if (options.dry_run)
+    body["dryRun"] = json::array({"All"});
   Query q;
   q.add_if(options.dry_run, "dryRun", "All");
   const bool has_options = body.size() > 2;
@@ -222,8 +238,7 @@ json Client::remove(const Resource& r, std::string_view ns, std::string_view nam
                    false);
 }
 
-HttpResponse Client::stream_call(HttpRequest request, const BodySink& sink,
-                                 std::stop_token stop) {
+HttpResponse Client::stream_call(HttpRequest request, const BodySink& sink, std::stop_token stop) {
   for (bool refreshed = false;;) {
     limiter_.acquire();
     const RequestCredentials creds = credentials_->current();
@@ -233,14 +248,16 @@ HttpResponse Client::stream_call(HttpRequest request, const BodySink& sink,
       refreshed = true;
       continue;
     }
-    if (!is_success(head.status)) throw error_for(head);
+    if (!is_success(head.status))
+      throw error_for(head);
     return head;
   }
 }
 
 WatchResult Client::watch(const Resource& r, std::string_view ns, const WatchOptions& options,
                           const WatchHandler& handler, std::stop_token stop) {
-  const int timeout = options.timeout_seconds > 0 ? options.timeout_seconds : random_watch_timeout();
+  const int timeout =
+      options.timeout_seconds > 0 ? options.timeout_seconds : random_watch_timeout();
   Query q;
   q.add("watch", "true")
       .add_if(!options.resource_version.empty(), "resourceVersion", options.resource_version)
@@ -268,7 +285,8 @@ WatchResult Client::watch(const Resource& r, std::string_view ns, const WatchOpt
           result.resource_version = rv->get<std::string>();
         }
         ++result.events;
-        if (!handler(*event)) return false;
+        if (!handler(*event))
+          return false;
       }
       return true;
     } catch (...) {
@@ -277,7 +295,8 @@ WatchResult Client::watch(const Resource& r, std::string_view ns, const WatchOpt
     }
   };
   stream_call(std::move(request), sink, std::move(stop));
-  if (failure) std::rethrow_exception(failure);
+  if (failure)
+    std::rethrow_exception(failure);
   return result;
 }
 
@@ -295,7 +314,8 @@ void Client::stream_logs(std::string_view ns, std::string_view pod, const LogOpt
   HttpRequest request =
       json_request("GET", resource_path(resources::pods(), ns, pod, "log") + q.encode(), nullptr);
   request.headers.emplace_back("Accept", "*/*");
-  if (options.follow) request.timeout = std::chrono::hours(24 * 365);
+  if (options.follow)
+    request.timeout = std::chrono::hours(24 * 365);
   std::exception_ptr failure;
   BodySink guarded = [&](std::string_view chunk) {
     try {
@@ -306,25 +326,29 @@ void Client::stream_logs(std::string_view ns, std::string_view pod, const LogOpt
     }
   };
   stream_call(std::move(request), guarded, std::move(stop));
-  if (failure) std::rethrow_exception(failure);
+  if (failure)
+    std::rethrow_exception(failure);
 }
 
 ExecOutcome Client::exec(std::string_view ns, std::string_view pod, const ExecOptions& options) {
-  if (options.command.empty()) throw Error(ErrorKind::Usage, "exec needs a command");
-  const std::string path =
-      transport_.path_prefix() + resource_path(resources::pods(), ns, pod, "exec") + "?" +
-      exec_query(options.command, options.container, !options.stdin_data.empty(), true, true,
-                 false);
+  if (options.command.empty())
+    throw Error(ErrorKind::Usage, "exec needs a command");
+  const std::string path = transport_.path_prefix() +
+                           resource_path(resources::pods(), ns, pod, "exec") + "?" +
+                           exec_query(options.command, options.container,
+                                      !options.stdin_data.empty(), true, true, false);
   limiter_.acquire();
   const RequestCredentials creds = credentials_->current();
   ++requests_sent_;
   std::string host;
   auto stream = transport_.connect_raw(creds, host);
   std::vector<std::pair<std::string, std::string>> headers;
-  if (!creds.authorization.empty()) headers.emplace_back("Authorization", creds.authorization);
+  if (!creds.authorization.empty())
+    headers.emplace_back("Authorization", creds.authorization);
   if (!config_.auth.impersonate_user.empty()) {
     headers.emplace_back("Impersonate-User", config_.auth.impersonate_user);
-    for (const auto& g : config_.auth.impersonate_groups) headers.emplace_back("Impersonate-Group", g);
+    for (const auto& g : config_.auth.impersonate_groups)
+      headers.emplace_back("Impersonate-Group", g);
   }
   ws::WebSocketClient socket(*stream);
   socket.handshake(host, path, headers, {"v4.channel.k8s.io"});
@@ -337,8 +361,8 @@ ExecOutcome Client::exec(std::string_view ns, std::string_view pod, const ExecOp
 }
 
 json Client::discover(std::string_view group, std::string_view version) {
-  const std::string path = group.empty() ? fmt::format("/api/{}", version)
-                                         : fmt::format("/apis/{}/{}", group, version);
+  const std::string path =
+      group.empty() ? fmt::format("/api/{}", version) : fmt::format("/apis/{}/{}", group, version);
   return json_call(json_request("GET", path, nullptr), true);
 }
 
@@ -349,15 +373,19 @@ void Client::require_served(const Resource& r) {
   try {
     list = discover(r.group, r.version);
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::NotFound) throw Error(ErrorKind::NotFound, missing, 404);
+    if (e.kind() == ErrorKind::NotFound)
+      throw Error(ErrorKind::NotFound, missing, 404);
     throw;
   }
   for (const auto& res : list.value("resources", json::array())) {
-    if (res.value("name", "") == r.plural) return;
+    if (res.value("name", "") == r.plural)
+      return;
   }
   throw Error(ErrorKind::NotFound, missing, 404);
 }
 
-json Client::server_version() { return json_call(json_request("GET", "/version", nullptr), true); }
+json Client::server_version() {
+  return json_call(json_request("GET", "/version", nullptr), true);
+}
 
 }  // namespace trainctl::kube

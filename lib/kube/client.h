@@ -5,13 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kube/clock.h"
 #include "kube/credentials.h"
@@ -132,8 +131,8 @@ class Client {
   /// PUT of the whole object; the object's metadata.resourceVersion makes it conditional.
   nlohmann::json update(const Resource& r, std::string_view ns, const nlohmann::json& object,
                         const WriteOptions& options = {});
-  nlohmann::json update_status(const Resource& r, std::string_view ns,
-                               const nlohmann::json& object, const WriteOptions& options = {});
+  nlohmann::json update_status(const Resource& r, std::string_view ns, const nlohmann::json& object,
+                               const WriteOptions& options = {});
   nlohmann::json patch(const Resource& r, std::string_view ns, std::string_view name,
                        PatchType type, const nlohmann::json& patch,
                        const PatchOptions& options = {});

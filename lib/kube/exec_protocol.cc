@@ -1,8 +1,8 @@
 #include "kube/exec_protocol.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include <charconv>
 
 #include "error.h"
 
@@ -12,7 +12,7 @@ namespace {
 using nlohmann::json;
 
 // Stdin goes out in messages of this size, so one huge input does not become one huge frame.
-constexpr std::size_t kStdinChunk = 32 * 1024;
+constexpr std::size_t kStdinChunk = std::size_t{32} * 1024;
 
 [[noreturn]] void protocol_error(std::string message) {
   throw Error(ErrorKind::Protocol, "exec: " + std::move(message));
@@ -27,11 +27,14 @@ std::string string_field(const json& object, const char* key) {
 int exit_code_cause(const json& status) {
   const json* causes = nullptr;
   if (auto details = status.find("details"); details != status.end() && details->is_object()) {
-    if (auto it = details->find("causes"); it != details->end() && it->is_array()) causes = &*it;
+    if (auto it = details->find("causes"); it != details->end() && it->is_array())
+      causes = &*it;
   }
-  if (causes == nullptr) protocol_error("a NonZeroExitCode status without details.causes");
+  if (causes == nullptr)
+    protocol_error("a NonZeroExitCode status without details.causes");
   for (const json& cause : *causes) {
-    if (!cause.is_object() || string_field(cause, "reason") != "ExitCode") continue;
+    if (!cause.is_object() || string_field(cause, "reason") != "ExitCode")
+      continue;
     const std::string text = string_field(cause, "message");
     int code = -1;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), code);
@@ -69,26 +72,29 @@ std::string encode_channel(ExecChannel channel, std::string_view data) {
   return out;
 }
 
-std::string encode_stdin(std::string_view data) { return encode_channel(ExecChannel::Stdin, data); }
+std::string encode_stdin(std::string_view data) {
+  return encode_channel(ExecChannel::Stdin, data);
+}
 
 std::string encode_resize(std::uint16_t width, std::uint16_t height) {
-  return encode_channel(ExecChannel::Resize,
-                        json{{"Width", width}, {"Height", height}}.dump());
+  return encode_channel(ExecChannel::Resize, json{{"Width", width}, {"Height", height}}.dump());
 }
 
 std::string encode_close_stdin() {
-  return encode_channel(ExecChannel::Close,
-                        std::string(1, static_cast<char>(ExecChannel::Stdin)));
+  return encode_channel(ExecChannel::Close, std::string(1, static_cast<char>(ExecChannel::Stdin)));
 }
 
 int exit_code_from_status(const json& status) {
-  if (!status.is_object()) protocol_error("the error channel carried no Status object");
+  if (!status.is_object())
+    protocol_error("the error channel carried no Status object");
   const std::string outcome = string_field(status, "status");
-  if (outcome == "Success") return 0;
+  if (outcome == "Success")
+    return 0;
   if (outcome != "Failure") {
     protocol_error(fmt::format("the error channel carried status {:?}", outcome));
   }
-  if (string_field(status, "reason") == "NonZeroExitCode") return exit_code_cause(status);
+  if (string_field(status, "reason") == "NonZeroExitCode")
+    return exit_code_cause(status);
   int code = 0;
   if (auto it = status.find("code"); it != status.end() && it->is_number_integer()) {
     code = it->get<int>();
@@ -101,9 +107,11 @@ ExecStreamDecoder::ExecStreamDecoder(ExecSink on_stdout, ExecSink on_stderr)
     : on_stdout_(std::move(on_stdout)), on_stderr_(std::move(on_stderr)) {}
 
 bool ExecStreamDecoder::handle(std::string_view message) {
-  if (exit_code_) return true;
+  if (exit_code_)
+    return true;
   // v4 servers open every channel with a message holding only its channel byte.
-  if (message.size() <= 1) return false;
+  if (message.size() <= 1)
+    return false;
   const auto channel = static_cast<ExecChannel>(static_cast<std::uint8_t>(message[0]));
   const std::string_view data = message.substr(1);
   switch (channel) {
@@ -132,19 +140,22 @@ ExecResult run_exec_session(ws::WebSocketClient& socket, std::string_view stdin_
                             ExecSink on_stdout, ExecSink on_stderr) {
   const std::string& protocol = socket.subprotocol();
   if (protocol != kExecProtocolV4 && protocol != kExecProtocolV5) {
-    protocol_error(fmt::format("the server agreed to subprotocol {:?}, not {}", protocol,
-                               kExecProtocolV4));
+    protocol_error(
+        fmt::format("the server agreed to subprotocol {:?}, not {}", protocol, kExecProtocolV4));
   }
   ExecStreamDecoder decoder(std::move(on_stdout), std::move(on_stderr));
   if (!stdin_data.empty()) {
     for (std::size_t at = 0; at < stdin_data.size(); at += kStdinChunk) {
       socket.send(ws::Opcode::Binary, encode_stdin(stdin_data.substr(at, kStdinChunk)));
     }
-    if (protocol == kExecProtocolV5) socket.send(ws::Opcode::Binary, encode_close_stdin());
+    if (protocol == kExecProtocolV5)
+      socket.send(ws::Opcode::Binary, encode_close_stdin());
   }
   while (std::optional<ws::Message> msg = socket.receive()) {
-    if (msg->opcode != ws::Opcode::Binary) protocol_error("a text message on a binary protocol");
-    if (!decoder.handle(msg->payload)) continue;
+    if (msg->opcode != ws::Opcode::Binary)
+      protocol_error("a text message on a binary protocol");
+    if (!decoder.handle(msg->payload))
+      continue;
     // The status is the last word; say goodbye, but the server may have hung up already.
     try {
       socket.send_close();
@@ -168,17 +179,24 @@ std::string exec_query(const std::vector<std::string>& command, std::string_view
                        bool want_stdin, bool want_stdout, bool want_stderr, bool tty) {
   std::string out;
   auto add = [&out](std::string_view key, std::string_view value) {
-    if (!out.empty()) out.push_back('&');
+    if (!out.empty())
+      out.push_back('&');
     out.append(key);
     out.push_back('=');
     percent_encode_into(out, value);
   };
-  for (const auto& arg : command) add("command", arg);
-  if (!container.empty()) add("container", container);
-  if (want_stdin) add("stdin", "true");
-  if (want_stdout) add("stdout", "true");
-  if (want_stderr) add("stderr", "true");
-  if (tty) add("tty", "true");
+  for (const auto& arg : command)
+    add("command", arg);
+  if (!container.empty())
+    add("container", container);
+  if (want_stdin)
+    add("stdin", "true");
+  if (want_stdout)
+    add("stdout", "true");
+  if (want_stderr)
+    add("stderr", "true");
+  if (tty)
+    add("tty", "true");
   return out;
 }
 

@@ -26,7 +26,9 @@ struct CurlGlobal {
   ~CurlGlobal() { curl_global_cleanup(); }
 };
 
-void ensure_curl_initialized() { static CurlGlobal global; }
+void ensure_curl_initialized() {
+  static CurlGlobal global;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -36,8 +38,10 @@ std::string lower(std::string_view s) {
 }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -50,14 +54,16 @@ ServerUrl parse_server(const std::string& server) {
   ServerUrl u;
   auto scheme_end = server.find("://");
   if (scheme_end == std::string::npos) {
-    throw Error(ErrorKind::Config, fmt::format("server {:?} is not a URL (expected https://host:port)", server));
+    throw Error(ErrorKind::Config,
+                fmt::format("server {:?} is not a URL (expected https://host:port)", server));
   }
   u.scheme = server.substr(0, scheme_end);
   std::string rest = server.substr(scheme_end + 3);
   auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   u.prefix = slash == std::string::npos ? "" : rest.substr(slash);
-  while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
+  while (!u.prefix.empty() && u.prefix.back() == '/')
+    u.prefix.pop_back();
   auto colon = authority.rfind(':');
   auto bracket = authority.rfind(']');
   if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
@@ -121,8 +127,8 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 
 void check(CURLcode code, const char* what) {
   if (code != CURLE_OK) {
-    throw Error(ErrorKind::Config, fmt::format("libcurl rejected option {}: {}", what,
-                                               curl_easy_strerror(code)));
+    throw Error(ErrorKind::Config,
+                fmt::format("libcurl rejected option {}: {}", what, curl_easy_strerror(code)));
   }
 }
 
@@ -135,7 +141,8 @@ struct HttpTransport::Handle {
   char errbuf[CURL_ERROR_SIZE] = {};
 
   Handle() : easy(curl_easy_init()) {
-    if (easy == nullptr) throw Error(ErrorKind::Connection, "libcurl could not create a handle");
+    if (easy == nullptr)
+      throw Error(ErrorKind::Connection, "libcurl could not create a handle");
   }
   ~Handle() {
     free_lists();
@@ -251,16 +258,20 @@ void HttpTransport::configure(Handle& h, const HttpRequest& request,
     h.headers = curl_slist_append(h.headers, line.c_str());
   };
   for (const auto& [name, value] : request.headers) {
-    if (lower(name) == "accept") has_accept = true;
+    if (lower(name) == "accept")
+      has_accept = true;
     add(name + ": " + value);
   }
-  if (!has_accept) add("Accept: application/json");
+  if (!has_accept)
+    add("Accept: application/json");
   add(fmt::format("User-Agent: trainctl/{} (linux)", kVersion));
   add("Expect:");  // no 100-continue round trip
-  if (!creds.authorization.empty()) add("Authorization: " + creds.authorization);
+  if (!creds.authorization.empty())
+    add("Authorization: " + creds.authorization);
   if (!config_.auth.impersonate_user.empty()) {
     add("Impersonate-User: " + config_.auth.impersonate_user);
-    for (const auto& g : config_.auth.impersonate_groups) add("Impersonate-Group: " + g);
+    for (const auto& g : config_.auth.impersonate_groups)
+      add("Impersonate-Group: " + g);
   }
   check(curl_easy_setopt(e, CURLOPT_HTTPHEADER, h.headers), "HTTPHEADER");
 }
@@ -290,7 +301,8 @@ HttpResponse perform(CURL* e, const char* errbuf, const HttpRequest& request,
   const CURLcode code = curl_easy_perform(e);
   const bool ended_by_us = (code == CURLE_WRITE_ERROR && t.sink_ended) ||
                            (code == CURLE_ABORTED_BY_CALLBACK && t.stop.stop_requested());
-  if (code != CURLE_OK && !ended_by_us) throw_transfer_error(code, errbuf, request.method, url);
+  if (code != CURLE_OK && !ended_by_us)
+    throw_transfer_error(code, errbuf, request.method, url);
   long status = 0;
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
   response.status = static_cast<int>(status);
@@ -365,7 +377,8 @@ class CurlByteStream final : public ws::ByteStream {
   void wait(short events) {
     curl_socket_t fd = CURL_SOCKET_BAD;
     curl_easy_getinfo(easy_, CURLINFO_ACTIVESOCKET, &fd);
-    if (fd == CURL_SOCKET_BAD) throw Error(ErrorKind::Connection, "the exec connection closed");
+    if (fd == CURL_SOCKET_BAD)
+      throw Error(ErrorKind::Connection, "the exec connection closed");
     pollfd p{fd, events, 0};
     ::poll(&p, 1, 1000);
   }
@@ -383,7 +396,8 @@ std::unique_ptr<ws::ByteStream> HttpTransport::connect_raw(const RequestCredenti
   configure(h, request, creds, /*http1_only=*/true);
   curl_easy_setopt(h.easy, CURLOPT_CONNECT_ONLY, 1L);
   const CURLcode code = curl_easy_perform(h.easy);
-  if (code != CURLE_OK) throw_transfer_error(code, h.errbuf, "CONNECT", server_);
+  if (code != CURLE_OK)
+    throw_transfer_error(code, h.errbuf, "CONNECT", server_);
   ServerUrl url = parse_server(server_);
   host_header = url.host + ":" + url.port;
   CURL* easy = h.easy;

@@ -14,13 +14,13 @@ namespace trainctl::kube {
 
 /// What kubectl's global connection flags say; an empty string or unset optional means "not given".
 struct ConfigOverrides {
-  std::string kubeconfig;  // --kubeconfig: the only file loaded, and it must exist
-  std::string context;     // --context
-  std::string cluster;     // --cluster: replaces the context's cluster
-  std::string user;        // --user: replaces the context's user
-  std::string namespace_;  // -n/--namespace
-  std::string server;      // --server
-  std::string token;       // --token: replaces every other way the user authenticates
+  std::string kubeconfig;             // --kubeconfig: the only file loaded, and it must exist
+  std::string context;                // --context
+  std::string cluster;                // --cluster: replaces the context's cluster
+  std::string user;                   // --user: replaces the context's user
+  std::string namespace_;             // -n/--namespace
+  std::string server;                 // --server
+  std::string token;                  // --token: replaces every other way the user authenticates
   std::string certificate_authority;  // --certificate-authority (relative to the working dir)
   std::string client_certificate;     // --client-certificate
   std::string client_key;             // --client-key
@@ -43,7 +43,8 @@ struct ConfigEnvironment {
   static ConfigEnvironment from_process();
 };
 
-/// A kubeconfig `clusters[].cluster` entry; paths are already resolved against its file's directory.
+/// A kubeconfig `clusters[].cluster` entry; paths are already resolved against its file's
+/// directory.
 struct KubeconfigCluster {
   std::string server;
   std::string certificate_authority;       // a path

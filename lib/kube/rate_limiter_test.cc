@@ -12,7 +12,8 @@ using std::chrono::milliseconds;
 TEST(RateLimiterTest, BurstGoesAtOnceThenQps) {
   testing::FakeClock clock;
   RateLimiter limiter(10, 3, clock);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(limiter.reserve().count(), 0) << i;
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(limiter.reserve().count(), 0) << i;
   EXPECT_EQ(std::chrono::duration_cast<milliseconds>(limiter.reserve()), milliseconds(100));
   EXPECT_EQ(std::chrono::duration_cast<milliseconds>(limiter.reserve()), milliseconds(200));
 }
@@ -31,14 +32,16 @@ TEST(RateLimiterTest, TokensRefillWithTimeUpToBurst) {
 TEST(RateLimiterTest, AcquireSleepsOnTheClock) {
   testing::FakeClock clock;
   RateLimiter limiter(5, 1, clock);
-  for (int i = 0; i < 11; ++i) limiter.acquire();
+  for (int i = 0; i < 11; ++i)
+    limiter.acquire();
   EXPECT_EQ(std::chrono::duration_cast<milliseconds>(clock.total_slept()), milliseconds(2000));
 }
 
 TEST(RateLimiterTest, ZeroQpsIsUnlimited) {
   testing::FakeClock clock;
   RateLimiter limiter(0, 1, clock);
-  for (int i = 0; i < 1000; ++i) EXPECT_EQ(limiter.reserve().count(), 0);
+  for (int i = 0; i < 1000; ++i)
+    EXPECT_EQ(limiter.reserve().count(), 0);
 }
 
 TEST(BackoffTest, GrowsExponentiallyWithBoundedJitter) {

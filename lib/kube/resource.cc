@@ -16,24 +16,52 @@ std::string Resource::display_name() const {
 }
 
 namespace resources {
-Resource pods() { return {"", "v1", "pods", true, "Pod"}; }
-Resource services() { return {"", "v1", "services", true, "Service"}; }
-Resource configmaps() { return {"", "v1", "configmaps", true, "ConfigMap"}; }
-Resource secrets() { return {"", "v1", "secrets", true, "Secret"}; }
-Resource namespaces() { return {"", "v1", "namespaces", false, "Namespace"}; }
-Resource nodes() { return {"", "v1", "nodes", false, "Node"}; }
-Resource events() { return {"", "v1", "events", true, "Event"}; }
-Resource leases() { return {"coordination.k8s.io", "v1", "leases", true, "Lease"}; }
-Resource jobs() { return {"batch", "v1", "jobs", true, "Job"}; }
+Resource pods() {
+  return {"", "v1", "pods", true, "Pod"};
+}
+Resource services() {
+  return {"", "v1", "services", true, "Service"};
+}
+Resource configmaps() {
+  return {"", "v1", "configmaps", true, "ConfigMap"};
+}
+Resource secrets() {
+  return {"", "v1", "secrets", true, "Secret"};
+}
+Resource namespaces() {
+  return {"", "v1", "namespaces", false, "Namespace"};
+}
+Resource nodes() {
+  return {"", "v1", "nodes", false, "Node"};
+}
+Resource events() {
+  return {"", "v1", "events", true, "Event"};
+}
+Resource leases() {
+  return {"coordination.k8s.io", "v1", "leases", true, "Lease"};
+}
+Resource jobs() {
+  return {"batch", "v1", "jobs", true, "Job"};
+}
 Resource custom_resource_definitions() {
   return {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false,
           "CustomResourceDefinition"};
 }
-Resource tfjobs() { return {"kubeflow.org", "v1", "tfjobs", true, "TFJob"}; }
-Resource pytorchjobs() { return {"kubeflow.org", "v1", "pytorchjobs", true, "PyTorchJob"}; }
-Resource mpijobs() { return {"kubeflow.org", "v2beta1", "mpijobs", true, "MPIJob"}; }
-Resource podgroups() { return {"scheduling.volcano.sh", "v1beta1", "podgroups", true, "PodGroup"}; }
-Resource queues() { return {"scheduling.volcano.sh", "v1beta1", "queues", false, "Queue"}; }
+Resource tfjobs() {
+  return {"kubeflow.org", "v1", "tfjobs", true, "TFJob"};
+}
+Resource pytorchjobs() {
+  return {"kubeflow.org", "v1", "pytorchjobs", true, "PyTorchJob"};
+}
+Resource mpijobs() {
+  return {"kubeflow.org", "v2beta1", "mpijobs", true, "MPIJob"};
+}
+Resource podgroups() {
+  return {"scheduling.volcano.sh", "v1beta1", "podgroups", true, "PodGroup"};
+}
+Resource queues() {
+  return {"scheduling.volcano.sh", "v1beta1", "queues", false, "Queue"};
+}
 }  // namespace resources
 
 std::string url_escape(std::string_view s) {
@@ -60,7 +88,8 @@ Query& Query::add(std::string key, std::string value) {
 }
 
 Query& Query::add_if(bool cond, std::string key, std::string value) {
-  if (cond) add(std::move(key), std::move(value));
+  if (cond)
+    add(std::move(key), std::move(value));
   return *this;
 }
 

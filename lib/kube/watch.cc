@@ -8,11 +8,16 @@ namespace trainctl::kube {
 
 std::string_view to_string(WatchEventType type) {
   switch (type) {
-    case WatchEventType::Added: return "ADDED";
-    case WatchEventType::Modified: return "MODIFIED";
-    case WatchEventType::Deleted: return "DELETED";
-    case WatchEventType::Bookmark: return "BOOKMARK";
-    case WatchEventType::Error: return "ERROR";
+    case WatchEventType::Added:
+      return "ADDED";
+    case WatchEventType::Modified:
+      return "MODIFIED";
+    case WatchEventType::Deleted:
+      return "DELETED";
+    case WatchEventType::Bookmark:
+      return "BOOKMARK";
+    case WatchEventType::Error:
+      return "ERROR";
   }
   return "UNKNOWN";
 }
@@ -20,11 +25,16 @@ std::string_view to_string(WatchEventType type) {
 namespace {
 
 WatchEventType parse_type(std::string_view s) {
-  if (s == "ADDED") return WatchEventType::Added;
-  if (s == "MODIFIED") return WatchEventType::Modified;
-  if (s == "DELETED") return WatchEventType::Deleted;
-  if (s == "BOOKMARK") return WatchEventType::Bookmark;
-  if (s == "ERROR") return WatchEventType::Error;
+  if (s == "ADDED")
+    return WatchEventType::Added;
+  if (s == "MODIFIED")
+    return WatchEventType::Modified;
+  if (s == "DELETED")
+    return WatchEventType::Deleted;
+  if (s == "BOOKMARK")
+    return WatchEventType::Bookmark;
+  if (s == "ERROR")
+    return WatchEventType::Error;
   throw Error(ErrorKind::Protocol, fmt::format("watch event has unknown type {:?}", s));
 }
 
@@ -55,11 +65,14 @@ void WatchDecoder::feed(std::string_view chunk) {
 std::optional<WatchEvent> WatchDecoder::next() {
   while (true) {
     const auto newline = buffer_.find('\n', consumed_);
-    if (newline == std::string::npos) return std::nullopt;
+    if (newline == std::string::npos)
+      return std::nullopt;
     std::string_view line(buffer_.data() + consumed_, newline - consumed_);
     consumed_ = newline + 1;
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
-    if (line.empty()) continue;  // keep-alive blank lines
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+      line.remove_suffix(1);
+    if (line.empty())
+      continue;  // keep-alive blank lines
     try {
       WatchEvent event = parse_watch_event(line);
       ++events_decoded_;

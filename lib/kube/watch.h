@@ -2,11 +2,10 @@
 
 #include <cstddef>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace trainctl::kube {
 

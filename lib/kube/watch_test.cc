@@ -18,9 +18,11 @@ TEST(WatchDecoderTest, EventSplitAtEveryByteBoundary) {
     WatchDecoder d;
     d.feed(std::string_view(stream).substr(0, split));
     std::vector<WatchEvent> events;
-    while (auto e = d.next()) events.push_back(*e);
+    while (auto e = d.next())
+      events.push_back(*e);
     d.feed(std::string_view(stream).substr(split));
-    while (auto e = d.next()) events.push_back(*e);
+    while (auto e = d.next())
+      events.push_back(*e);
     ASSERT_EQ(events.size(), 2u) << split;
     EXPECT_EQ(events[0].type, WatchEventType::Added);
     EXPECT_EQ(events[0].object["metadata"]["name"], "a");
@@ -41,8 +43,8 @@ TEST(WatchDecoderTest, PartialLineWaitsForItsNewline) {
 
 TEST(WatchDecoderTest, ErrorEventCarriesTheStatus) {
   WatchDecoder d;
-  d.feed(R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired",)"
-         R"("message":"too old resource version: 5 (90)"}})"
+  d.feed(R"j({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired",)j"
+         R"j("message":"too old resource version: 5 (90)"}})j"
          "\n");
   auto e = d.next();
   ASSERT_TRUE(e.has_value());

@@ -32,7 +32,7 @@ struct Frame {
 };
 
 /// The largest payload a frame or a reassembled message may carry unless configured otherwise.
-inline constexpr std::size_t kDefaultMaxPayload = 16 * 1024 * 1024;
+inline constexpr std::size_t kDefaultMaxPayload = std::size_t{16} * 1024 * 1024;
 
 /// Close codes of RFC 6455 §7.4.1 that trainctl sends or reports.
 inline constexpr std::uint16_t kCloseNormal = 1000;

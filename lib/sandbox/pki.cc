@@ -34,7 +34,8 @@ using BioPtr = std::unique_ptr<BIO, Deleter<BIO_free>>;
 }
 
 void ensure(bool ok, const char* what) {
-  if (!ok) fail(what);
+  if (!ok)
+    fail(what);
 }
 
 KeyPtr generate_key() {
@@ -87,7 +88,8 @@ void add_extension(X509* cert, X509* issuer, int nid, const std::string& value) 
 }
 
 CertPtr new_certificate(EVP_PKEY* key, const std::string& cn,
-                        const std::vector<std::string>& organizations, std::chrono::hours validity) {
+                        const std::vector<std::string>& organizations,
+                        std::chrono::hours validity) {
   CertPtr cert(X509_new());
   ensure(cert != nullptr, "allocating certificate");
   X509_set_version(cert.get(), 2);
@@ -119,7 +121,8 @@ CertifiedKey make_certificate_authority(const std::string& common_name,
   CertPtr cert = new_certificate(key.get(), common_name, {}, validity);
   X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
   add_extension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE");
-  add_extension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature");
+  add_extension(cert.get(), cert.get(), NID_key_usage,
+                "critical,keyCertSign,cRLSign,digitalSignature");
   add_extension(cert.get(), cert.get(), NID_subject_key_identifier, "hash");
   ensure(X509_sign(cert.get(), key.get(), EVP_sha256()) > 0, "signing CA");
   return {cert_pem(cert.get()), key_pem(key.get())};
@@ -132,15 +135,22 @@ CertifiedKey issue_certificate(const CertifiedKey& ca, const CertificateSpec& sp
   CertPtr cert = new_certificate(key.get(), spec.common_name, spec.organizations, spec.validity);
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
   add_extension(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE");
-  add_extension(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment");
+  add_extension(cert.get(), ca_cert.get(), NID_key_usage,
+                "critical,digitalSignature,keyEncipherment");
   std::string usages;
-  if (spec.server_auth) usages += "serverAuth";
-  if (spec.client_auth) usages += std::string(usages.empty() ? "" : ",") + "clientAuth";
-  if (!usages.empty()) add_extension(cert.get(), ca_cert.get(), NID_ext_key_usage, usages);
+  if (spec.server_auth)
+    usages += "serverAuth";
+  if (spec.client_auth)
+    usages += std::string(usages.empty() ? "" : ",") + "clientAuth";
+  if (!usages.empty())
+    add_extension(cert.get(), ca_cert.get(), NID_ext_key_usage, usages);
   std::string san;
-  for (const auto& dns : spec.dns_names) san += (san.empty() ? "DNS:" : ",DNS:") + dns;
-  for (const auto& ip : spec.ip_addresses) san += (san.empty() ? "IP:" : ",IP:") + ip;
-  if (!san.empty()) add_extension(cert.get(), ca_cert.get(), NID_subject_alt_name, san);
+  for (const auto& dns : spec.dns_names)
+    san += (san.empty() ? "DNS:" : ",DNS:") + dns;
+  for (const auto& ip : spec.ip_addresses)
+    san += (san.empty() ? "IP:" : ",IP:") + ip;
+  if (!san.empty())
+    add_extension(cert.get(), ca_cert.get(), NID_subject_alt_name, san);
   ensure(X509_sign(cert.get(), ca_key.get(), EVP_sha256()) > 0, "signing certificate");
   return {cert_pem(cert.get()), key_pem(key.get())};
 }

@@ -25,7 +25,8 @@ struct CertificateSpec {
 
 /// A self-signed CA (EC P-256) for the sandbox and for tests.
 CertifiedKey make_certificate_authority(const std::string& common_name,
-                                        std::chrono::hours validity = std::chrono::hours(24 * 3650));
+                                        std::chrono::hours validity = std::chrono::hours(24 *
+                                                                                         3650));
 
 /// A leaf certificate (EC P-256) signed by `ca`.
 CertifiedKey issue_certificate(const CertifiedKey& ca, const CertificateSpec& spec);

@@ -18,9 +18,12 @@ std::unique_ptr<X509, decltype(&X509_free)> parse(const std::string& pem) {
 
 TEST(PkiTest, LeafVerifiesAgainstItsCaAndCarriesNames) {
   CertifiedKey ca = make_certificate_authority("trainctl-sandbox-ca");
-  CertifiedKey leaf = issue_certificate(
-      ca, {.common_name = "alice", .organizations = {"system:masters"}, .dns_names = {"localhost"},
-           .ip_addresses = {"127.0.0.1"}, .server_auth = true, .client_auth = true});
+  CertifiedKey leaf = issue_certificate(ca, {.common_name = "alice",
+                                             .organizations = {"system:masters"},
+                                             .dns_names = {"localhost"},
+                                             .ip_addresses = {"127.0.0.1"},
+                                             .server_auth = true,
+                                             .client_auth = true});
   auto ca_cert = parse(ca.cert_pem);
   auto leaf_cert = parse(leaf.cert_pem);
   ASSERT_TRUE(ca_cert && leaf_cert);

@@ -17,8 +17,8 @@ namespace trainctl::kube {
 namespace {
 
 using nlohmann::json;
-using testing::HttpsTestServer;
 using ::testing::HasSubstr;
+using testing::HttpsTestServer;
 
 constexpr const char* kJson = "application/json";
 
@@ -44,7 +44,8 @@ class TempDir {
                               bool executable = false) const {
     auto p = path_ / name;
     std::ofstream(p) << content;
-    if (executable) std::filesystem::permissions(p, std::filesystem::perms::owner_all);
+    if (executable)
+      std::filesystem::permissions(p, std::filesystem::perms::owner_all);
     return p;
   }
   const std::filesystem::path& path() const { return path_; }
@@ -118,16 +119,15 @@ TEST(ClientTlsTest, TlsServerNameVerifiesAnotherNameOnTheSameAddress) {
 
 TEST(ClientAuthTest, BearerTokenImpersonationAndUserAgentAreSent) {
   HttpsTestServer server;
-  server.routes().Get("/api/v1/namespaces/default/pods/a",
-                      [](const httplib::Request& req, httplib::Response& res) {
-                        if (req.get_header_value("Authorization") != "Bearer s3cret") {
-                          res.status = 401;
-                          res.set_content(status_body(401, "Unauthorized", "Unauthorized").dump(),
-                                          kJson);
-                          return;
-                        }
-                        res.set_content(pod("a", "1").dump(), kJson);
-                      });
+  server.routes().Get(
+      "/api/v1/namespaces/default/pods/a", [](const httplib::Request& req, httplib::Response& res) {
+        if (req.get_header_value("Authorization") != "Bearer s3cret") {
+          res.status = 401;
+          res.set_content(status_body(401, "Unauthorized", "Unauthorized").dump(), kJson);
+          return;
+        }
+        res.set_content(pod("a", "1").dump(), kJson);
+      });
   server.start();
   RestConfig config = server.rest_config();
   config.auth.token = "s3cret";
@@ -178,13 +178,18 @@ TEST(ClientAuthTest, TokenFileRotationIsPickedUpAfter401) {
 TEST(ClientAuthTest, ExecPluginRunsOnceAndAgainAfter401) {
   TempDir dir;
   auto counter = dir.path() / "runs";
-  auto plugin = dir.write("plugin.sh",
-                          "#!/bin/sh\n"
-                          "echo run >> '" + counter.string() + "'\n"
-                          "n=$(wc -l < '" + counter.string() + "')\n"
-                          "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
-                          "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"tok-%s\"}}' $n\n",
-                          true);
+  auto plugin =
+      dir.write("plugin.sh",
+                "#!/bin/sh\n"
+                "echo run >> '" +
+                    counter.string() +
+                    "'\n"
+                    "n=$(wc -l < '" +
+                    counter.string() +
+                    "')\n"
+                    "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+                    "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"tok-%s\"}}' $n\n",
+                true);
   std::atomic<bool> revoke_first{false};
   HttpsTestServer server;
   server.routes().Get("/version", [&](const httplib::Request& req, httplib::Response& res) {
@@ -209,7 +214,8 @@ TEST(ClientAuthTest, ExecPluginRunsOnceAndAgainAfter401) {
   EXPECT_EQ(client.server_version()["gitVersion"], "v2");  // 401, re-run, retried
   std::ifstream in(counter);
   int runs = 0;
-  for (std::string line; std::getline(in, line);) ++runs;
+  for (std::string line; std::getline(in, line);)
+    ++runs;
   EXPECT_EQ(runs, 2);
 }
 
@@ -226,13 +232,14 @@ TEST(ClientVerbsTest, ListAllFollowsContinueTokens) {
                         for (int i = 0; i < 2; ++i) {
                           list["items"].push_back(pod("p" + std::to_string(page * 2 + i), "1"));
                         }
-                        if (page < 2) list["metadata"]["continue"] = std::to_string(page + 1);
+                        if (page < 2)
+                          list["metadata"]["continue"] = std::to_string(page + 1);
                         res.set_content(list.dump(), kJson);
                       });
   server.start();
   Client client(server.rest_config());
-  json all = client.list_all(resources::pods(), "default",
-                             {.label_selector = "app=mnist", .limit = 2});
+  json all =
+      client.list_all(resources::pods(), "default", {.label_selector = "app=mnist", .limit = 2});
   ASSERT_EQ(all["items"].size(), 6u);
   EXPECT_EQ(all["items"][5]["metadata"]["name"], "p5");
   EXPECT_EQ(all["metadata"]["resourceVersion"], "42");
@@ -245,24 +252,21 @@ TEST(ClientVerbsTest, ListAllFollowsContinueTokens) {
 
 TEST(ClientVerbsTest, ConflictAndAlreadyExistsAreSurfaced) {
   HttpsTestServer server;
-  server.routes().Post("/api/v1/namespaces/default/configmaps",
-                       [](const httplib::Request&, httplib::Response& res) {
-                         res.status = 409;
-                         res.set_content(status_body(409, "AlreadyExists",
-                                                     "configmaps \"c\" already exists")
-                                             .dump(),
-                                         kJson);
-                       });
-  server.routes().Put("/api/v1/namespaces/default/configmaps/c",
-                      [](const httplib::Request&, httplib::Response& res) {
-                        res.status = 409;
-                        res.set_content(
-                            status_body(409, "Conflict",
-                                        "Operation cannot be fulfilled on configmaps \"c\": the "
-                                        "object has been modified")
-                                .dump(),
-                            kJson);
-                      });
+  server.routes().Post(
+      "/api/v1/namespaces/default/configmaps", [](const httplib::Request&, httplib::Response& res) {
+        res.status = 409;
+        res.set_content(status_body(409, "AlreadyExists", "configmaps \"c\" already exists").dump(),
+                        kJson);
+      });
+  server.routes().Put("/api/v1/namespaces/default/configmaps/c", [](const httplib::Request&,
+                                                                    httplib::Response& res) {
+    res.status = 409;
+    res.set_content(status_body(409, "Conflict",
+                                "Operation cannot be fulfilled on configmaps \"c\": the "
+                                "object has been modified")
+                        .dump(),
+                    kJson);
+  });
   server.start();
   Client client(server.rest_config());
   json cm = {{"apiVersion", "v1"},
@@ -281,23 +285,21 @@ TEST(ClientVerbsTest, ConflictAndAlreadyExistsAreSurfaced) {
 TEST(ClientVerbsTest, TooManyRequestsHonoursRetryAfter) {
   std::atomic<int> calls{0};
   HttpsTestServer server;
-  server.routes().Post("/api/v1/namespaces/default/configmaps",
-                       [&](const httplib::Request& req, httplib::Response& res) {
-                         if (calls++ == 0) {
-                           res.status = 429;
-                           res.set_header("Retry-After", "1");
-                           res.set_content(
-                               status_body(429, "TooManyRequests", "slow down").dump(), kJson);
-                           return;
-                         }
-                         res.status = 201;
-                         res.set_content(req.body, kJson);
-                       });
+  server.routes().Post("/api/v1/namespaces/default/configmaps", [&](const httplib::Request& req,
+                                                                    httplib::Response& res) {
+    if (calls++ == 0) {
+      res.status = 429;
+      res.set_header("Retry-After", "1");
+      res.set_content(status_body(429, "TooManyRequests", "slow down").dump(), kJson);
+      return;
+    }
+    res.status = 201;
+    res.set_content(req.body, kJson);
+  });
   server.start();
   Client client(server.rest_config());
   const auto start = std::chrono::steady_clock::now();
-  json created = client.create(resources::configmaps(), "default",
-                               {{"metadata", {{"name", "c"}}}});
+  json created = client.create(resources::configmaps(), "default", {{"metadata", {{"name", "c"}}}});
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(950));
   EXPECT_EQ(created["metadata"]["name"], "c");
   EXPECT_EQ(calls.load(), 2);
@@ -325,8 +327,9 @@ TEST(ClientVerbsTest, ServerErrorsAreRetriedForGetsOnly) {
   client.set_retry_policy({.max_retries = 4, .base = std::chrono::milliseconds(1)});
   EXPECT_EQ(client.get(resources::configmaps(), "default", "c")["metadata"]["name"], "c");
   EXPECT_EQ(gets.load(), 3);
-  Error e = expect_error(
-      [&] { client.create(resources::configmaps(), "default", {{"metadata", {{"name", "c"}}}}); });
+  Error e = expect_error([&] {
+    client.create(resources::configmaps(), "default", {{"metadata", {{"name", "c"}}}});
+  });
   EXPECT_EQ(e.kind(), ErrorKind::ServerError);
   EXPECT_EQ(posts.load(), 1);
 }
@@ -334,8 +337,7 @@ TEST(ClientVerbsTest, ServerErrorsAreRetriedForGetsOnly) {
 TEST(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
   HttpsTestServer server;
   auto echo = [](const httplib::Request& req, httplib::Response& res) {
-    res.set_content(req.body.empty() ? R"({"kind":"Status","status":"Success"})" : req.body,
-                    kJson);
+    res.set_content(req.body.empty() ? R"({"kind":"Status","status":"Success"})" : req.body, kJson);
   };
   server.routes().Post("/apis/kubeflow.org/v1/namespaces/ml/tfjobs", echo);
   server.routes().Patch("/apis/kubeflow.org/v1/namespaces/ml/tfjobs/mnist", echo);
@@ -349,14 +351,14 @@ TEST(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
               {"kind", "TFJob"},
               {"metadata", {{"name", "mnist"}, {"namespace", "ml"}}}};
   client.create(tf, "", job, {.dry_run = true, .field_manager = "trainctl"});
-  client.patch(tf, "ml", "mnist", PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  client.patch(tf, "ml", "mnist", PatchType::Merge,
+               {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
   client.patch(tf, "ml", "mnist", PatchType::Json,
                json::array({{{"op", "replace"}, {"path", "/spec/x"}, {"value", 1}}}));
   client.patch(tf, "ml", "mnist", PatchType::Apply, job, {.force = true});
   client.patch(tf, "ml", "mnist", PatchType::Merge, {{"status", {}}}, {.subresource = "status"});
   client.update_status(tf, "ml", job);
-  client.remove(tf, "ml", "mnist",
-                {.propagation_policy = "Foreground", .precondition_uid = "u-1"});
+  client.remove(tf, "ml", "mnist", {.propagation_policy = "Foreground", .precondition_uid = "u-1"});
 
   auto reqs = server.requests();
   ASSERT_EQ(reqs.size(), 7u);
@@ -414,38 +416,37 @@ TEST(ClientVerbsTest, InvalidJsonFromTheServerIsAProtocolError) {
 
 /// Serves a watch: events after the requested resourceVersion, or 410 when it is too old.
 void serve_watch(httplib::Server& routes, std::atomic<int>& watches) {
-  routes.Get("/api/v1/namespaces/default/pods", [&](const httplib::Request& req,
-                                                    httplib::Response& res) {
-    ++watches;
-    const int from = std::stoi(req.get_param_value("resourceVersion"));
-    if (from < 10) {
-      res.set_chunked_content_provider(kJson, [](size_t, httplib::DataSink& sink) {
-        const std::string line =
-            json{{"type", "ERROR"},
-                 {"object", status_body(410, "Expired", "too old resource version: 5 (10)")}}
-                .dump() +
-            "\n";
-        sink.write(line.data(), line.size());
-        sink.done();
-        return true;
+  routes.Get(
+      "/api/v1/namespaces/default/pods", [&](const httplib::Request& req, httplib::Response& res) {
+        ++watches;
+        const int from = std::stoi(req.get_param_value("resourceVersion"));
+        if (from < 10) {
+          res.set_chunked_content_provider(kJson, [](size_t, httplib::DataSink& sink) {
+            const std::string line =
+                json{{"type", "ERROR"},
+                     {"object", status_body(410, "Expired", "too old resource version: 5 (10)")}}
+                    .dump() +
+                "\n";
+            sink.write(line.data(), line.size());
+            sink.done();
+            return true;
+          });
+          return;
+        }
+        res.set_chunked_content_provider(kJson, [from](size_t, httplib::DataSink& sink) {
+          for (int rv = from + 1; rv <= from + 3; ++rv) {
+            std::string line = json{{"type", rv == from + 3 ? "BOOKMARK" : "MODIFIED"},
+                                    {"object", pod("p", std::to_string(rv))}}
+                                   .dump() +
+                               "\n";
+            // Split each event across writes to exercise partial chunks.
+            sink.write(line.data(), 7);
+            sink.write(line.data() + 7, line.size() - 7);
+          }
+          sink.done();
+          return true;
+        });
       });
-      return;
-    }
-    res.set_chunked_content_provider(kJson, [from](size_t, httplib::DataSink& sink) {
-      for (int rv = from + 1; rv <= from + 3; ++rv) {
-        std::string line =
-            json{{"type", rv == from + 3 ? "BOOKMARK" : "MODIFIED"},
-                 {"object", pod("p", std::to_string(rv))}}
-                .dump() +
-            "\n";
-        // Split each event across writes to exercise partial chunks.
-        sink.write(line.data(), 7);
-        sink.write(line.data() + 7, line.size() - 7);
-      }
-      sink.done();
-      return true;
-    });
-  });
 }
 
 TEST(ClientWatchTest, ResumesFromTheLastResourceVersion) {
@@ -508,30 +509,35 @@ TEST(ClientWatchTest, HandlerCanStopTheWatch) {
 
 TEST(ClientLogsTest, FollowStreamsLinesAsTheyArriveWithTheRightQuery) {
   HttpsTestServer server;
-  server.routes().Get("/api/v1/namespaces/default/pods/w-0/log",
-                      [](const httplib::Request&, httplib::Response& res) {
-                        res.set_chunked_content_provider("text/plain", [](size_t, httplib::DataSink& sink) {
-                          for (int i = 0; i < 3; ++i) {
-                            std::string line = "step " + std::to_string(i) + "\n";
-                            sink.write(line.data(), line.size());
-                            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                          }
-                          sink.done();
-                          return true;
-                        });
-                      });
+  server.routes().Get("/api/v1/namespaces/default/pods/w-0/log", [](const httplib::Request&,
+                                                                    httplib::Response& res) {
+    res.set_chunked_content_provider("text/plain", [](size_t, httplib::DataSink& sink) {
+      for (int i = 0; i < 3; ++i) {
+        std::string line = "step " + std::to_string(i) + "\n";
+        sink.write(line.data(), line.size());
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      sink.done();
+      return true;
+    });
+  });
   server.start();
   Client client(server.rest_config());
   std::vector<std::string> chunks;
   client.stream_logs("default", "w-0",
-                     {.container = "tensorflow", .follow = true, .tail_lines = 10,
-                      .since_seconds = 60, .timestamps = true, .previous = false},
+                     {.container = "tensorflow",
+                      .follow = true,
+                      .tail_lines = 10,
+                      .since_seconds = 60,
+                      .timestamps = true,
+                      .previous = false},
                      [&](std::string_view c) {
                        chunks.emplace_back(c);
                        return true;
                      });
   std::string all;
-  for (const auto& c : chunks) all += c;
+  for (const auto& c : chunks)
+    all += c;
   EXPECT_EQ(all, "step 0\nstep 1\nstep 2\n");
   EXPECT_GE(chunks.size(), 3u);  // delivered as it came, not buffered to the end
   auto reqs = server.requests();
@@ -542,17 +548,15 @@ TEST(ClientLogsTest, FollowStreamsLinesAsTheyArriveWithTheRightQuery) {
 
 TEST(ClientLogsTest, MissingPodIsNotFound) {
   HttpsTestServer server;
-  server.routes().Get("/api/v1/namespaces/default/pods/gone/log",
-                      [](const httplib::Request&, httplib::Response& res) {
-                        res.status = 404;
-                        res.set_content(status_body(404, "NotFound", "pods \"gone\" not found").dump(),
-                                        kJson);
-                      });
+  server.routes().Get("/api/v1/namespaces/default/pods/gone/log", [](const httplib::Request&,
+                                                                     httplib::Response& res) {
+    res.status = 404;
+    res.set_content(status_body(404, "NotFound", "pods \"gone\" not found").dump(), kJson);
+  });
   server.start();
   Client client(server.rest_config());
-  Error e = expect_error([&] {
-    client.stream_logs("default", "gone", {}, [](std::string_view) { return true; });
-  });
+  Error e = expect_error(
+      [&] { client.stream_logs("default", "gone", {}, [](std::string_view) { return true; }); });
   EXPECT_EQ(e.kind(), ErrorKind::NotFound);
   EXPECT_THAT(e.message(), HasSubstr("pods \"gone\" not found"));
 }

@@ -37,7 +37,8 @@ class FakeClock final : public kube::Clock {
   mutable std::mutex mu_;
   std::chrono::system_clock::time_point wall_ =
       std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
-  std::chrono::steady_clock::time_point mono_ = std::chrono::steady_clock::time_point(std::chrono::hours(1));
+  std::chrono::steady_clock::time_point mono_ =
+      std::chrono::steady_clock::time_point(std::chrono::hours(1));
   std::chrono::nanoseconds slept_{0};
 };
 

@@ -15,7 +15,8 @@ const TestPki& TestPki::shared() {
                                                  .ip_addresses = {"127.0.0.1"},
                                                  .server_auth = true});
     p.client = sandbox::issue_certificate(
-        p.ca, {.common_name = "test-user", .organizations = {"system:masters"}, .client_auth = true});
+        p.ca,
+        {.common_name = "test-user", .organizations = {"system:masters"}, .client_auth = true});
     return p;
   }();
   return pki;
@@ -52,10 +53,12 @@ HttpsTestServer::HttpsTestServer(ClientCerts client_certs, const TestPki& pki) :
   server_ = std::make_unique<httplib::SSLServer>(cert, key, store);  // takes the store
   X509_free(cert);
   EVP_PKEY_free(key);
-  if (!server_->is_valid()) throw std::runtime_error("test HTTPS server: bad certificate");
+  if (!server_->is_valid())
+    throw std::runtime_error("test HTTPS server: bad certificate");
   server_->set_logger([this](const httplib::Request& req, const httplib::Response&) {
     RecordedRequest r{req.method, req.target, req.path, {}, req.headers, req.body};
-    for (const auto& [k, v] : req.params) r.params.emplace(k, v);
+    for (const auto& [k, v] : req.params)
+      r.params.emplace(k, v);
     std::lock_guard lock(mu_);
     requests_.push_back(std::move(r));
   });
@@ -63,17 +66,22 @@ HttpsTestServer::HttpsTestServer(ClientCerts client_certs, const TestPki& pki) :
 
 HttpsTestServer::~HttpsTestServer() {
   server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable())
+    thread_.join();
 }
 
 void HttpsTestServer::start() {
   port_ = server_->bind_to_any_port("127.0.0.1");
-  if (port_ <= 0) throw std::runtime_error("test HTTPS server: cannot bind");
+  if (port_ <= 0)
+    throw std::runtime_error("test HTTPS server: cannot bind");
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  while (!server_->is_running()) std::this_thread::yield();
+  while (!server_->is_running())
+    std::this_thread::yield();
 }
 
-std::string HttpsTestServer::url() const { return "https://127.0.0.1:" + std::to_string(port_); }
+std::string HttpsTestServer::url() const {
+  return "https://127.0.0.1:" + std::to_string(port_);
+}
 
 std::vector<RecordedRequest> HttpsTestServer::requests() const {
   std::lock_guard lock(mu_);

@@ -1,6 +1,7 @@
 #include "tests/support/websocket_test_server.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -17,8 +18,6 @@
 #include <cctype>
 #include <csignal>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "error.h"
 
@@ -43,7 +42,8 @@ std::string openssl_errors() {
   while (unsigned long code = ERR_get_error()) {
     char buf[256];
     ERR_error_string_n(code, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
+    if (!out.empty())
+      out += "; ";
     out += buf;
   }
   return out.empty() ? "unknown OpenSSL error" : out;
@@ -54,7 +54,8 @@ std::string openssl_errors() {
 }
 
 void check(int ok, std::string_view what) {
-  if (ok != 1) openssl_failure(what);
+  if (ok != 1)
+    openssl_failure(what);
 }
 
 std::string bio_to_string(BIO* bio) {
@@ -81,7 +82,8 @@ void add_extension(X509* cert, X509* issuer, int nid, const char* value) {
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
   X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-  if (ext == nullptr) openssl_failure(fmt::format("building extension {}", value));
+  if (ext == nullptr)
+    openssl_failure(fmt::format("building extension {}", value));
   const int ok = X509_add_ext(cert, ext, -1);
   X509_EXTENSION_free(ext);
   check(ok, "adding an extension");
@@ -106,12 +108,12 @@ X509Ptr issue(const CertSpec& spec, EVP_PKEY* key, X509* issuer, EVP_PKEY* issue
   BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert.get()));
   BN_free(bn);
   X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24 * 3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24L * 3600);
   X509_NAME* name = X509_get_subject_name(cert.get());
   for (const auto& [field, value] : spec.subject) {
     check(X509_NAME_add_entry_by_txt(name, field.c_str(), MBSTRING_UTF8,
-                                     reinterpret_cast<const unsigned char*>(value.c_str()), -1,
-                                     -1, 0),
+                                     reinterpret_cast<const unsigned char*>(value.c_str()), -1, -1,
+                                     0),
           "setting the subject");
   }
   X509* signer = issuer != nullptr ? issuer : cert.get();
@@ -138,7 +140,8 @@ X509Ptr issue(const CertSpec& spec, EVP_PKEY* key, X509* issuer, EVP_PKEY* issue
 
 PkeyPtr new_p256_key() {
   PkeyPtr key(EVP_EC_gen("P-256"));
-  if (!key) openssl_failure("generating an EC P-256 key");
+  if (!key)
+    openssl_failure("generating an EC P-256 key");
   return key;
 }
 
@@ -154,8 +157,10 @@ std::string lower(std::string_view s) {
 }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -164,8 +169,10 @@ bool has_token(const std::vector<std::string>& values, std::string_view wanted) 
     std::string_view rest = value;
     while (!rest.empty()) {
       const std::size_t comma = rest.find(',');
-      if (lower(trim(rest.substr(0, comma))) == lower(wanted)) return true;
-      if (comma == std::string_view::npos) break;
+      if (lower(trim(rest.substr(0, comma))) == lower(wanted))
+        return true;
+      if (comma == std::string_view::npos)
+        break;
       rest.remove_prefix(comma + 1);
     }
   }
@@ -174,13 +181,20 @@ bool has_token(const std::vector<std::string>& values, std::string_view wanted) 
 
 std::string_view reason_phrase(int code) {
   switch (code) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 500: return "Internal Server Error";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 500:
+      return "Internal Server Error";
+    default:
+      return "Status";
   }
 }
 
@@ -202,10 +216,13 @@ class SslStream final : public kube::ws::ByteStream {
 
   std::size_t read_some(char* buf, std::size_t n) override {
     const int got = SSL_read(ssl_, buf, static_cast<int>(n));
-    if (got > 0) return static_cast<std::size_t>(got);
+    if (got > 0)
+      return static_cast<std::size_t>(got);
     const int err = SSL_get_error(ssl_, got);
-    if (err == SSL_ERROR_ZERO_RETURN) return 0;
-    if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) return 0;
+    if (err == SSL_ERROR_ZERO_RETURN)
+      return 0;
+    if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+      return 0;
     throw Error(ErrorKind::Connection, "test server: TLS read failed: " + openssl_errors());
   }
 
@@ -254,7 +271,8 @@ TestPki generate_test_pki(std::string_view client_name, std::string_view client_
 
   // Kubernetes reads the user from CN and the groups from O.
   CertSpec client_spec;
-  if (!client_group.empty()) client_spec.subject.emplace_back("O", std::string(client_group));
+  if (!client_group.empty())
+    client_spec.subject.emplace_back("O", std::string(client_group));
   client_spec.subject.emplace_back("CN", std::string(client_name));
   client_spec.key_usage = "critical,digitalSignature";
   client_spec.extended_key_usage = "clientAuth";
@@ -272,7 +290,8 @@ std::vector<std::string> RequestHead::header_values(std::string_view name) const
   std::vector<std::string> out;
   const std::string wanted = lower(name);
   for (const auto& [key, value] : headers) {
-    if (lower(key) == wanted) out.push_back(value);
+    if (lower(key) == wanted)
+      out.push_back(value);
   }
   return out;
 }
@@ -290,21 +309,25 @@ RequestHead parse_request_head(std::string_view raw) {
   const std::size_t sp1 = request_line.find(' ');
   const std::size_t sp2 = request_line.rfind(' ');
   if (sp1 == std::string_view::npos || sp2 == sp1) {
-    throw Error(ErrorKind::Protocol, fmt::format("bad request line {:?}", std::string(request_line)));
+    throw Error(ErrorKind::Protocol,
+                fmt::format("bad request line {:?}", std::string(request_line)));
   }
   head.method = std::string(request_line.substr(0, sp1));
   head.target = std::string(request_line.substr(sp1 + 1, sp2 - sp1 - 1));
   const std::size_t question = head.target.find('?');
   head.path = head.target.substr(0, question);
-  if (question != std::string::npos) head.query = head.target.substr(question + 1);
+  if (question != std::string::npos)
+    head.query = head.target.substr(question + 1);
   while (eol != std::string_view::npos) {
     const std::size_t start = eol + 2;
     eol = raw.find("\r\n", start);
     const std::string_view line =
         raw.substr(start, eol == std::string_view::npos ? std::string_view::npos : eol - start);
-    if (line.empty()) continue;
+    if (line.empty())
+      continue;
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
+    if (colon == std::string_view::npos)
+      continue;
     head.headers.emplace_back(std::string(trim(line.substr(0, colon))),
                               std::string(trim(line.substr(colon + 1))));
   }
@@ -312,6 +335,8 @@ RequestHead parse_request_head(std::string_view raw) {
 }
 
 // --- In-memory pipe --------------------------------------------------------------------------
+
+constexpr std::chrono::seconds kPipeReadTimeout{10};
 
 struct PipeStream::Buffer {
   std::mutex mu;
@@ -341,7 +366,11 @@ void PipeStream::write_all(std::string_view bytes) {
 
 std::size_t PipeStream::read_some(char* buf, std::size_t n) {
   std::unique_lock lock(in_->mu);
-  in_->cv.wait(lock, [&] { return !in_->data.empty() || in_->writer_done; });
+  // A test whose two ends wait for each other fails instead of hanging.
+  if (!in_->cv.wait_for(lock, kPipeReadTimeout,
+                        [&] { return !in_->data.empty() || in_->writer_done; })) {
+    throw Error(ErrorKind::Timeout, "pipe: nothing to read for 10 seconds");
+  }
   const std::size_t got = std::min(n, in_->data.size());
   in_->data.copy(buf, got);
   in_->data.erase(0, got);
@@ -373,7 +402,8 @@ RequestHead ServerSession::read_request_head() {
   char buf[4096];
   while ((end = pending_.find("\r\n\r\n")) == std::string::npos) {
     const std::size_t n = stream_.read_some(buf, sizeof buf);
-    if (n == 0) throw Error(ErrorKind::Connection, "test server: end of stream before a request");
+    if (n == 0)
+      throw Error(ErrorKind::Connection, "test server: end of stream before a request");
     pending_.append(buf, n);
   }
   RequestHead head = parse_request_head(std::string_view(pending_).substr(0, end + 4));
@@ -387,7 +417,8 @@ std::string ServerSession::upgrade_response(const RequestHead& request,
       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
       "Sec-WebSocket-Accept: {}\r\n",
       kube::ws::websocket_accept_key(request.header("sec-websocket-key")));
-  if (!subprotocol.empty()) out += fmt::format("Sec-WebSocket-Protocol: {}\r\n", subprotocol);
+  if (!subprotocol.empty())
+    out += fmt::format("Sec-WebSocket-Protocol: {}\r\n", subprotocol);
   return out + "\r\n";
 }
 
@@ -401,7 +432,9 @@ void ServerSession::respond(int code, std::string_view body, std::string_view co
       code, reason_phrase(code), content_type, body.size(), body));
 }
 
-void ServerSession::write_raw(std::string_view bytes) { stream_.write_all(bytes); }
+void ServerSession::write_raw(std::string_view bytes) {
+  stream_.write_all(bytes);
+}
 
 void ServerSession::send_frame(const Frame& frame) {
   write_raw(kube::ws::encode_frame(frame, std::nullopt));
@@ -429,24 +462,29 @@ std::optional<Frame> ServerSession::read_frame() {
     pending_.clear();
   }
   for (;;) {
-    if (auto frame = decoder_.next()) return frame;
+    if (auto frame = decoder_.next())
+      return frame;
     char buf[16 * 1024];
     const std::size_t n = stream_.read_some(buf, sizeof buf);
-    if (n == 0) return std::nullopt;
+    if (n == 0)
+      return std::nullopt;
     decoder_.feed(std::string_view(buf, n));
   }
 }
 
 std::optional<kube::ws::Message> ServerSession::read_message() {
   while (auto frame = read_frame()) {
-    if (auto msg = reader_.push(std::move(*frame))) return msg;
+    if (auto msg = reader_.push(std::move(*frame)))
+      return msg;
   }
   return std::nullopt;
 }
 
 // --- Status objects --------------------------------------------------------------------------
 
-nlohmann::json success_status() { return {{"metadata", nlohmann::json::object()}, {"status", "Success"}}; }
+nlohmann::json success_status() {
+  return {{"metadata", nlohmann::json::object()}, {"status", "Success"}};
+}
 
 nlohmann::json exit_code_status(int exit_code) {
   return {{"metadata", nlohmann::json::object()},
@@ -460,8 +498,8 @@ nlohmann::json exit_code_status(int exit_code) {
 }
 
 nlohmann::json failure_status(int code, std::string_view reason, std::string_view message) {
-  return {{"kind", "Status"},     {"apiVersion", "v1"},  {"metadata", nlohmann::json::object()},
-          {"status", "Failure"},  {"message", message},  {"reason", reason},
+  return {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+          {"status", "Failure"}, {"message", message}, {"reason", reason},
           {"code", code}};
 }
 
@@ -480,7 +518,9 @@ ScriptedPipeServer::ScriptedPipeServer(ServerScript script) {
   });
 }
 
-ScriptedPipeServer::~ScriptedPipeServer() { finish(); }
+ScriptedPipeServer::~ScriptedPipeServer() {
+  finish();
+}
 
 std::string ScriptedPipeServer::finish() {
   if (!finished_) {
@@ -503,11 +543,13 @@ namespace {
 void load_certificate(SSL_CTX* ctx, const PemKeyPair& pair) {
   BioPtr cert_bio(BIO_new_mem_buf(pair.cert_pem.data(), static_cast<int>(pair.cert_pem.size())));
   X509Ptr cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (!cert) openssl_failure("test server: reading the certificate");
+  if (!cert)
+    openssl_failure("test server: reading the certificate");
   check(SSL_CTX_use_certificate(ctx, cert.get()), "test server: using the certificate");
   BioPtr key_bio(BIO_new_mem_buf(pair.key_pem.data(), static_cast<int>(pair.key_pem.size())));
   PkeyPtr key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
-  if (!key) openssl_failure("test server: reading the private key");
+  if (!key)
+    openssl_failure("test server: reading the private key");
   check(SSL_CTX_use_PrivateKey(ctx, key.get()), "test server: using the private key");
   check(SSL_CTX_check_private_key(ctx), "test server: the key does not match the certificate");
 }
@@ -522,8 +564,26 @@ void require_client_certificates(SSL_CTX* ctx, const std::string& ca_pem) {
     ++loaded;
   }
   ERR_clear_error();  // the loop ends on a "no start line" error
-  if (loaded == 0) throw std::runtime_error("test server: no certificate in client_ca_pem");
+  if (loaded == 0)
+    throw std::runtime_error("test server: no certificate in client_ca_pem");
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+}
+
+// Closing a socket with unread input makes the kernel send a reset, which can destroy what the
+// client has not read yet (the status, the Close). Half-close and drain first, as servers do.
+void linger_close(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  char buf[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) < 0)
+      break;
+    if (pfd.revents == 0)
+      continue;
+    if (::recv(fd, buf, sizeof buf, 0) <= 0)
+      break;
+  }
 }
 
 std::string subject_of(X509* cert) {
@@ -539,14 +599,17 @@ WebSocketTestServer::WebSocketTestServer(Options options)
   // A client that hangs up mid-write must not kill the test process.
   std::signal(SIGPIPE, SIG_IGN);
   tls_->ctx = SSL_CTX_new(TLS_server_method());
-  if (tls_->ctx == nullptr) openssl_failure("test server: SSL_CTX_new");
+  if (tls_->ctx == nullptr)
+    openssl_failure("test server: SSL_CTX_new");
   SSL_CTX_set_min_proto_version(tls_->ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(tls_->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
   load_certificate(tls_->ctx, options_.certificate);
-  if (!options_.client_ca_pem.empty()) require_client_certificates(tls_->ctx, options_.client_ca_pem);
+  if (!options_.client_ca_pem.empty())
+    require_client_certificates(tls_->ctx, options_.client_ca_pem);
 
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw std::runtime_error("test server: socket() failed");
+  if (listen_fd_ < 0)
+    throw std::runtime_error("test server: socket() failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -562,9 +625,13 @@ WebSocketTestServer::WebSocketTestServer(Options options)
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
-WebSocketTestServer::~WebSocketTestServer() { stop(); }
+WebSocketTestServer::~WebSocketTestServer() {
+  stop();
+}
 
-std::string WebSocketTestServer::host_port() const { return fmt::format("127.0.0.1:{}", port_); }
+std::string WebSocketTestServer::host_port() const {
+  return fmt::format("127.0.0.1:{}", port_);
+}
 
 void WebSocketTestServer::set_exec_script(ServerScript script) {
   std::lock_guard lock(mu_);
@@ -601,9 +668,11 @@ void WebSocketTestServer::record_error(std::string message) {
 void WebSocketTestServer::accept_loop() {
   while (!stopping_) {
     pollfd pfd{listen_fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, 50) <= 0) continue;
+    if (::poll(&pfd, 1, 50) <= 0)
+      continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0)
+      continue;
     std::lock_guard lock(mu_);
     if (stopping_) {
       ::close(fd);
@@ -624,7 +693,8 @@ void WebSocketTestServer::serve(int fd) {
     SslStream stream(ssl);
     ServerSession session(stream);
     RequestHead head = session.read_request_head();
-    if (X509* peer = SSL_get0_peer_certificate(ssl)) head.client_subject = subject_of(peer);
+    if (X509* peer = SSL_get0_peer_certificate(ssl))
+      head.client_subject = subject_of(peer);
     ServerScript script;
     int status = 0;
     std::string body, subprotocol;
@@ -638,7 +708,8 @@ void WebSocketTestServer::serve(int fd) {
     }
     if (is_exec_upgrade(head, subprotocol)) {
       session.accept(head, subprotocol);
-      if (script) script(session);
+      if (script)
+        script(session);
     } else {
       session.respond(status, body);
     }
@@ -647,6 +718,7 @@ void WebSocketTestServer::serve(int fd) {
     record_error(e.what());
   }
   SSL_free(ssl);
+  linger_close(fd);
   {
     std::lock_guard lock(mu_);
     open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
@@ -657,17 +729,22 @@ void WebSocketTestServer::serve(int fd) {
 }
 
 void WebSocketTestServer::stop() {
-  if (stopping_.exchange(true)) return;
-  if (acceptor_.joinable()) acceptor_.join();
+  if (stopping_.exchange(true))
+    return;
+  if (acceptor_.joinable())
+    acceptor_.join();
   std::vector<std::thread> connections;
   {
     std::lock_guard lock(mu_);
     // Wake connections blocked on a client that will never speak again.
-    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+    for (int fd : open_fds_)
+      ::shutdown(fd, SHUT_RDWR);
     connections.swap(connections_);
   }
-  for (auto& t : connections) t.join();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
+  for (auto& t : connections)
+    t.join();
+  if (listen_fd_ >= 0)
+    ::close(listen_fd_);
   listen_fd_ = -1;
 }
 

@@ -11,14 +11,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
@@ -50,7 +49,7 @@ struct RequestHead {
   std::string method;
   std::string target;  // path and query, as sent
   std::string path;
-  std::string query;  // without '?'
+  std::string query;             // without '?'
   kube::ws::HeaderList headers;  // names as sent
   std::string raw;
   /// Subject of the verified client certificate (RFC 2253), empty when none was presented.
@@ -65,7 +64,8 @@ struct RequestHead {
 /// Parses "GET /p?q HTTP/1.1\r\nName: value\r\n..." (without the final blank line or with it).
 RequestHead parse_request_head(std::string_view raw);
 
-/// One end of an in-memory duplex pipe: what one end writes, the other reads.
+/// One end of an in-memory duplex pipe: what one end writes, the other reads. A read that waits
+/// more than 10 seconds throws Error(Timeout), so a deadlocked test fails rather than hangs.
 class PipeStream final : public kube::ws::ByteStream {
  public:
   struct Buffer;

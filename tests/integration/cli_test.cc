@@ -1,0 +1,165 @@
+// The trainctl binary, run as a user runs it: flags, kubeconfig files, output and exit codes.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/https_test_server.h"
+
+namespace trainctl {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct RunResult {
+  int exit_code;
+  std::string out;  // stdout and stderr together
+};
+
+RunResult run(const std::string& args, const std::string& env = "") {
+  const std::string cmd =
+      fmt::format("env -u KUBECONFIG HOME=/nonexistent {} {} {} 2>&1", env, TRAINCTL_BINARY, args);
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
+    out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  CliTest() {
+    char tmpl[] = "/tmp/trainctl-cli-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+  }
+  ~CliTest() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& content) {
+    auto p = dir_ / name;
+    std::ofstream(p) << content;
+    return p.string();
+  }
+
+  std::string kubeconfig_for(const testing::HttpsTestServer& server, const std::string& token) {
+    write("ca.crt", testing::TestPki::shared().ca.cert_pem);
+    return write("config", fmt::format(R"(apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: local
+  cluster:
+    server: {}
+    certificate-authority: ca.crt
+users:
+- name: tester
+  user:
+    token: {}
+contexts:
+- name: test
+  context: {{cluster: local, user: tester, namespace: team-a}}
+- name: other
+  context: {{cluster: local, user: tester}}
+)",
+                                       server.url(), token));
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(CliTest, VersionClientPrintsTheBuildVersion) {
+  RunResult r = run("version --client");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("Client Version: v0."));
+}
+
+TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
+  RunResult r = run("version --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("no-such-flag"));
+}
+
+TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
+  testing::HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value("Authorization") != "Bearer cli-token") {
+      res.status = 401;
+      return;
+    }
+    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
+  });
+  server.start();
+  const std::string config = kubeconfig_for(server, "cli-token");
+  RunResult r = run("version --kubeconfig " + config);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Server Version: v1.31.2"));
+
+  RunResult json = run("version -o json", "KUBECONFIG=" + config);
+  EXPECT_THAT(json.out, HasSubstr("\"gitVersion\": \"v1.31.2\""));
+}
+
+TEST_F(CliTest, ConfigViewRedactsTokens) {
+  testing::HttpsTestServer server;
+  const std::string config = kubeconfig_for(server, "very-secret-token");
+  RunResult r = run("config view --kubeconfig " + config);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("very-secret-token")));
+  EXPECT_THAT(r.out, HasSubstr("REDACTED"));
+  RunResult raw = run("config view --raw --kubeconfig " + config);
+  EXPECT_THAT(raw.out, HasSubstr("very-secret-token"));
+}
+
+TEST_F(CliTest, ConfigViewResolvedShowsNamespaceAndSource) {
+  testing::HttpsTestServer server;
+  const std::string config = kubeconfig_for(server, "t");
+  RunResult r = run("config view --resolved --kubeconfig " + config);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("namespace: team-a"));
+  EXPECT_THAT(r.out, HasSubstr("auth: bearer token"));
+  EXPECT_THAT(r.out, HasSubstr(config));
+  RunResult flag = run("config view --resolved -n other-ns --kubeconfig " + config);
+  EXPECT_THAT(flag.out, HasSubstr("namespace: other-ns"));
+}
+
+TEST_F(CliTest, GetContextsAndUseContextWriteTheRightFile) {
+  testing::HttpsTestServer server;
+  const std::string config = kubeconfig_for(server, "t");
+  RunResult list = run("config get-contexts --kubeconfig " + config);
+  EXPECT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("*         test"));
+  RunResult use = run("config use-context other --kubeconfig " + config);
+  EXPECT_EQ(use.exit_code, 0) << use.out;
+  EXPECT_THAT(run("config current-context --kubeconfig " + config).out, HasSubstr("other"));
+  RunResult missing = run("config use-context nope --kubeconfig " + config);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.out, HasSubstr("nope"));
+}
+
+TEST_F(CliTest, MissingKubeconfigIsAConfigErrorNamingThePath) {
+  RunResult r = run("config view --resolved --kubeconfig /nonexistent/kubeconfig");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("/nonexistent/kubeconfig"));
+}
+
+TEST_F(CliTest, VersionSaysWhyTheServerIsUnreachable) {
+  const std::string config = write("config", R"(apiVersion: v1
+kind: Config
+current-context: dead
+clusters: [{name: dead, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: dead, context: {cluster: dead, user: u}}]
+)");
+  RunResult r = run("version --kubeconfig " + config);
+  EXPECT_EQ(r.exit_code, 0);  // version still prints the client's, and says why not the server's
+  EXPECT_THAT(r.out, HasSubstr("server version unavailable"));
+}
+
+}  // namespace
+}  // namespace trainctl
