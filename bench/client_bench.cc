@@ -29,7 +29,7 @@ double median_us(std::vector<double> v) {
 json pod_of_about_4k(int i) {
   json containers = json::array();
   json env = json::array();
-  for (int e = 0; e < 30; ++e) {
+  for (int e = 0; e < 52; ++e) {
     env.push_back({{"name", fmt::format("VAR_{}", e)}, {"value", std::string(40, 'v')}});
   }
   containers.push_back({{"name", "tensorflow"},

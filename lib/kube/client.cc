@@ -337,27 +337,41 @@ ExecOutcome Client::exec(std::string_view ns, std::string_view pod, const ExecOp
                            resource_path(resources::pods(), ns, pod, "exec") + "?" +
                            exec_query(options.command, options.container,
                                       !options.stdin_data.empty(), true, true, false);
-  limiter_.acquire();
-  const RequestCredentials creds = credentials_->current();
-  ++requests_sent_;
-  std::string host;
-  auto stream = transport_.connect_raw(creds, host);
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (!creds.authorization.empty())
-    headers.emplace_back("Authorization", creds.authorization);
-  if (!config_.auth.impersonate_user.empty()) {
-    headers.emplace_back("Impersonate-User", config_.auth.impersonate_user);
-    for (const auto& g : config_.auth.impersonate_groups)
-      headers.emplace_back("Impersonate-Group", g);
+  for (bool refreshed = false;;) {
+    limiter_.acquire();
+    const RequestCredentials creds = credentials_->current();
+    ++requests_sent_;
+    std::string host;
+    auto stream = transport_.connect_raw(creds, host, config_.timeout);
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!creds.authorization.empty())
+      headers.emplace_back("Authorization", creds.authorization);
+    if (!config_.auth.impersonate_user.empty()) {
+      headers.emplace_back("Impersonate-User", config_.auth.impersonate_user);
+      for (const auto& g : config_.auth.impersonate_groups) {
+        headers.emplace_back("Impersonate-Group", g);
+      }
+    }
+    ws::WebSocketClient socket(*stream);
+    try {
+      // v5 can tell the server stdin is finished; v4 is what older servers speak.
+      socket.handshake(host, path, headers,
+                       {std::string(kExecProtocolV5), std::string(kExecProtocolV4)});
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Unauthorized && !refreshed &&
+          credentials_->refresh_after_unauthorized(creds)) {
+        refreshed = true;
+        continue;
+      }
+      throw;
+    }
+    ExecOutcome outcome;
+    ExecResult result = run_exec_session(
+        socket, options.stdin_data, [&](std::string_view d) { outcome.stdout_data.append(d); },
+        [&](std::string_view d) { outcome.stderr_data.append(d); });
+    outcome.exit_code = result.exit_code;
+    return outcome;
   }
-  ws::WebSocketClient socket(*stream);
-  socket.handshake(host, path, headers, {"v4.channel.k8s.io"});
-  ExecOutcome outcome;
-  ExecResult result = run_exec_session(
-      socket, options.stdin_data, [&](std::string_view d) { outcome.stdout_data.append(d); },
-      [&](std::string_view d) { outcome.stderr_data.append(d); });
-  outcome.exit_code = result.exit_code;
-  return outcome;
 }
 
 json Client::discover(std::string_view group, std::string_view version) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "error.h"
+#include "text.h"
 
 extern char** environ;
 
@@ -29,43 +30,6 @@ namespace {
 constexpr auto kTokenFileMaxAge = std::chrono::seconds(60);
 /// A credential plugin prints one small JSON object; anything near this is a broken plugin.
 constexpr std::size_t kMaxPluginOutput = 4 << 20;
-
-std::string base64_encode(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const std::uint32_t n = (static_cast<unsigned char>(in[i]) << 16) |
-                            (static_cast<unsigned char>(in[i + 1]) << 8) |
-                            static_cast<unsigned char>(in[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
-  }
-  if (i < in.size()) {
-    std::uint32_t n = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size())
-      n |= static_cast<unsigned char>(in[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  std::size_t b = 0;
-  std::size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
-    ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
-    --e;
-  return std::string(s.substr(b, e - b));
-}
 
 bool same_credentials(const RequestCredentials& a, const RequestCredentials& b) {
   return a.authorization == b.authorization && a.client_cert_pem == b.client_cert_pem &&
@@ -193,7 +157,7 @@ class TokenFileCredentials final : public CredentialSource {
     }
     std::ostringstream buffer;
     buffer << in.rdbuf();
-    std::string token = trim(buffer.str());
+    std::string token(trim(buffer.str()));
     if (in.bad() || token.empty()) {
       why = in.bad() ? "read error" : "the file is empty";
       return std::nullopt;

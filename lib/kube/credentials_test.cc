@@ -3,20 +3,22 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "error.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/temp_dir.h"
 
 namespace trainctl::kube {
 namespace {
@@ -27,32 +29,6 @@ using ::testing::Not;
 using namespace std::chrono_literals;
 
 constexpr const char* kV1 = "client.authentication.k8s.io/v1";
-
-/// A clock that only moves when a test says so.
-class FakeClock final : public Clock {
- public:
-  std::chrono::system_clock::time_point now() const override { return wall_; }
-  std::chrono::steady_clock::time_point monotonic() const override { return mono_; }
-  void sleep_for(std::chrono::nanoseconds d) override { advance(d); }
-
-  void advance(std::chrono::nanoseconds d) {
-    wall_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
-    mono_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
-  }
-  void set_wall(std::chrono::system_clock::time_point t) { wall_ = t; }
-
- private:
-  // 2030-01-01T00:00:00Z, so plugin expiry timestamps can be written as literals.
-  std::chrono::system_clock::time_point wall_{std::chrono::seconds(1893456000)};
-  std::chrono::steady_clock::time_point mono_{std::chrono::hours(1000)};
-};
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 /// Points this process's stdin at a file for the duration of a test, then restores it.
 class StdinRedirect {
@@ -71,44 +47,28 @@ class StdinRedirect {
   int saved_;
 };
 
-template <typename F>
-std::string config_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
-    return e.message();
-  }
-  ADD_FAILURE() << "expected an Error(Config)";
-  return "";
+/// The message of the Error(Config) that `f` throws.
+std::string config_error(const std::function<void()>& f) {
+  const Error e = testing::expect_error(f);
+  EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
+  return e.message();
 }
 
 class CredentialsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "credentials_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path write(const std::string& name, const std::string& content) {
-    fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
+  // 2030-01-01T00:00:00Z, so plugin expiry timestamps can be written as literals.
+  CredentialsTest() { clock_.set_wall(std::chrono::system_clock::time_point(1893456000s)); }
 
   /// Writes an executable /bin/sh plugin. Each run appends a line to `runs`, saves its
   /// KUBERNETES_EXEC_INFO to `info.json` and can print "$RUN" (the run number) in its output.
   std::string plugin(const std::string& body) {
-    const fs::path p = write("plugin.sh",
-                             "#!/bin/sh\n"
-                             "echo run >> \"$DIR/runs\"\n"
-                             "RUN=$(wc -l < \"$DIR/runs\" | tr -d ' ')\n"
-                             "printf '%s' \"$KUBERNETES_EXEC_INFO\" > \"$DIR/info.json\"\n" +
-                                 body);
-    fs::permissions(p, fs::perms::owner_all);
-    return p.string();
+    const std::string script =
+        "#!/bin/sh\n"
+        "echo run >> \"$DIR/runs\"\n"
+        "RUN=$(wc -l < \"$DIR/runs\" | tr -d ' ')\n"
+        "printf '%s' \"$KUBERNETES_EXEC_INFO\" > \"$DIR/info.json\"\n" +
+        body;
+    return dir_.write("plugin.sh", script, /*executable=*/true).string();
   }
 
   /// A plugin that prints a token "token-<run>" with the given extra status fields.
@@ -125,27 +85,28 @@ class CredentialsTest : public ::testing::Test {
     exec.api_version = kV1;
     exec.command = command;
     exec.interactive_mode = mode;
-    exec.env = {{"DIR", dir_.string()}};
+    exec.env = {{"DIR", dir_.path().string()}};
     AuthConfig auth;
     auth.exec = exec;
     return auth;
   }
 
-  int runs() const {
-    std::ifstream in(dir_ / "runs");
-    int n = 0;
-    std::string line;
-    while (std::getline(in, line))
-      ++n;
-    return n;
+  /// What a plugin wrote to `name` in the temp dir.
+  std::string contents(const std::string& name) const {
+    return testing::TempDir::read(dir_.path() / name);
   }
+  /// The KUBERNETES_EXEC_INFO the last plugin run saw.
+  nlohmann::json exec_info() const { return nlohmann::json::parse(contents("info.json")); }
+
+  /// How many times the plugin ran: it appends one line to `runs` each time.
+  int runs() const { return static_cast<int>(std::ranges::count(contents("runs"), '\n')); }
 
   std::unique_ptr<CredentialSource> source(const AuthConfig& auth, const TlsConfig& tls = {}) {
     return make_credential_source(auth, "https://api.example.com:6443", tls, clock_);
   }
 
-  fs::path dir_;
-  FakeClock clock_;
+  testing::TempDir dir_;
+  testing::FakeClock clock_;
 };
 
 // ---- static credentials ------------------------------------------------------------------------
@@ -183,7 +144,7 @@ TEST_F(CredentialsTest, ClientCertificatePassesThrough) {
 // ---- token files -------------------------------------------------------------------------------
 
 TEST_F(CredentialsTest, TokenFileIsTrimmedAndReReadAfterAMinute) {
-  const fs::path file = write("token", "first\n");
+  const fs::path file = dir_.write("token", "first\n");
   AuthConfig auth;
   auth.token_file = file.string();
   auth.client_cert_pem = "CERT";
@@ -192,7 +153,7 @@ TEST_F(CredentialsTest, TokenFileIsTrimmedAndReReadAfterAMinute) {
   EXPECT_EQ(s->current().authorization, "Bearer first");
   EXPECT_EQ(s->current().client_cert_pem, "CERT");
 
-  write("token", "second\n");
+  dir_.write("token", "second\n");
   clock_.advance(59s);
   EXPECT_EQ(s->current().authorization, "Bearer first");
   clock_.advance(1s);
@@ -200,26 +161,27 @@ TEST_F(CredentialsTest, TokenFileIsTrimmedAndReReadAfterAMinute) {
 }
 
 TEST_F(CredentialsTest, TokenFileIsReReadAfterUnauthorized) {
-  const fs::path file = write("token", "old");
+  const fs::path file = dir_.write("token", "old");
   AuthConfig auth;
   auth.token_file = file.string();
   auto s = source(auth);
   const RequestCredentials used = s->current();
   EXPECT_FALSE(s->refresh_after_unauthorized(used)) << "same token: a retry cannot help";
-  write("token", "rotated\n");
+  dir_.write("token", "rotated\n");
   EXPECT_TRUE(s->refresh_after_unauthorized(used));
   EXPECT_EQ(s->current().authorization, "Bearer rotated");
 }
 
 TEST_F(CredentialsTest, UnreadableTokenFileIsAConfigErrorNamingIt) {
   AuthConfig auth;
-  auth.token_file = (dir_ / "missing-token").string();
+  auth.token_file = (dir_.path() / "missing-token").string();
   auto s = source(auth);
-  EXPECT_THAT(config_error([&] { s->current(); }), HasSubstr((dir_ / "missing-token").string()));
+  EXPECT_THAT(config_error([&] { s->current(); }),
+              HasSubstr((dir_.path() / "missing-token").string()));
 }
 
 TEST_F(CredentialsTest, TokenFileThatDisappearsKeepsTheLastToken) {
-  const fs::path file = write("token", "kept");
+  const fs::path file = dir_.write("token", "kept");
   AuthConfig auth;
   auth.token_file = file.string();
   auto s = source(auth);
@@ -289,7 +251,7 @@ TEST_F(CredentialsTest, ExecInfoCarriesClusterInfoWhenAskedFor) {
   tls.ca_pem = "CA-PEM";
   tls.server_name = "api.internal";
   source(auth, tls)->current();
-  const nlohmann::json info = nlohmann::json::parse(read_all(dir_ / "info.json"));
+  const nlohmann::json info = exec_info();
   EXPECT_EQ(info["apiVersion"], kV1);
   EXPECT_EQ(info["kind"], "ExecCredential");
   EXPECT_EQ(info["spec"]["interactive"], false);
@@ -301,7 +263,7 @@ TEST_F(CredentialsTest, ExecInfoCarriesClusterInfoWhenAskedFor) {
 
 TEST_F(CredentialsTest, ExecInfoOmitsClusterInfoByDefault) {
   source(exec_auth(token_plugin()))->current();
-  const nlohmann::json info = nlohmann::json::parse(read_all(dir_ / "info.json"));
+  const nlohmann::json info = exec_info();
   EXPECT_EQ(info["kind"], "ExecCredential");
   EXPECT_FALSE(info["spec"].contains("cluster"));
 }
@@ -320,11 +282,11 @@ TEST_F(CredentialsTest, ExecPluginGetsArgsAndEnvOnTopOfOurs) {
   ::unsetenv("TRAINCTL_TEST_PARENT");
   ::unsetenv("TRAINCTL_TEST_CLASH");
   // One entry per name: a plugin that reads the first duplicate would see the parent's value.
-  EXPECT_EQ(read_all(dir_ / "seen"), "get-token --fast|from-parent|from-config\n1\n");
+  EXPECT_EQ(contents("seen"), "get-token --fast|from-parent|from-config\n1\n");
 }
 
 TEST_F(CredentialsTest, NeverInteractivePluginReadsDevNull) {
-  const fs::path input = write("stdin.txt", "typed by a person\n");
+  const fs::path input = dir_.write("stdin.txt", "typed by a person\n");
   StdinRedirect redirect(input);
   AuthConfig auth = exec_auth(plugin("readlink /proc/self/fd/0 > \"$DIR/stdin\"\n" +
                                      std::string("echo '{\"apiVersion\":\"") + kV1 +
@@ -332,14 +294,14 @@ TEST_F(CredentialsTest, NeverInteractivePluginReadsDevNull) {
                                      "\"t\"}}'\n"),
                               "Never");
   source(auth)->current();
-  EXPECT_EQ(read_all(dir_ / "stdin"), "/dev/null\n");
+  EXPECT_EQ(contents("stdin"), "/dev/null\n");
 }
 
 TEST_F(CredentialsTest, IfAvailablePluginWithoutATerminalIsNotInteractive) {
-  const fs::path input = write("stdin.txt", "");
+  const fs::path input = dir_.write("stdin.txt", "");
   StdinRedirect redirect(input);
   source(exec_auth(token_plugin(), "IfAvailable"))->current();
-  const nlohmann::json info = nlohmann::json::parse(read_all(dir_ / "info.json"));
+  const nlohmann::json info = exec_info();
   EXPECT_EQ(info["spec"]["interactive"], false);
 }
 

@@ -8,26 +8,18 @@
 
 #include "error.h"
 #include "kube/websocket.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/websocket_test_server.h"
 
 namespace trainctl::kube {
 namespace {
 
 using nlohmann::json;
-using test::RequestHead;
-using test::ScriptedPipeServer;
-using test::ServerSession;
+using testing::expect_error;
+using testing::RequestHead;
+using testing::ScriptedPipeServer;
+using testing::ServerSession;
 using ws::Opcode;
-
-Error error_from(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a trainctl::Error";
-  return Error(ErrorKind::Usage, "<nothing thrown>");
-}
 
 std::string msg(ExecChannel channel, std::string_view data = {}) {
   return encode_channel(channel, data);
@@ -60,17 +52,17 @@ TEST(ExecMessages, StartWithTheChannelByte) {
 // --- Status ----------------------------------------------------------------------------------
 
 TEST(ExitCodeFromStatus, SuccessIsZero) {
-  EXPECT_EQ(exit_code_from_status(test::success_status()), 0);
+  EXPECT_EQ(exit_code_from_status(testing::success_status()), 0);
 }
 
 TEST(ExitCodeFromStatus, NonZeroExitCodeCarriesTheCode) {
-  EXPECT_EQ(exit_code_from_status(test::exit_code_status(3)), 3);
-  EXPECT_EQ(exit_code_from_status(test::exit_code_status(137)), 137);
+  EXPECT_EQ(exit_code_from_status(testing::exit_code_status(3)), 3);
+  EXPECT_EQ(exit_code_from_status(testing::exit_code_status(137)), 137);
 }
 
 TEST(ExitCodeFromStatus, OtherFailuresThrowWithTheServersMessage) {
-  Error internal = error_from([] {
-    exit_code_from_status(test::failure_status(
+  Error internal = expect_error([] {
+    exit_code_from_status(testing::failure_status(
         500, "InternalError",
         "Internal error occurred: error executing command in container: container not found"));
   });
@@ -79,11 +71,12 @@ TEST(ExitCodeFromStatus, OtherFailuresThrowWithTheServersMessage) {
       << internal.message();
   EXPECT_EQ(internal.reason(), "InternalError");
 
-  Error missing = error_from(
-      [] { exit_code_from_status(test::failure_status(404, "NotFound", "pods \"x\" not found")); });
+  Error missing = expect_error([] {
+    exit_code_from_status(testing::failure_status(404, "NotFound", "pods \"x\" not found"));
+  });
   EXPECT_EQ(missing.kind(), ErrorKind::NotFound);
 
-  Error no_code = error_from([] {
+  Error no_code = expect_error([] {
     exit_code_from_status(json{{"status", "Failure"}, {"message", "something broke"}});
   });
   EXPECT_EQ(no_code.kind(), ErrorKind::ServerError);
@@ -92,13 +85,13 @@ TEST(ExitCodeFromStatus, OtherFailuresThrowWithTheServersMessage) {
 
 TEST(ExitCodeFromStatus, MalformedStatusIsAProtocolError) {
   auto kind_of = [](json status) {
-    return error_from([&] { exit_code_from_status(status); }).kind();
+    return expect_error([&] { exit_code_from_status(status); }).kind();
   };
   EXPECT_EQ(kind_of(json::array()), ErrorKind::Protocol);
   EXPECT_EQ(kind_of(json{{"status", "Maybe"}}), ErrorKind::Protocol);
   EXPECT_EQ(kind_of(json{{"status", "Failure"}, {"reason", "NonZeroExitCode"}}),
             ErrorKind::Protocol);
-  json bad_code = test::exit_code_status(3);
+  json bad_code = testing::exit_code_status(3);
   bad_code["details"]["causes"][0]["message"] = "three";
   EXPECT_EQ(kind_of(bad_code), ErrorKind::Protocol);
 }
@@ -120,7 +113,7 @@ TEST(ExecStreamDecoder, RoutesOutputAndIgnoresEmptyMessages) {
   EXPECT_FALSE(decoder.handle(msg(ExecChannel::Stdout, "two")));
   EXPECT_FALSE(decoder.handle(msg(ExecChannel::Resize, "{}")));
   EXPECT_FALSE(decoder.exit_code());
-  EXPECT_TRUE(decoder.handle(msg(ExecChannel::Error, test::exit_code_status(2).dump())));
+  EXPECT_TRUE(decoder.handle(msg(ExecChannel::Error, testing::exit_code_status(2).dump())));
   EXPECT_EQ(decoder.exit_code(), 2);
   EXPECT_EQ(out, "one two");
   EXPECT_EQ(err, "oops");
@@ -137,7 +130,7 @@ TEST(ExecStreamDecoder, CollectsIntoTheResultWithoutSinks) {
 
 TEST(ExecStreamDecoder, ErrorChannelWithoutJsonIsAProtocolError) {
   ExecStreamDecoder decoder(nullptr, nullptr);
-  EXPECT_EQ(error_from([&] { decoder.handle(msg(ExecChannel::Error, "plain text")); }).kind(),
+  EXPECT_EQ(expect_error([&] { decoder.handle(msg(ExecChannel::Error, "plain text")); }).kind(),
             ErrorKind::Protocol);
 }
 
@@ -182,7 +175,7 @@ TEST(RunExecSession, SendsStdinOnChannelZeroAndReturnsTheExitCode) {
       received.push_back(input->payload);
     s.send_channel(ExecChannel::Stdout, "stdout line\n");
     s.send_channel(ExecChannel::Stderr, "stderr line\n");
-    s.send_status(test::exit_code_status(3));
+    s.send_status(testing::exit_code_status(3));
     s.send_close();
     if (auto bye = s.read_message())
       received.push_back(bye->close ? "close" : "other");
@@ -200,7 +193,7 @@ TEST(RunExecSession, SendsStdinOnChannelZeroAndReturnsTheExitCode) {
 TEST(RunExecSession, SuccessStatusIsExitZero) {
   Session session([](ServerSession& s) {
     s.send_channel(ExecChannel::Stdout, "ok");
-    s.send_status(test::success_status());
+    s.send_status(testing::success_status());
   });
   const ExecResult result = session.run();
   EXPECT_EQ(result.exit_code, 0);
@@ -211,7 +204,7 @@ TEST(RunExecSession, SuccessStatusIsExitZero) {
 TEST(RunExecSession, SendsNothingWithoutStdin) {
   std::optional<ws::Message> first;
   Session session([&](ServerSession& s) {
-    s.send_status(test::success_status());
+    s.send_status(testing::success_status());
     first = s.read_message();
   });
   session.run();
@@ -236,7 +229,7 @@ TEST(RunExecSession, SplitsLargeStdinIntoChannelZeroMessages) {
   const std::string input(100 * 1024, 'i');
   std::vector<std::string> received;
   Session session([&](ServerSession& s) {
-    s.send_status(test::success_status());
+    s.send_status(testing::success_status());
     received = read_until_close(s);
   });
   session.run(input);
@@ -255,7 +248,7 @@ TEST(RunExecSession, ClosesStdinUnderV5) {
   std::vector<std::string> received;
   Session session(
       [&](ServerSession& s) {
-        s.send_status(test::success_status());
+        s.send_status(testing::success_status());
         received = read_until_close(s);
       },
       "v5.channel.k8s.io");
@@ -271,7 +264,7 @@ TEST(RunExecSession, ClosesStdinUnderV5) {
 TEST(RunExecSession, DoesNotCloseStdinUnderV4) {
   std::vector<std::string> received;
   Session session([&](ServerSession& s) {
-    s.send_status(test::success_status());
+    s.send_status(testing::success_status());
     received = read_until_close(s);
   });
   session.run("data");
@@ -281,10 +274,10 @@ TEST(RunExecSession, DoesNotCloseStdinUnderV4) {
 
 TEST(RunExecSession, FailureStatusThrowsTheServersError) {
   Session session([](ServerSession& s) {
-    s.send_status(test::failure_status(
+    s.send_status(testing::failure_status(
         500, "InternalError", "error executing command in container: container not found"));
   });
-  Error e = error_from([&] { session.run(); });
+  Error e = expect_error([&] { session.run(); });
   EXPECT_EQ(e.kind(), ErrorKind::ServerError);
   EXPECT_NE(e.message().find("container not found"), std::string::npos) << e.message();
 }
@@ -300,21 +293,21 @@ TEST(RunExecSession, NormalCloseWithoutStatusIsExitZero) {
 
 TEST(RunExecSession, AbnormalCloseWithoutStatusIsAConnectionError) {
   Session session([](ServerSession& s) { s.send_close(1011, "kubelet went away"); });
-  Error e = error_from([&] { session.run(); });
+  Error e = expect_error([&] { session.run(); });
   EXPECT_EQ(e.kind(), ErrorKind::Connection);
   EXPECT_NE(e.message().find("kubelet went away"), std::string::npos) << e.message();
 }
 
 TEST(RunExecSession, EndOfStreamWithoutCloseOrStatusIsAConnectionError) {
   Session session([](ServerSession& s) { s.send_channel(ExecChannel::Stdout, "cut"); });
-  EXPECT_EQ(error_from([&] { session.run(); }).kind(), ErrorKind::Connection);
+  EXPECT_EQ(expect_error([&] { session.run(); }).kind(), ErrorKind::Connection);
   EXPECT_EQ(session.out, "cut");
 }
 
 TEST(RunExecSession, RequiresTheChannelProtocol) {
   Session session([](ServerSession&) {}, "");
   EXPECT_EQ(session.client.subprotocol(), "");
-  EXPECT_EQ(error_from([&] { session.run(); }).kind(), ErrorKind::Protocol);
+  EXPECT_EQ(expect_error([&] { session.run(); }).kind(), ErrorKind::Protocol);
 }
 
 }  // namespace

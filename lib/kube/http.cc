@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "kube/websocket.h"
+#include "text.h"
 #include "trainctl/version.h"
 
 namespace trainctl::kube {
@@ -28,21 +29,6 @@ struct CurlGlobal {
 
 void ensure_curl_initialized() {
   static CurlGlobal global;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
 }
 
 /// The parts of a server URL needed to steer TLS verification at a different name.
@@ -94,7 +80,7 @@ size_t on_header(char* data, size_t size, size_t nitems, void* user) {
   }
   auto colon = line.find(':');
   if (colon != std::string_view::npos) {
-    t->response->headers[lower(trim(line.substr(0, colon)))] =
+    t->response->headers[to_lower(trim(line.substr(0, colon)))] =
         std::string(trim(line.substr(colon + 1)));
   }
   return size * nitems;
@@ -258,7 +244,7 @@ void HttpTransport::configure(Handle& h, const HttpRequest& request,
     h.headers = curl_slist_append(h.headers, line.c_str());
   };
   for (const auto& [name, value] : request.headers) {
-    if (lower(name) == "accept")
+    if (to_lower(name) == "accept")
       has_accept = true;
     add(name + ": " + value);
   }
@@ -336,73 +322,80 @@ HttpResponse HttpTransport::stream(const HttpRequest& request, const RequestCred
 namespace {
 
 /// A raw connection libcurl opened (CONNECT_ONLY), read and written with curl_easy_recv/send.
+/// It owns the whole handle, so libcurl's error buffer outlives every call that may fill it.
 class CurlByteStream final : public ws::ByteStream {
  public:
-  explicit CurlByteStream(CURL* easy) : easy_(easy) {}
-  ~CurlByteStream() override { curl_easy_cleanup(easy_); }
+  CurlByteStream(std::unique_ptr<HttpTransport::Handle> handle, std::chrono::milliseconds idle)
+      : h_(std::move(handle)), idle_timeout_(idle) {}
 
   void write_all(std::string_view data) override {
     while (!data.empty()) {
       size_t sent = 0;
-      CURLcode code = curl_easy_send(easy_, data.data(), data.size(), &sent);
+      const CURLcode code = curl_easy_send(h_->easy, data.data(), data.size(), &sent);
       if (code == CURLE_AGAIN) {
         wait(POLLOUT);
         continue;
       }
-      if (code != CURLE_OK) {
-        throw Error(ErrorKind::Connection,
-                    fmt::format("sending on the exec connection: {}", curl_easy_strerror(code)));
-      }
+      if (code != CURLE_OK)
+        fail("sending on", code);
       data.remove_prefix(sent);
     }
   }
 
   std::size_t read_some(char* buf, std::size_t n) override {
+    const auto deadline = std::chrono::steady_clock::now() + idle_timeout_;
     while (true) {
       size_t got = 0;
-      CURLcode code = curl_easy_recv(easy_, buf, n, &got);
+      const CURLcode code = curl_easy_recv(h_->easy, buf, n, &got);
       if (code == CURLE_AGAIN) {
+        if (idle_timeout_.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
+          throw Error(ErrorKind::Timeout, fmt::format("the exec connection was silent for {} ms",
+                                                      idle_timeout_.count()));
+        }
         wait(POLLIN);
         continue;
       }
-      if (code != CURLE_OK) {
-        throw Error(ErrorKind::Connection,
-                    fmt::format("reading the exec connection: {}", curl_easy_strerror(code)));
-      }
+      if (code != CURLE_OK)
+        fail("reading", code);
       return got;
     }
   }
 
  private:
+  [[noreturn]] void fail(const char* what, CURLcode code) const {
+    const std::string detail = h_->errbuf[0] != '\0' ? h_->errbuf : curl_easy_strerror(code);
+    throw Error(ErrorKind::Connection, fmt::format("{} the exec connection: {}", what, detail));
+  }
+
   void wait(short events) {
     curl_socket_t fd = CURL_SOCKET_BAD;
-    curl_easy_getinfo(easy_, CURLINFO_ACTIVESOCKET, &fd);
+    curl_easy_getinfo(h_->easy, CURLINFO_ACTIVESOCKET, &fd);
     if (fd == CURL_SOCKET_BAD)
       throw Error(ErrorKind::Connection, "the exec connection closed");
     pollfd p{fd, events, 0};
-    ::poll(&p, 1, 1000);
+    ::poll(&p, 1, 200);
   }
 
-  CURL* easy_;
+  std::unique_ptr<HttpTransport::Handle> h_;
+  std::chrono::milliseconds idle_timeout_;
 };
 
 }  // namespace
 
 std::unique_ptr<ws::ByteStream> HttpTransport::connect_raw(const RequestCredentials& creds,
-                                                           std::string& host_header) {
-  Handle h;
+                                                           std::string& host_header,
+                                                           std::chrono::milliseconds idle_timeout) {
+  auto h = std::make_unique<Handle>();
   HttpRequest request;
   request.path = "/";
-  configure(h, request, creds, /*http1_only=*/true);
-  curl_easy_setopt(h.easy, CURLOPT_CONNECT_ONLY, 1L);
-  const CURLcode code = curl_easy_perform(h.easy);
+  configure(*h, request, creds, /*http1_only=*/true);
+  curl_easy_setopt(h->easy, CURLOPT_CONNECT_ONLY, 1L);
+  const CURLcode code = curl_easy_perform(h->easy);
   if (code != CURLE_OK)
-    throw_transfer_error(code, h.errbuf, "CONNECT", server_);
-  ServerUrl url = parse_server(server_);
+    throw_transfer_error(code, h->errbuf, "CONNECT", server_);
+  const ServerUrl url = parse_server(server_);
   host_header = url.host + ":" + url.port;
-  CURL* easy = h.easy;
-  h.easy = curl_easy_init();  // the stream owns the connected handle now
-  return std::make_unique<CurlByteStream>(easy);
+  return std::make_unique<CurlByteStream>(std::move(h), idle_timeout);
 }
 
 }  // namespace trainctl::kube

@@ -67,15 +67,19 @@ class HttpTransport {
 
   /// Opens a raw HTTP/1.1 connection (TLS, proxy and client certificate as for any request) for
   /// protocols libcurl does not speak, such as WebSocket. Returns the stream and the Host value.
+  /// Reads wait at most `idle_timeout` for data (0 = forever), then throw Error(Timeout).
   std::unique_ptr<ws::ByteStream> connect_raw(const RequestCredentials& creds,
-                                              std::string& host_header);
+                                              std::string& host_header,
+                                              std::chrono::milliseconds idle_timeout);
 
   const std::string& server() const { return server_; }
+
+  /// A libcurl easy handle together with the buffers and lists it points into (http.cc).
+  struct Handle;
   /// The path prefix of the server URL ("" or e.g. "/k8s/clusters/c-1"), for raw connections.
   const std::string& path_prefix() const { return path_prefix_; }
 
  private:
-  struct Handle;
   std::unique_ptr<Handle> checkout();
   void checkin(std::unique_ptr<Handle> handle);
   void configure(Handle& h, const HttpRequest& request, const RequestCredentials& creds,

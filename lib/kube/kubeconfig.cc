@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "error.h"
+#include "text.h"
 
 namespace trainctl::kube {
 namespace {
@@ -38,89 +39,6 @@ constexpr std::string_view kExecV1Beta1 = "client.authentication.k8s.io/v1beta1"
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
-
-int base64_value(char c) {
-  if (c >= 'A' && c <= 'Z')
-    return c - 'A';
-  if (c >= 'a' && c <= 'z')
-    return c - 'a' + 26;
-  if (c >= '0' && c <= '9')
-    return c - '0' + 52;
-  if (c == '+')
-    return 62;
-  if (c == '/')
-    return 63;
-  return -1;
-}
-
-/// Standard base64 as Go's encoding/json reads []byte: whitespace ignored, padding optional.
-std::optional<std::string> base64_decode(std::string_view in) {
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  std::size_t symbols = 0;
-  std::size_t padding = 0;
-  for (char c : in) {
-    if (std::isspace(static_cast<unsigned char>(c)))
-      continue;
-    if (c == '=') {
-      ++padding;
-      continue;
-    }
-    const int v = base64_value(c);
-    if (v < 0 || padding > 0)
-      return std::nullopt;
-    acc = (acc << 6) | static_cast<std::uint32_t>(v);
-    bits += 6;
-    ++symbols;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  if (symbols % 4 == 1 || padding > 2)
-    return std::nullopt;
-  if (padding > 0 && (symbols + padding) % 4 != 0)
-    return std::nullopt;
-  return out;
-}
-
-std::string base64_encode(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const std::uint32_t n = (static_cast<unsigned char>(in[i]) << 16) |
-                            (static_cast<unsigned char>(in[i + 1]) << 8) |
-                            static_cast<unsigned char>(in[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
-  }
-  if (i < in.size()) {
-    std::uint32_t n = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size())
-      n |= static_cast<unsigned char>(in[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  std::size_t b = 0;
-  std::size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
-    ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
-    --e;
-  return std::string(s.substr(b, e - b));
-}
 
 /// Reads a whole file; on failure returns nullopt and sets `why` to the system's reason.
 std::optional<std::string> read_file(const fs::path& path, std::string& why) {
@@ -727,7 +645,7 @@ RestConfig in_cluster_config(const ConfigOverrides& o, const ConfigEnvironment& 
   std::string ns_source = "$POD_NAMESPACE";
   if (ns.empty()) {
     if (auto file = read_file(sa / "namespace", why))
-      ns = trim(*file);
+      ns = std::string(trim(*file));
     ns_source = (sa / "namespace").string();
   }
   if (!o.namespace_.empty()) {
@@ -975,7 +893,7 @@ std::optional<std::string> edit_current_context_line(const std::string& text,
       ++pos;
     if (pos >= line.size() || line[pos] != ':')
       continue;
-    const std::string value = trim(std::string_view(line).substr(pos + 1));
+    const std::string value(trim(std::string_view(line).substr(pos + 1)));
     const bool continues = i + 1 < lines.size() && !lines[i + 1].empty() &&
                            (lines[i + 1][0] == ' ' || lines[i + 1][0] == '\t');
     if (continues || (!value.empty() && (value[0] == '|' || value[0] == '>'))) {
@@ -992,7 +910,7 @@ std::optional<std::string> edit_current_context_line(const std::string& text,
     out += '\n';
   }
   if (!replaced) {
-    const std::string first = trim(text);
+    const std::string first(trim(text));
     if (!first.empty() && (first[0] == '{' || first.rfind("---", 0) == 0))
       return std::nullopt;
     out += replacement + "\n";

@@ -3,16 +3,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <functional>
 #include <string>
 
 #include "error.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/temp_dir.h"
+#include "text.h"
 
 namespace trainctl::kube {
 namespace {
@@ -22,37 +22,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string b64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const unsigned n = (static_cast<unsigned char>(in[i]) << 16) |
-                       (static_cast<unsigned char>(in[i + 1]) << 8) |
-                       static_cast<unsigned char>(in[i + 2]);
-    for (int shift : {18, 12, 6, 0})
-      out += kAlphabet[(n >> shift) & 63];
-  }
-  if (i < in.size()) {
-    unsigned n = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size())
-      n |= static_cast<unsigned char>(in[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 KubeconfigViewOptions view_options(bool minify, std::string context = "", bool raw = false) {
   KubeconfigViewOptions options;
   options.minify = minify;
@@ -61,48 +30,31 @@ KubeconfigViewOptions view_options(bool minify, std::string context = "", bool r
   return options;
 }
 
-/// Runs `f` and returns the Error(Config) message it throws; fails the test otherwise.
-template <typename F>
-std::string config_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
-    return e.message();
-  }
-  ADD_FAILURE() << "expected an Error(Config)";
-  return "";
+/// The message of the Error(Config) that `f` throws.
+std::string config_error(const std::function<void()>& f) {
+  const Error e = testing::expect_error(f);
+  EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
+  return e.message();
 }
 
 class KubeconfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "kubeconfig_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    env_.env["HOME"] = (dir_ / "home").string();
+  KubeconfigTest() {
+    env_.env["HOME"] = (dir_.path() / "home").string();
     // Never the real service-account directory, even when the tests run inside a pod.
-    env_.service_account_dir = dir_ / "sa";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path write(const std::string& relative, const std::string& content) {
-    fs::path p = dir_ / relative;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
+    env_.service_account_dir = dir_.path() / "sa";
   }
 
   /// Points $KUBECONFIG at the given files (relative to the temp dir), joined with ':'.
   void use_kubeconfigs(std::initializer_list<std::string> files) {
     std::string list;
     for (const auto& f : files)
-      list += (list.empty() ? "" : ":") + (dir_ / f).string();
+      list += (list.empty() ? "" : ":") + (dir_.path() / f).string();
     env_.env["KUBECONFIG"] = list;
   }
 
   RestConfig resolve(const std::string& yaml, ConfigOverrides o = {}) {
-    o.kubeconfig = write("config", yaml).string();
+    o.kubeconfig = dir_.write("config", yaml).string();
     return resolve_rest_config(o, env_);
   }
 
@@ -113,12 +65,12 @@ class KubeconfigTest : public ::testing::Test {
   void make_in_cluster(const std::string& host = "10.96.0.1", const std::string& port = "443") {
     env_.env["KUBERNETES_SERVICE_HOST"] = host;
     env_.env["KUBERNETES_SERVICE_PORT"] = port;
-    write("sa/token", "sa-token\n");
-    write("sa/ca.crt", "IN-CLUSTER-CA");
-    write("sa/namespace", "team-a\n");
+    dir_.write("sa/token", "sa-token\n");
+    dir_.write("sa/ca.crt", "IN-CLUSTER-CA");
+    dir_.write("sa/namespace", "team-a\n");
   }
 
-  fs::path dir_;
+  testing::TempDir dir_;
   ConfigEnvironment env_;
 };
 
@@ -151,60 +103,61 @@ std::string simple_config(const std::string& user_body = "    token: abc\n",
 TEST_F(KubeconfigTest, ExplicitKubeconfigIsTheOnlyFileSearched) {
   use_kubeconfigs({"a", "b"});
   ConfigOverrides o;
-  o.kubeconfig = (dir_ / "explicit").string();
-  EXPECT_THAT(kubeconfig_search_paths(o, env_), ElementsAre(dir_ / "explicit"));
+  o.kubeconfig = (dir_.path() / "explicit").string();
+  EXPECT_THAT(kubeconfig_search_paths(o, env_), ElementsAre(dir_.path() / "explicit"));
 }
 
 TEST_F(KubeconfigTest, MissingExplicitKubeconfigIsAnErrorNamingIt) {
   ConfigOverrides o;
-  o.kubeconfig = (dir_ / "nope.yaml").string();
+  o.kubeconfig = (dir_.path() / "nope.yaml").string();
   EXPECT_THAT(config_error([&] { resolve_rest_config(o, env_); }),
-              HasSubstr((dir_ / "nope.yaml").string()));
+              HasSubstr((dir_.path() / "nope.yaml").string()));
 }
 
 TEST_F(KubeconfigTest, KubeconfigEnvIsSplitDroppingEmptyEntriesAndDuplicates) {
-  const std::string a = (dir_ / "a").string();
-  const std::string b = (dir_ / "b").string();
+  const std::string a = (dir_.path() / "a").string();
+  const std::string b = (dir_.path() / "b").string();
   env_.env["KUBECONFIG"] = a + "::" + b + ":" + a + ":";
-  EXPECT_THAT(kubeconfig_search_paths({}, env_), ElementsAre(dir_ / "a", dir_ / "b"));
+  EXPECT_THAT(kubeconfig_search_paths({}, env_), ElementsAre(dir_.path() / "a", dir_.path() / "b"));
 }
 
 TEST_F(KubeconfigTest, HomeKubeConfigIsTheDefault) {
-  EXPECT_THAT(kubeconfig_search_paths({}, env_), ElementsAre(dir_ / "home" / ".kube" / "config"));
+  EXPECT_THAT(kubeconfig_search_paths({}, env_),
+              ElementsAre(dir_.path() / "home" / ".kube" / "config"));
 }
 
 TEST_F(KubeconfigTest, HomeKubeConfigIsLoadedWhenNothingElseIsSet) {
-  write("home/.kube/config", simple_config());
+  dir_.write("home/.kube/config", simple_config());
   EXPECT_EQ(resolve_rest_config({}, env_).server, "https://dev.example.com:6443");
 }
 
 TEST_F(KubeconfigTest, MissingFilesInKubeconfigEnvAreSkipped) {
-  write("real", simple_config());
+  dir_.write("real", simple_config());
   use_kubeconfigs({"missing", "real"});
   const Kubeconfig config = load_kubeconfig({}, env_);
-  EXPECT_THAT(config.files, ElementsAre(dir_ / "real"));
-  EXPECT_THAT(config.searched, ElementsAre(dir_ / "missing", dir_ / "real"));
+  EXPECT_THAT(config.files, ElementsAre(dir_.path() / "real"));
+  EXPECT_THAT(config.searched, ElementsAre(dir_.path() / "missing", dir_.path() / "real"));
   EXPECT_EQ(resolve_rest_config(config, {}, env_).context_name, "dev");
 }
 
 // ---- merging -----------------------------------------------------------------------------------
 
 TEST_F(KubeconfigTest, FirstFileDefiningANameWinsTheWholeEntry) {
-  write("first",
-        "clusters:\n"
-        "- name: shared\n"
-        "  cluster:\n"
-        "    server: https://first\n");
-  write("second",
-        "clusters:\n"
-        "- name: shared\n"
-        "  cluster:\n"
-        "    server: https://second\n"
-        "    insecure-skip-tls-verify: true\n"
-        "    tls-server-name: second.internal\n"
-        "- name: only-second\n"
-        "  cluster:\n"
-        "    server: https://only-second\n");
+  dir_.write("first",
+             "clusters:\n"
+             "- name: shared\n"
+             "  cluster:\n"
+             "    server: https://first\n");
+  dir_.write("second",
+             "clusters:\n"
+             "- name: shared\n"
+             "  cluster:\n"
+             "    server: https://second\n"
+             "    insecure-skip-tls-verify: true\n"
+             "    tls-server-name: second.internal\n"
+             "- name: only-second\n"
+             "  cluster:\n"
+             "    server: https://only-second\n");
   use_kubeconfigs({"first", "second"});
   const Kubeconfig config = load_kubeconfig({}, env_);
   const auto& shared = config.clusters.at("shared");
@@ -212,31 +165,31 @@ TEST_F(KubeconfigTest, FirstFileDefiningANameWinsTheWholeEntry) {
   // Fields are not merged across files: the second file's extra fields do not leak in.
   EXPECT_FALSE(shared.value.insecure_skip_tls_verify);
   EXPECT_EQ(shared.value.tls_server_name, "");
-  EXPECT_EQ(shared.file, dir_ / "first");
-  EXPECT_EQ(config.clusters.at("only-second").file, dir_ / "second");
+  EXPECT_EQ(shared.file, dir_.path() / "first");
+  EXPECT_EQ(config.clusters.at("only-second").file, dir_.path() / "second");
 }
 
 TEST_F(KubeconfigTest, FirstNonEmptyCurrentContextWins) {
-  write("one", "clusters: []\n");
-  write("two", "current-context: from-two\n");
-  write("three", "current-context: from-three\n");
+  dir_.write("one", "clusters: []\n");
+  dir_.write("two", "current-context: from-two\n");
+  dir_.write("three", "current-context: from-three\n");
   use_kubeconfigs({"one", "two", "three"});
   const Kubeconfig config = load_kubeconfig({}, env_);
   EXPECT_EQ(config.current_context, "from-two");
-  EXPECT_EQ(config.current_context_file, dir_ / "two");
+  EXPECT_EQ(config.current_context_file, dir_.path() / "two");
 }
 
 TEST_F(KubeconfigTest, DuplicateFileInKubeconfigEnvIsLoadedOnce) {
-  write("a", simple_config());
+  dir_.write("a", simple_config());
   use_kubeconfigs({"a", "a"});
-  EXPECT_THAT(load_kubeconfig({}, env_).files, ElementsAre(dir_ / "a"));
+  EXPECT_THAT(load_kubeconfig({}, env_).files, ElementsAre(dir_.path() / "a"));
 }
 
 TEST_F(KubeconfigTest, EntriesRememberFileAndLine) {
-  write("a", simple_config());
+  dir_.write("a", simple_config());
   use_kubeconfigs({"a"});
   const Kubeconfig config = load_kubeconfig({}, env_);
-  EXPECT_EQ(config.users.at("dev-user").file, dir_ / "a");
+  EXPECT_EQ(config.users.at("dev-user").file, dir_.path() / "a");
   EXPECT_EQ(config.users.at("dev-user").line, 9);
   EXPECT_EQ(config.contexts.at("dev").line, 13);
 }
@@ -254,44 +207,45 @@ TEST_F(KubeconfigTest, DuplicateNameWithinOneFileIsAnError) {
 // ---- relative paths ----------------------------------------------------------------------------
 
 TEST_F(KubeconfigTest, RelativePathsResolveAgainstTheFilesDirectory) {
-  write("nested/certs/ca.pem", "CA");
-  write("nested/certs/client.pem", "CERT");
-  write("nested/certs/client.key", "KEY");
-  write("nested/config",
-        "clusters:\n"
-        "- name: c\n"
-        "  cluster:\n"
-        "    server: https://x\n"
-        "    certificate-authority: certs/ca.pem\n"
-        "users:\n"
-        "- name: u\n"
-        "  user:\n"
-        "    client-certificate: certs/client.pem\n"
-        "    client-key: ./certs/client.key\n"
-        "    tokenFile: ../token\n"
-        "- name: e\n"
-        "  user:\n"
-        "    exec:\n"
-        "      command: bin/plugin\n"
-        "- name: p\n"
-        "  user:\n"
-        "    exec:\n"
-        "      command: plugin-on-path\n");
+  dir_.write("nested/certs/ca.pem", "CA");
+  dir_.write("nested/certs/client.pem", "CERT");
+  dir_.write("nested/certs/client.key", "KEY");
+  dir_.write("nested/config",
+             "clusters:\n"
+             "- name: c\n"
+             "  cluster:\n"
+             "    server: https://x\n"
+             "    certificate-authority: certs/ca.pem\n"
+             "users:\n"
+             "- name: u\n"
+             "  user:\n"
+             "    client-certificate: certs/client.pem\n"
+             "    client-key: ./certs/client.key\n"
+             "    tokenFile: ../token\n"
+             "- name: e\n"
+             "  user:\n"
+             "    exec:\n"
+             "      command: bin/plugin\n"
+             "- name: p\n"
+             "  user:\n"
+             "    exec:\n"
+             "      command: plugin-on-path\n");
   use_kubeconfigs({"nested/config"});
   const Kubeconfig config = load_kubeconfig({}, env_);
   EXPECT_EQ(config.clusters.at("c").value.certificate_authority,
-            (dir_ / "nested/certs/ca.pem").string());
+            (dir_.path() / "nested/certs/ca.pem").string());
   const KubeconfigUser& u = config.users.at("u").value;
-  EXPECT_EQ(u.client_certificate, (dir_ / "nested/certs/client.pem").string());
-  EXPECT_EQ(u.client_key, (dir_ / "nested/certs/client.key").string());
-  EXPECT_EQ(u.token_file, (dir_ / "token").string());
-  EXPECT_EQ(config.users.at("e").value.exec->command, (dir_ / "nested/bin/plugin").string());
+  EXPECT_EQ(u.client_certificate, (dir_.path() / "nested/certs/client.pem").string());
+  EXPECT_EQ(u.client_key, (dir_.path() / "nested/certs/client.key").string());
+  EXPECT_EQ(u.token_file, (dir_.path() / "token").string());
+  EXPECT_EQ(config.users.at("e").value.exec->command, (dir_.path() / "nested/bin/plugin").string());
   EXPECT_EQ(config.users.at("p").value.exec->command, "plugin-on-path");
 }
 
 TEST_F(KubeconfigTest, RelativeFilesAreReadFromTheFilesDirectory) {
-  write("nested/ca.pem", "THE-CA");
-  write("nested/config", simple_config("    token: t\n", "    certificate-authority: ca.pem\n"));
+  dir_.write("nested/ca.pem", "THE-CA");
+  dir_.write("nested/config",
+             simple_config("    token: t\n", "    certificate-authority: ca.pem\n"));
   use_kubeconfigs({"nested/config"});
   EXPECT_EQ(resolve_rest_config({}, env_).tls.ca_pem, "THE-CA");
 }
@@ -306,7 +260,7 @@ TEST_F(KubeconfigTest, ResolvesTheCurrentContext) {
   EXPECT_EQ(r.context_name, "dev");
   EXPECT_EQ(r.cluster_name, "dev-cluster");
   EXPECT_EQ(r.user_name, "dev-user");
-  EXPECT_EQ(r.source, (dir_ / "config").string());
+  EXPECT_EQ(r.source, (dir_.path() / "config").string());
   EXPECT_FALSE(r.in_cluster);
 }
 
@@ -391,10 +345,11 @@ TEST_F(KubeconfigTest, MissingClusterOrUserListsTheAvailableOnes) {
 }
 
 TEST_F(KubeconfigTest, ClusterWithoutServerIsAClearError) {
-  EXPECT_THAT(resolve_error("current-context: x\n"
-                            "clusters: [{name: c, cluster: {insecure-skip-tls-verify: true}}]\n"
-                            "contexts: [{name: x, context: {cluster: c}}]\n"),
-              HasSubstr("cluster \"c\" (" + (dir_ / "config").string() + ":2) has no server"));
+  EXPECT_THAT(
+      resolve_error("current-context: x\n"
+                    "clusters: [{name: c, cluster: {insecure-skip-tls-verify: true}}]\n"
+                    "contexts: [{name: x, context: {cluster: c}}]\n"),
+      HasSubstr("cluster \"c\" (" + (dir_.path() / "config").string() + ":2) has no server"));
 }
 
 TEST_F(KubeconfigTest, ServerGetsHttpsSchemeAndLosesTrailingSlash) {
@@ -422,17 +377,17 @@ TEST_F(KubeconfigTest, ServerFlagOverridesAndClearsTlsServerName) {
 }
 
 TEST_F(KubeconfigTest, CertificateAuthorityFlagReplacesKubeconfigTrust) {
-  write("flag-ca.pem", "FLAG-CA");
-  const std::string yaml =
-      simple_config("    token: t\n", "    certificate-authority-data: " + b64("FILE-CA") + "\n");
+  dir_.write("flag-ca.pem", "FLAG-CA");
+  const std::string yaml = simple_config(
+      "    token: t\n", "    certificate-authority-data: " + base64_encode("FILE-CA") + "\n");
   ConfigOverrides o;
-  o.certificate_authority = (dir_ / "flag-ca.pem").string();
+  o.certificate_authority = (dir_.path() / "flag-ca.pem").string();
   EXPECT_EQ(resolve(yaml, o).tls.ca_pem, "FLAG-CA");
 }
 
 TEST_F(KubeconfigTest, InsecureFlagClearsTheKubeconfigsCertificateAuthority) {
-  const std::string yaml =
-      simple_config("    token: t\n", "    certificate-authority-data: " + b64("FILE-CA") + "\n");
+  const std::string yaml = simple_config(
+      "    token: t\n", "    certificate-authority-data: " + base64_encode("FILE-CA") + "\n");
   ConfigOverrides o;
   o.insecure_skip_tls_verify = true;
   const RestConfig r = resolve(yaml, o);
@@ -444,7 +399,7 @@ TEST_F(KubeconfigTest, InsecureTogetherWithACertificateAuthorityIsAnError) {
   EXPECT_THAT(resolve_error(simple_config("    token: t\n",
                                           "    insecure-skip-tls-verify: true\n"
                                           "    certificate-authority-data: " +
-                                              b64("CA") + "\n")),
+                                              base64_encode("CA") + "\n")),
               HasSubstr("insecure-skip-tls-verify cannot be combined"));
 }
 
@@ -465,21 +420,22 @@ TEST_F(KubeconfigTest, TokenFlagReplacesOtherUserAuth) {
 }
 
 TEST_F(KubeconfigTest, ClientCertificateFlagsOverrideTheUser) {
-  write("flag.crt", "FLAG-CERT");
-  write("flag.key", "FLAG-KEY");
+  dir_.write("flag.crt", "FLAG-CERT");
+  dir_.write("flag.key", "FLAG-KEY");
   ConfigOverrides o;
-  o.client_certificate = (dir_ / "flag.crt").string();
-  o.client_key = (dir_ / "flag.key").string();
-  const RestConfig r = resolve(simple_config("    client-certificate-data: " + b64("FILE-CERT") +
-                                             "\n    client-key-data: " + b64("FILE-KEY") + "\n"),
-                               o);
+  o.client_certificate = (dir_.path() / "flag.crt").string();
+  o.client_key = (dir_.path() / "flag.key").string();
+  const RestConfig r =
+      resolve(simple_config("    client-certificate-data: " + base64_encode("FILE-CERT") +
+                            "\n    client-key-data: " + base64_encode("FILE-KEY") + "\n"),
+              o);
   EXPECT_EQ(r.auth.client_cert_pem, "FLAG-CERT");
   EXPECT_EQ(r.auth.client_key_pem, "FLAG-KEY");
 }
 
 TEST_F(KubeconfigTest, UnreadableFlagFileNamesTheFlag) {
   ConfigOverrides o;
-  o.certificate_authority = (dir_ / "missing-ca.pem").string();
+  o.certificate_authority = (dir_.path() / "missing-ca.pem").string();
   const std::string message = resolve_error(simple_config(), o);
   EXPECT_THAT(message, HasSubstr("missing-ca.pem"));
   EXPECT_THAT(message, HasSubstr("--certificate-authority"));
@@ -488,17 +444,18 @@ TEST_F(KubeconfigTest, UnreadableFlagFileNamesTheFlag) {
 // ---- cluster fields ----------------------------------------------------------------------------
 
 TEST_F(KubeconfigTest, CertificateAuthorityDataWinsAndIsDecoded) {
-  const RestConfig r = resolve(simple_config("    token: t\n",
-                                             "    certificate-authority: /does/not/exist.pem\n"
-                                             "    certificate-authority-data: " +
-                                                 b64("-----BEGIN CERTIFICATE-----\n") + "\n"));
+  const RestConfig r =
+      resolve(simple_config("    token: t\n",
+                            "    certificate-authority: /does/not/exist.pem\n"
+                            "    certificate-authority-data: " +
+                                base64_encode("-----BEGIN CERTIFICATE-----\n") + "\n"));
   EXPECT_EQ(r.tls.ca_pem, "-----BEGIN CERTIFICATE-----\n");
 }
 
 TEST_F(KubeconfigTest, BadBase64NamesFieldFileAndLine) {
   const std::string message =
       resolve_error(simple_config("    token: t\n", "    certificate-authority-data: '%%%'\n"));
-  EXPECT_THAT(message, HasSubstr((dir_ / "config").string() +
+  EXPECT_THAT(message, HasSubstr((dir_.path() / "config").string() +
                                  ":8: clusters[0].cluster.certificate-authority-data: invalid "
                                  "base64"));
 }
@@ -506,7 +463,8 @@ TEST_F(KubeconfigTest, BadBase64NamesFieldFileAndLine) {
 TEST_F(KubeconfigTest, UnreadableCertificateAuthorityNamesFileAndField) {
   const std::string message =
       resolve_error(simple_config("    token: t\n", "    certificate-authority: missing-ca.pem\n"));
-  EXPECT_THAT(message, HasSubstr("certificate-authority " + (dir_ / "missing-ca.pem").string()));
+  EXPECT_THAT(message,
+              HasSubstr("certificate-authority " + (dir_.path() / "missing-ca.pem").string()));
   EXPECT_THAT(message, HasSubstr("cluster \"dev-cluster\""));
 }
 
@@ -527,18 +485,18 @@ TEST_F(KubeconfigTest, ClientCertificateDataWinsOverFiles) {
   const RestConfig r =
       resolve(simple_config("    client-certificate: /nope.crt\n"
                             "    client-certificate-data: " +
-                            b64("CERT") +
+                            base64_encode("CERT") +
                             "\n"
                             "    client-key: /nope.key\n"
                             "    client-key-data: " +
-                            b64("KEY") + "\n"));
+                            base64_encode("KEY") + "\n"));
   EXPECT_EQ(r.auth.client_cert_pem, "CERT");
   EXPECT_EQ(r.auth.client_key_pem, "KEY");
 }
 
 TEST_F(KubeconfigTest, ClientCertificateFilesAreRead) {
-  write("c.crt", "CERT-FROM-FILE");
-  write("c.key", "KEY-FROM-FILE");
+  dir_.write("c.crt", "CERT-FROM-FILE");
+  dir_.write("c.key", "KEY-FROM-FILE");
   const RestConfig r =
       resolve(simple_config("    client-certificate: c.crt\n    client-key: c.key\n"));
   EXPECT_EQ(r.auth.client_cert_pem, "CERT-FROM-FILE");
@@ -546,42 +504,43 @@ TEST_F(KubeconfigTest, ClientCertificateFilesAreRead) {
 }
 
 TEST_F(KubeconfigTest, UnreadableClientKeyNamesFileAndUser) {
-  write("c.crt", "CERT");
+  dir_.write("c.crt", "CERT");
   const std::string message =
       resolve_error(simple_config("    client-certificate: c.crt\n    client-key: gone.key\n"));
-  EXPECT_THAT(message, HasSubstr("client-key " + (dir_ / "gone.key").string()));
+  EXPECT_THAT(message, HasSubstr("client-key " + (dir_.path() / "gone.key").string()));
   EXPECT_THAT(message, HasSubstr("user \"dev-user\""));
 }
 
 TEST_F(KubeconfigTest, ClientCertificateNeedsAKeyAndViceVersa) {
-  EXPECT_THAT(resolve_error(simple_config("    client-certificate-data: " + b64("C") + "\n")),
-              HasSubstr("client-certificate is set without client-key"));
-  EXPECT_THAT(resolve_error(simple_config("    client-key-data: " + b64("K") + "\n")),
+  EXPECT_THAT(
+      resolve_error(simple_config("    client-certificate-data: " + base64_encode("C") + "\n")),
+      HasSubstr("client-certificate is set without client-key"));
+  EXPECT_THAT(resolve_error(simple_config("    client-key-data: " + base64_encode("K") + "\n")),
               HasSubstr("client-key is set without client-certificate"));
 }
 
 TEST_F(KubeconfigTest, ClientCertificateMayBeCombinedWithAToken) {
   const RestConfig r =
-      resolve(simple_config("    token: t\n    client-certificate-data: " + b64("C") +
-                            "\n    client-key-data: " + b64("K") + "\n"));
+      resolve(simple_config("    token: t\n    client-certificate-data: " + base64_encode("C") +
+                            "\n    client-key-data: " + base64_encode("K") + "\n"));
   EXPECT_EQ(r.auth.token, "t");
   EXPECT_EQ(r.auth.client_cert_pem, "C");
 }
 
 TEST_F(KubeconfigTest, TokenWinsOverTokenFile) {
-  write("token-file", "from-file");
+  dir_.write("token-file", "from-file");
   const RestConfig with_both =
       resolve(simple_config("    token: inline\n    tokenFile: token-file\n"));
   EXPECT_EQ(with_both.auth.token, "inline");
   EXPECT_EQ(with_both.auth.token_file, "");
   const RestConfig file_only = resolve(simple_config("    tokenFile: token-file\n"));
   EXPECT_EQ(file_only.auth.token, "");
-  EXPECT_EQ(file_only.auth.token_file, (dir_ / "token-file").string());
+  EXPECT_EQ(file_only.auth.token_file, (dir_.path() / "token-file").string());
 }
 
 TEST_F(KubeconfigTest, UnreadableTokenFileIsAnError) {
   EXPECT_THAT(resolve_error(simple_config("    tokenFile: nope\n")),
-              HasSubstr("tokenFile " + (dir_ / "nope").string()));
+              HasSubstr("tokenFile " + (dir_.path() / "nope").string()));
 }
 
 TEST_F(KubeconfigTest, BasicAuthAndImpersonation) {
@@ -684,7 +643,8 @@ TEST_F(KubeconfigTest, RemovedAuthProvidersPointToTheirExecPlugins) {
 
 TEST_F(KubeconfigTest, WrongTypeNamesFileLineAndFieldPath) {
   const std::string message = resolve_error(simple_config("    token:\n      nested: map\n"));
-  EXPECT_EQ(message, (dir_ / "config").string() + ":11: users[0].user.token: expected a string");
+  EXPECT_EQ(message,
+            (dir_.path() / "config").string() + ":11: users[0].user.token: expected a string");
 }
 
 TEST_F(KubeconfigTest, WrongTypeForListOrBoolIsNamed) {
@@ -696,7 +656,7 @@ TEST_F(KubeconfigTest, WrongTypeForListOrBoolIsNamed) {
 
 TEST_F(KubeconfigTest, SyntaxErrorNamesFileAndLine) {
   const std::string message = resolve_error("clusters:\n- name: a\n  cluster: [unclosed\n");
-  EXPECT_THAT(message, HasSubstr((dir_ / "config").string() + ":"));
+  EXPECT_THAT(message, HasSubstr((dir_.path() / "config").string() + ":"));
   EXPECT_THAT(message, HasSubstr("invalid YAML"));
 }
 
@@ -708,7 +668,7 @@ TEST_F(KubeconfigTest, InClusterConfigWhenNoKubeconfigExists) {
   EXPECT_TRUE(r.in_cluster);
   EXPECT_EQ(r.source, "in-cluster");
   EXPECT_EQ(r.server, "https://10.96.0.1:443");
-  EXPECT_EQ(r.auth.token_file, (dir_ / "sa/token").string());
+  EXPECT_EQ(r.auth.token_file, (dir_.path() / "sa/token").string());
   EXPECT_EQ(r.auth.token, "");
   EXPECT_EQ(r.tls.ca_pem, "IN-CLUSTER-CA");
   EXPECT_EQ(r.default_namespace, "team-a");
@@ -725,7 +685,7 @@ TEST_F(KubeconfigTest, InClusterNamespaceFromPodNamespaceThenFileThenDefault) {
   EXPECT_EQ(resolve_rest_config({}, env_).default_namespace, "from-env");
   env_.env.erase("POD_NAMESPACE");
   EXPECT_EQ(resolve_rest_config({}, env_).default_namespace, "team-a");
-  fs::remove(dir_ / "sa/namespace");
+  fs::remove(dir_.path() / "sa/namespace");
   EXPECT_EQ(resolve_rest_config({}, env_).default_namespace, "default");
 }
 
@@ -745,7 +705,7 @@ TEST_F(KubeconfigTest, FlagsOverrideInClusterConfig) {
 
 TEST_F(KubeconfigTest, KubeconfigWinsOverInCluster) {
   make_in_cluster();
-  write("home/.kube/config", simple_config());
+  dir_.write("home/.kube/config", simple_config());
   const RestConfig r = resolve_rest_config({}, env_);
   EXPECT_FALSE(r.in_cluster);
   EXPECT_EQ(r.server, "https://dev.example.com:6443");
@@ -753,13 +713,13 @@ TEST_F(KubeconfigTest, KubeconfigWinsOverInCluster) {
 
 TEST_F(KubeconfigTest, EmptyKubeconfigFileFallsBackToInCluster) {
   make_in_cluster();
-  write("home/.kube/config", "");
+  dir_.write("home/.kube/config", "");
   EXPECT_TRUE(resolve_rest_config({}, env_).in_cluster);
 }
 
 TEST_F(KubeconfigTest, InClusterNeedsTheTokenFile) {
   make_in_cluster();
-  fs::remove(dir_ / "sa/token");
+  fs::remove(dir_.path() / "sa/token");
   EXPECT_THAT(config_error([&] { resolve_rest_config({}, env_); }), HasSubstr("no configuration"));
 }
 
@@ -864,7 +824,7 @@ const char* kSecretsConfig =
     "  context: {cluster: other-cluster, user: basic}\n";
 
 TEST_F(KubeconfigTest, ViewRedactsSecrets) {
-  write("config", kSecretsConfig);
+  dir_.write("config", kSecretsConfig);
   use_kubeconfigs({"config"});
   const std::string view = render_kubeconfig(load_kubeconfig({}, env_));
   for (const char* secret : {"super-secret-token", "hunter2", "aws-secret", "tok-secret",
@@ -891,14 +851,14 @@ TEST_F(KubeconfigTest, ViewRedactsSecrets) {
 }
 
 TEST_F(KubeconfigTest, RawViewShowsSecretsAndReloadsToTheSameConfig) {
-  write("config", kSecretsConfig);
+  dir_.write("config", kSecretsConfig);
   use_kubeconfigs({"config"});
   const std::string view =
       render_kubeconfig(load_kubeconfig({}, env_), view_options(false, "", true));
   EXPECT_THAT(view, HasSubstr("super-secret-token"));
   EXPECT_THAT(view, HasSubstr("Q0EtREFUQQ=="));
-  write("again", view);
-  const Kubeconfig again = load_kubeconfigs({dir_ / "again"});
+  dir_.write("again", view);
+  const Kubeconfig again = load_kubeconfigs({dir_.path() / "again"});
   EXPECT_EQ(again.clusters.at("dev-cluster").value.certificate_authority_data, "CA-DATA");
   EXPECT_EQ(again.users.at("dev-user").value.client_key_data, "KEY");
   EXPECT_EQ(again.users.at("plugin").value.exec->env.size(), 3u);
@@ -906,7 +866,7 @@ TEST_F(KubeconfigTest, RawViewShowsSecretsAndReloadsToTheSameConfig) {
 }
 
 TEST_F(KubeconfigTest, MinifiedViewKeepsOnlyTheSelectedContext) {
-  write("config", kSecretsConfig);
+  dir_.write("config", kSecretsConfig);
   use_kubeconfigs({"config"});
   const Kubeconfig config = load_kubeconfig({}, env_);
   const YAML::Node doc = YAML::Load(render_kubeconfig(config, view_options(true)));
@@ -920,10 +880,10 @@ TEST_F(KubeconfigTest, MinifiedViewKeepsOnlyTheSelectedContext) {
 }
 
 TEST_F(KubeconfigTest, ViewQuotesNamesThatLookLikeOtherTypes) {
-  write("config",
-        "clusters: [{name: 'true', cluster: {server: https://x}}, "
-        "{name: '123', cluster: {server: https://y}}]\n");
-  const std::string view = render_kubeconfig(load_kubeconfigs({dir_ / "config"}));
+  dir_.write("config",
+             "clusters: [{name: 'true', cluster: {server: https://x}}, "
+             "{name: '123', cluster: {server: https://y}}]\n");
+  const std::string view = render_kubeconfig(load_kubeconfigs({dir_.path() / "config"}));
   // Unquoted, Go's YAML reader (kubectl) would see a bool and a number.
   EXPECT_THAT(view, HasSubstr("name: \"true\""));
   EXPECT_THAT(view, HasSubstr("name: \"123\""));
@@ -941,9 +901,9 @@ TEST_F(KubeconfigTest, SetCurrentContextKeepsTheRestOfTheDocument) {
       "clusters:\n"
       "- name: c   # comment kept\n"
       "  cluster: {server: https://x}\n";
-  const fs::path file = write("config", original);
+  const fs::path file = dir_.write("config", original);
   set_current_context(file, "new-ctx");
-  const std::string text = read_all(file);
+  const std::string text = testing::TempDir::read(file);
   EXPECT_THAT(text, HasSubstr("# my clusters\n"));
   EXPECT_THAT(text, HasSubstr("- name: c   # comment kept\n"));
   EXPECT_THAT(text, HasSubstr("current-context: new-ctx\n"));
@@ -952,51 +912,51 @@ TEST_F(KubeconfigTest, SetCurrentContextKeepsTheRestOfTheDocument) {
 }
 
 TEST_F(KubeconfigTest, SetCurrentContextAppendsWhenMissingAndKeepsPermissions) {
-  const fs::path file = write("config", "clusters: []\n");
+  const fs::path file = dir_.write("config", "clusters: []\n");
   ::chmod(file.c_str(), 0600);
   set_current_context(file, "yes");  // a name that must be quoted to stay a string
   EXPECT_EQ(load_kubeconfigs({file}).current_context, "yes");
-  EXPECT_THAT(read_all(file), HasSubstr("current-context: \"yes\"\n"));
-  EXPECT_THAT(read_all(file), HasSubstr("clusters: []\n"));
+  EXPECT_THAT(testing::TempDir::read(file), HasSubstr("current-context: \"yes\"\n"));
+  EXPECT_THAT(testing::TempDir::read(file), HasSubstr("clusters: []\n"));
   EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
 }
 
 TEST_F(KubeconfigTest, SetCurrentContextFillsAnEmptyValueInPlace) {
-  const fs::path file = write("config", "# keep me\ncurrent-context:\nclusters: []\n");
+  const fs::path file = dir_.write("config", "# keep me\ncurrent-context:\nclusters: []\n");
   set_current_context(file, "filled");
-  EXPECT_EQ(read_all(file), "# keep me\ncurrent-context: filled\nclusters: []\n");
+  EXPECT_EQ(testing::TempDir::read(file), "# keep me\ncurrent-context: filled\nclusters: []\n");
 }
 
 TEST_F(KubeconfigTest, SetCurrentContextRewritesJsonKubeconfigs) {
-  const fs::path file = write("config", R"({"current-context": "old", "clusters": []})");
+  const fs::path file = dir_.write("config", R"({"current-context": "old", "clusters": []})");
   set_current_context(file, "new");
   EXPECT_EQ(load_kubeconfigs({file}).current_context, "new");
 }
 
 TEST_F(KubeconfigTest, UseContextWritesTheFileThatSetsCurrentContext) {
-  write("first", "contexts: [{name: a, context: {cluster: c}}]\n");
-  write("second", "current-context: a\ncontexts: [{name: b, context: {cluster: c}}]\n");
+  dir_.write("first", "contexts: [{name: a, context: {cluster: c}}]\n");
+  dir_.write("second", "current-context: a\ncontexts: [{name: b, context: {cluster: c}}]\n");
   use_kubeconfigs({"first", "second"});
-  EXPECT_EQ(use_context(load_kubeconfig({}, env_), "b"), dir_ / "second");
-  EXPECT_EQ(load_kubeconfigs({dir_ / "second"}).current_context, "b");
-  EXPECT_EQ(load_kubeconfigs({dir_ / "first"}).current_context, "");
+  EXPECT_EQ(use_context(load_kubeconfig({}, env_), "b"), dir_.path() / "second");
+  EXPECT_EQ(load_kubeconfigs({dir_.path() / "second"}).current_context, "b");
+  EXPECT_EQ(load_kubeconfigs({dir_.path() / "first"}).current_context, "");
 }
 
 TEST_F(KubeconfigTest, UseContextWritesTheFirstFileWhenNoneSetsCurrentContext) {
-  write("first", "contexts: [{name: a, context: {cluster: c}}]\n");
-  write("second", "contexts: [{name: b, context: {cluster: c}}]\n");
+  dir_.write("first", "contexts: [{name: a, context: {cluster: c}}]\n");
+  dir_.write("second", "contexts: [{name: b, context: {cluster: c}}]\n");
   use_kubeconfigs({"missing", "first", "second"});
-  EXPECT_EQ(use_context(load_kubeconfig({}, env_), "b"), dir_ / "first");
-  EXPECT_EQ(load_kubeconfigs({dir_ / "first"}).current_context, "b");
+  EXPECT_EQ(use_context(load_kubeconfig({}, env_), "b"), dir_.path() / "first");
+  EXPECT_EQ(load_kubeconfigs({dir_.path() / "first"}).current_context, "b");
 }
 
 TEST_F(KubeconfigTest, UseContextRejectsUnknownContexts) {
-  write("first", "current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n");
+  dir_.write("first", "current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n");
   use_kubeconfigs({"first"});
   EXPECT_THAT(config_error([&] { use_context(load_kubeconfig({}, env_), "zzz"); }),
               HasSubstr("\"zzz\""));
-  EXPECT_EQ(load_kubeconfigs({dir_ / "first"}).current_context, "a");
+  EXPECT_EQ(load_kubeconfigs({dir_.path() / "first"}).current_context, "a");
 }
 
 }  // namespace

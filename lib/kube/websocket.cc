@@ -11,6 +11,7 @@
 #include <charconv>
 
 #include "error.h"
+#include "text.h"
 
 namespace trainctl::kube::ws {
 namespace {
@@ -32,14 +33,6 @@ bool is_control(Opcode op) {
 
 bool is_known_opcode(std::uint8_t op) {
   return op == 0 || op == 1 || op == 2 || op == 8 || op == 9 || op == 10;
-}
-
-std::string base64(const unsigned char* data, std::size_t size) {
-  std::string out(4 * ((size + 2) / 3), '\0');
-  const int written =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(size));
-  out.resize(static_cast<std::size_t>(written));
-  return out;
 }
 
 std::array<std::uint8_t, 4> random_mask() {
@@ -98,21 +91,6 @@ bool is_sendable_close_code(std::uint16_t code) {
   if (code >= 1000 && code <= 1003)
     return true;
   return code >= 1007 && code <= 1014;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
 }
 
 // Splits a comma-separated header value into trimmed, non-empty tokens.
@@ -181,7 +159,7 @@ ResponseHead parse_response_head(std::string_view head) {
     if (colon == std::string_view::npos) {
       protocol_error(fmt::format("bad HTTP header line {:?}", std::string(line.substr(0, 80))));
     }
-    out.headers.emplace_back(lower(trim(line.substr(0, colon))),
+    out.headers.emplace_back(to_lower(trim(line.substr(0, colon))),
                              std::string(trim(line.substr(colon + 1))));
   }
   return out;
@@ -255,7 +233,7 @@ ResponseHead read_response_head(ByteStream& stream, std::string& rest) {
 // Reads the body of a refusal, delimited by Content-Length, chunked encoding or end of stream.
 std::string read_error_body(ByteStream& stream, const ResponseHead& head, std::string data) {
   const auto encoding = head.value("transfer-encoding");
-  const bool chunked = encoding && lower(*encoding).find("chunked") != std::string::npos;
+  const bool chunked = encoding && to_lower(*encoding).find("chunked") != std::string::npos;
   std::size_t wanted = kMaxErrorBody;
   if (const auto length = head.value("content-length"); length && !chunked) {
     std::from_chars(length->data(), length->data() + length->size(), wanted);
@@ -283,12 +261,12 @@ std::string read_error_body(ByteStream& stream, const ResponseHead& head, std::s
 std::string check_upgrade(const ResponseHead& head, std::string_view key,
                           const std::vector<std::string>& offered) {
   const auto upgrade = head.value("upgrade");
-  if (!upgrade || lower(*upgrade) != "websocket")
+  if (!upgrade || to_lower(*upgrade) != "websocket")
     protocol_error("the 101 response lacks \"Upgrade: websocket\"");
   bool connection_upgrade = false;
   for (auto value : head.values("connection")) {
     for (const auto& token : split_tokens(value))
-      connection_upgrade = connection_upgrade || lower(token) == "upgrade";
+      connection_upgrade = connection_upgrade || to_lower(token) == "upgrade";
   }
   if (!connection_upgrade)
     protocol_error("the 101 response lacks \"Connection: Upgrade\"");
@@ -485,7 +463,7 @@ std::string websocket_accept_key(std::string_view client_key) {
   const std::string input = std::string(client_key) + std::string(kAcceptGuid);
   unsigned char digest[SHA_DIGEST_LENGTH];
   SHA1(reinterpret_cast<const unsigned char*>(input.data()), input.size(), digest);
-  return base64(digest, sizeof digest);
+  return base64_encode(std::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
 }
 
 std::string make_client_key() {
@@ -493,7 +471,7 @@ std::string make_client_key() {
   if (RAND_bytes(nonce, sizeof nonce) != 1) {
     throw Error(ErrorKind::Connection, "websocket: the system random generator failed");
   }
-  return base64(nonce, sizeof nonce);
+  return base64_encode(std::string_view(reinterpret_cast<const char*>(nonce), sizeof nonce));
 }
 
 WebSocketClient::WebSocketClient(ByteStream& stream, std::size_t max_message)

@@ -14,14 +14,18 @@
 
 #include "error.h"
 #include "kube/exec_protocol.h"
+#include "sandbox/pki.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/https_test_server.h"
 #include "tests/support/websocket_test_server.h"
 
 namespace trainctl::kube::ws {
 namespace {
 
-using test::RequestHead;
-using test::ScriptedPipeServer;
-using test::ServerSession;
+using testing::expect_error;
+using testing::RequestHead;
+using testing::ScriptedPipeServer;
+using testing::ServerSession;
 
 std::string bytes(std::initializer_list<int> values) {
   std::string out;
@@ -31,16 +35,6 @@ std::string bytes(std::initializer_list<int> values) {
 }
 
 // Runs `f`, which must throw trainctl::Error, and returns that error.
-Error error_from(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a trainctl::Error";
-  return Error(ErrorKind::Usage, "<nothing thrown>");
-}
-
 std::vector<Frame> decode_all(std::string_view wire, FrameDecoder::Options options = {}) {
   FrameDecoder decoder(options);
   decoder.feed(wire);
@@ -51,7 +45,7 @@ std::vector<Frame> decode_all(std::string_view wire, FrameDecoder::Options optio
 }
 
 ErrorKind decode_error_kind(std::string_view wire, FrameDecoder::Options options = {}) {
-  return error_from([&] { decode_all(wire, options); }).kind();
+  return expect_error([&] { decode_all(wire, options); }).kind();
 }
 
 // --- Framing ---------------------------------------------------------------------------------
@@ -170,7 +164,7 @@ TEST(FrameDecoder, RejectsProtocolViolations) {
 TEST(FrameDecoder, RejectsPayloadOverTheLimitBeforeItArrives) {
   FrameDecoder decoder({.max_payload = 1000, .expect_masked = false});
   decoder.feed(bytes({0x82, 126, 0x03, 0xE9}));  // announces 1001 bytes, sends none
-  EXPECT_EQ(error_from([&] { decoder.next(); }).kind(), ErrorKind::Protocol);
+  EXPECT_EQ(expect_error([&] { decoder.next(); }).kind(), ErrorKind::Protocol);
 
   FrameDecoder at_limit({.max_payload = 1000, .expect_masked = false});
   at_limit.feed(encode_frame(Frame{true, Opcode::Binary, std::string(1000, 'x')}, std::nullopt));
@@ -199,27 +193,27 @@ TEST(MessageReader, ReassemblesFragmentsAroundAnInterleavedPing) {
 
 TEST(MessageReader, RejectsBrokenFragmentation) {
   MessageReader orphan;
-  EXPECT_EQ(error_from([&] {
+  EXPECT_EQ(expect_error([&] {
               orphan.push(Frame{true, Opcode::Continuation, "x"});
             }).kind(),
             ErrorKind::Protocol);
 
   MessageReader interrupted;
   interrupted.push(Frame{false, Opcode::Binary, "a"});
-  EXPECT_EQ(error_from([&] {
+  EXPECT_EQ(expect_error([&] {
               interrupted.push(Frame{true, Opcode::Binary, "b"});
             }).kind(),
             ErrorKind::Protocol);
 
   MessageReader small(4);
   small.push(Frame{false, Opcode::Binary, "abc"});
-  EXPECT_EQ(error_from([&] {
+  EXPECT_EQ(expect_error([&] {
               small.push(Frame{true, Opcode::Continuation, "de"});
             }).kind(),
             ErrorKind::Protocol);
 
   MessageReader text;
-  EXPECT_EQ(error_from([&] {
+  EXPECT_EQ(expect_error([&] {
               text.push(Frame{true, Opcode::Text, "\xC3\x28"});
             }).kind(),
             ErrorKind::Protocol);
@@ -243,7 +237,7 @@ TEST(ClosePayload, ParsesCodesPerSection551) {
   EXPECT_EQ(parse_close_payload(bytes({0x03, 0xF3}) + "caf\xC3\xA9").reason, "caf\xC3\xA9");
 
   auto kind_of = [](std::string payload) {
-    return error_from([&] { parse_close_payload(payload); }).kind();
+    return expect_error([&] { parse_close_payload(payload); }).kind();
   };
   EXPECT_EQ(kind_of(bytes({0x03})), ErrorKind::Protocol) << "one-byte body";
   EXPECT_EQ(kind_of(bytes({0x03, 0xE7})), ErrorKind::Protocol) << "999";
@@ -334,7 +328,7 @@ Error handshake_error(const std::function<std::string(const RequestHead&)>& resp
   ScriptedPipeServer server(
       [&](ServerSession& s) { s.write_raw(response(s.read_request_head())); });
   WebSocketClient client(server.client_stream());
-  Error e = error_from([&] { client.handshake("h", "/exec", {}, {"v4.channel.k8s.io"}); });
+  Error e = expect_error([&] { client.handshake("h", "/exec", {}, {"v4.channel.k8s.io"}); });
   EXPECT_EQ(server.finish(), "");
   return e;
 }
@@ -426,9 +420,9 @@ TEST(WebSocketClient, ConnectionClosedBeforeResponseIsAConnectionError) {
 }
 
 TEST(WebSocketClient, RejectsLineBreaksInHeaders) {
-  auto [client_end, server_end] = test::make_pipe_pair();
+  auto [client_end, server_end] = testing::make_pipe_pair();
   WebSocketClient client(*client_end);
-  Error e = error_from([&] {
+  Error e = expect_error([&] {
     client.handshake("h", "/exec", {{"Authorization", "Bearer x\r\nX-Evil: 1"}}, {});
   });
   EXPECT_EQ(e.kind(), ErrorKind::Config);
@@ -470,7 +464,7 @@ TEST(WebSocketClient, AnswersPingWithPongAndMasksEveryFrame) {
 }
 
 TEST(WebSocketClient, UsesAFreshMaskForEveryFrame) {
-  auto [client_end, server_end] = test::make_pipe_pair();
+  auto [client_end, server_end] = testing::make_pipe_pair();
   WebSocketClient client(*client_end);
   client.send(Opcode::Binary, "same payload");
   client.send(Opcode::Binary, "same payload");
@@ -498,14 +492,14 @@ TEST(WebSocketClient, AnswersCloseWithCloseAndReportsCodeAndReason) {
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->opcode, Opcode::Close);
   EXPECT_EQ(parse_close_payload(reply->payload).code, 1001);
-  EXPECT_EQ(error_from([&] { ws.client.send(Opcode::Binary, "late"); }).kind(),
+  EXPECT_EQ(expect_error([&] { ws.client.send(Opcode::Binary, "late"); }).kind(),
             ErrorKind::Protocol);
 }
 
 TEST(WebSocketClient, EndOfStreamWithoutCloseIsAConnectionError) {
   Upgraded ws([](ServerSession& s) { s.send(Opcode::Binary, "partial"); });
   ASSERT_TRUE(ws.client.receive());
-  EXPECT_EQ(error_from([&] { ws.client.receive(); }).kind(), ErrorKind::Connection);
+  EXPECT_EQ(expect_error([&] { ws.client.receive(); }).kind(), ErrorKind::Connection);
 }
 
 TEST(WebSocketClient, CloseSendsCodeAndWaitsForThePeersClose) {
@@ -532,7 +526,7 @@ TEST(WebSocketClient, FailsOnMaskedServerFrameAndTellsThePeer) {
                              std::array<std::uint8_t, 4>{1, 2, 3, 4}));
     reply = s.read_frame();
   });
-  EXPECT_EQ(error_from([&] { ws.client.receive(); }).kind(), ErrorKind::Protocol);
+  EXPECT_EQ(expect_error([&] { ws.client.receive(); }).kind(), ErrorKind::Protocol);
   EXPECT_EQ(ws.server.finish(), "");
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->opcode, Opcode::Close);
@@ -544,7 +538,7 @@ TEST(WebSocketClient, FailsOnMaskedServerFrameAndTellsThePeer) {
 /// A TLS client connection made with a plain OpenSSL BIO, as a ByteStream.
 class TlsClientStream final : public ByteStream {
  public:
-  TlsClientStream(int port, const std::string& ca_pem, const test::PemKeyPair* client_cert) {
+  TlsClientStream(int port, const std::string& ca_pem, const sandbox::CertifiedKey* client_cert) {
     ctx_ = SSL_CTX_new(TLS_client_method());
     BIO* ca_bio = BIO_new_mem_buf(ca_pem.data(), static_cast<int>(ca_pem.size()));
     while (X509* ca = PEM_read_bio_X509(ca_bio, nullptr, nullptr, nullptr)) {
@@ -610,8 +604,11 @@ class TlsClientStream final : public ByteStream {
 };
 
 TEST(WebSocketTestServer, RunsExecScriptOverTlsWithClientCertificates) {
-  const test::TestPki pki = test::generate_test_pki("alice", "devs");
-  test::WebSocketTestServer::Options options;
+  const testing::TestPki& pki = testing::TestPki::shared();
+  // Kubernetes reads the user from CN and the groups from O.
+  const sandbox::CertifiedKey alice = sandbox::issue_certificate(
+      pki.ca, {.common_name = "alice", .organizations = {"devs"}, .client_auth = true});
+  testing::WebSocketTestServer::Options options;
   options.certificate = pki.server;
   options.client_ca_pem = pki.ca.cert_pem;
   options.exec_script = [](ServerSession& s) {
@@ -620,15 +617,15 @@ TEST(WebSocketTestServer, RunsExecScriptOverTlsWithClientCertificates) {
       throw std::runtime_error("no stdin message");
     s.send_channel(ExecChannel::Stdout, "got:" + input->payload.substr(1));
     s.send_channel(ExecChannel::Stderr, "warning");
-    s.send_status(test::exit_code_status(3));
+    s.send_status(testing::exit_code_status(3));
     s.send_close();
   };
-  test::WebSocketTestServer server(std::move(options));
+  testing::WebSocketTestServer server(std::move(options));
 
   std::string out, err;
   ExecResult result;
   {
-    TlsClientStream stream(server.port(), pki.ca.cert_pem, &pki.client);
+    TlsClientStream stream(server.port(), pki.ca.cert_pem, &alice);
     WebSocketClient client(stream);
     const std::string path = "/api/v1/namespaces/team-a/pods/job-worker-0/exec?" +
                              exec_query({"cat"}, "main", true, true, true, false);
@@ -654,17 +651,17 @@ TEST(WebSocketTestServer, RunsExecScriptOverTlsWithClientCertificates) {
 }
 
 TEST(WebSocketTestServer, AnswersOtherRequestsWithTheConfiguredStatus) {
-  const test::PemKeyPair cert = test::generate_self_signed_for_tests();
-  test::WebSocketTestServer::Options options;
-  options.certificate = cert;
+  const testing::TestPki& pki = testing::TestPki::shared();
+  testing::WebSocketTestServer::Options options;
+  options.certificate = pki.server;
   options.status = 403;
-  options.body = test::failure_status(403, "Forbidden", "exec is not allowed here").dump();
-  test::WebSocketTestServer server(std::move(options));
+  options.body = testing::failure_status(403, "Forbidden", "exec is not allowed here").dump();
+  testing::WebSocketTestServer server(std::move(options));
 
-  TlsClientStream stream(server.port(), cert.cert_pem, nullptr);
+  TlsClientStream stream(server.port(), pki.ca.cert_pem, nullptr);
   WebSocketClient client(stream);
   // Offers only a protocol the server does not speak, so it is not an exec upgrade.
-  Error e = error_from([&] {
+  Error e = expect_error([&] {
     client.handshake(server.host_port(), "/api/v1/namespaces/ns/pods/p/exec", {}, {"v9.example"});
   });
   EXPECT_EQ(e.kind(), ErrorKind::Forbidden);
@@ -674,13 +671,13 @@ TEST(WebSocketTestServer, AnswersOtherRequestsWithTheConfiguredStatus) {
 }
 
 TEST(WebSocketTestServer, RefusesClientsWithoutACertificateWhenOneIsRequired) {
-  const test::TestPki pki = test::generate_test_pki();
-  test::WebSocketTestServer::Options options;
+  const testing::TestPki& pki = testing::TestPki::shared();
+  testing::WebSocketTestServer::Options options;
   options.certificate = pki.server;
   options.client_ca_pem = pki.ca.cert_pem;
-  test::WebSocketTestServer server(std::move(options));
+  testing::WebSocketTestServer server(std::move(options));
 
-  Error e = error_from([&] {
+  Error e = expect_error([&] {
     // TLS 1.3 may report the refusal only when the client first reads.
     TlsClientStream stream(server.port(), pki.ca.cert_pem, nullptr);
     WebSocketClient client(stream);

@@ -6,16 +6,19 @@
 
 #include <array>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
+#include <string>
 
 #include "tests/support/https_test_server.h"
+#include "tests/support/temp_dir.h"
 
 namespace trainctl {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+/// A server URL where nothing listens.
+constexpr const char* kNoServer = "https://127.0.0.1:1";
 
 struct RunResult {
   int exit_code;
@@ -36,21 +39,11 @@ RunResult run(const std::string& args, const std::string& env = "") {
 
 class CliTest : public ::testing::Test {
  protected:
-  CliTest() {
-    char tmpl[] = "/tmp/trainctl-cli-test-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  ~CliTest() override { std::filesystem::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& content) {
-    auto p = dir_ / name;
-    std::ofstream(p) << content;
-    return p.string();
-  }
-
-  std::string kubeconfig_for(const testing::HttpsTestServer& server, const std::string& token) {
-    write("ca.crt", testing::TestPki::shared().ca.cert_pem);
-    return write("config", fmt::format(R"(apiVersion: v1
+  /// Writes a kubeconfig whose current context "test" (namespace team-a) reaches `server_url`
+  /// with a bearer `token`, trusting the test CA; a second context "other" has no namespace.
+  std::string kubeconfig_for(const std::string& server_url, const std::string& token) {
+    dir_.write("ca.crt", testing::TestPki::shared().ca.cert_pem);
+    const std::string yaml = fmt::format(R"(apiVersion: v1
 kind: Config
 current-context: test
 clusters:
@@ -68,10 +61,11 @@ contexts:
 - name: other
   context: {{cluster: local, user: tester}}
 )",
-                                       server.url(), token));
+                                         server_url, token);
+    return dir_.write("config", yaml).string();
   }
 
-  std::filesystem::path dir_;
+  testing::TempDir dir_;
 };
 
 TEST_F(CliTest, VersionClientPrintsTheBuildVersion) {
@@ -96,7 +90,7 @@ TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
     res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
   });
   server.start();
-  const std::string config = kubeconfig_for(server, "cli-token");
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
   RunResult r = run("version --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("Server Version: v1.31.2"));
@@ -106,8 +100,7 @@ TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
 }
 
 TEST_F(CliTest, ConfigViewRedactsTokens) {
-  testing::HttpsTestServer server;
-  const std::string config = kubeconfig_for(server, "very-secret-token");
+  const std::string config = kubeconfig_for(kNoServer, "very-secret-token");
   RunResult r = run("config view --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, Not(HasSubstr("very-secret-token")));
@@ -117,8 +110,7 @@ TEST_F(CliTest, ConfigViewRedactsTokens) {
 }
 
 TEST_F(CliTest, ConfigViewResolvedShowsNamespaceAndSource) {
-  testing::HttpsTestServer server;
-  const std::string config = kubeconfig_for(server, "t");
+  const std::string config = kubeconfig_for(kNoServer, "t");
   RunResult r = run("config view --resolved --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("namespace: team-a"));
@@ -129,8 +121,7 @@ TEST_F(CliTest, ConfigViewResolvedShowsNamespaceAndSource) {
 }
 
 TEST_F(CliTest, GetContextsAndUseContextWriteTheRightFile) {
-  testing::HttpsTestServer server;
-  const std::string config = kubeconfig_for(server, "t");
+  const std::string config = kubeconfig_for(kNoServer, "t");
   RunResult list = run("config get-contexts --kubeconfig " + config);
   EXPECT_EQ(list.exit_code, 0) << list.out;
   EXPECT_THAT(list.out, HasSubstr("*         test"));
@@ -149,13 +140,7 @@ TEST_F(CliTest, MissingKubeconfigIsAConfigErrorNamingThePath) {
 }
 
 TEST_F(CliTest, VersionSaysWhyTheServerIsUnreachable) {
-  const std::string config = write("config", R"(apiVersion: v1
-kind: Config
-current-context: dead
-clusters: [{name: dead, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: dead, context: {cluster: dead, user: u}}]
-)");
+  const std::string config = kubeconfig_for(kNoServer, "t");
   RunResult r = run("version --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0);  // version still prints the client's, and says why not the server's
   EXPECT_THAT(r.out, HasSubstr("server version unavailable"));

@@ -6,19 +6,21 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "error.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/https_test_server.h"
+#include "tests/support/temp_dir.h"
 
 namespace trainctl::kube {
 namespace {
 
 using nlohmann::json;
+using testing::expect_error;
 using ::testing::HasSubstr;
 using testing::HttpsTestServer;
+using testing::TempDir;
 
 constexpr const char* kJson = "application/json";
 
@@ -31,37 +33,6 @@ json pod(const std::string& name, const std::string& rv) {
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata", {{"name", name}, {"namespace", "default"}, {"resourceVersion", rv}}}};
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/trainctl-client-test-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::filesystem::path write(const std::string& name, const std::string& content,
-                              bool executable = false) const {
-    auto p = path_ / name;
-    std::ofstream(p) << content;
-    if (executable)
-      std::filesystem::permissions(p, std::filesystem::perms::owner_all);
-    return p;
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-Error expect_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected trainctl::Error";
-  return Error(ErrorKind::Protocol, "none");
 }
 
 TEST(ClientTlsTest, ClientCertificateIsPresentedAndRequired) {
@@ -212,11 +183,7 @@ TEST(ClientAuthTest, ExecPluginRunsOnceAndAgainAfter401) {
   EXPECT_EQ(client.server_version()["gitVersion"], "v1");  // cached: the plugin ran once
   revoke_first = true;
   EXPECT_EQ(client.server_version()["gitVersion"], "v2");  // 401, re-run, retried
-  std::ifstream in(counter);
-  int runs = 0;
-  for (std::string line; std::getline(in, line);)
-    ++runs;
-  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(TempDir::read(counter), "run\nrun\n");
 }
 
 TEST(ClientVerbsTest, ListAllFollowsContinueTokens) {
@@ -402,6 +369,23 @@ TEST(ClientVerbsTest, DiscoveryNamesWhatIsMissing) {
   EXPECT_THAT(mpi.message(), HasSubstr("kubeflow.org/v2beta1 mpijobs is not served"));
 }
 
+TEST(ClientVerbsTest, RequestTimeoutIsATimeoutError) {
+  HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    res.set_content("{}", kJson);
+  });
+  server.start();
+  RestConfig config = server.rest_config();
+  config.timeout = std::chrono::milliseconds(200);
+  Client client(config);
+  client.set_retry_policy({.max_retries = 0});
+  const auto start = std::chrono::steady_clock::now();
+  Error e = expect_error([&] { client.server_version(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Timeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1200));
+}
+
 TEST(ClientVerbsTest, InvalidJsonFromTheServerIsAProtocolError) {
   HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
@@ -415,10 +399,9 @@ TEST(ClientVerbsTest, InvalidJsonFromTheServerIsAProtocolError) {
 }
 
 /// Serves a watch: events after the requested resourceVersion, or 410 when it is too old.
-void serve_watch(httplib::Server& routes, std::atomic<int>& watches) {
+void serve_watch(httplib::Server& routes) {
   routes.Get(
-      "/api/v1/namespaces/default/pods", [&](const httplib::Request& req, httplib::Response& res) {
-        ++watches;
+      "/api/v1/namespaces/default/pods", [](const httplib::Request& req, httplib::Response& res) {
         const int from = std::stoi(req.get_param_value("resourceVersion"));
         if (from < 10) {
           res.set_chunked_content_provider(kJson, [](size_t, httplib::DataSink& sink) {
@@ -450,9 +433,8 @@ void serve_watch(httplib::Server& routes, std::atomic<int>& watches) {
 }
 
 TEST(ClientWatchTest, ResumesFromTheLastResourceVersion) {
-  std::atomic<int> watches{0};
   HttpsTestServer server;
-  serve_watch(server.routes(), watches);
+  serve_watch(server.routes());
   server.start();
   Client client(server.rest_config());
   std::vector<std::string> seen;
@@ -481,9 +463,8 @@ TEST(ClientWatchTest, ResumesFromTheLastResourceVersion) {
 }
 
 TEST(ClientWatchTest, ExpiredResourceVersionIsGone) {
-  std::atomic<int> watches{0};
   HttpsTestServer server;
-  serve_watch(server.routes(), watches);
+  serve_watch(server.routes());
   server.start();
   Client client(server.rest_config());
   Error e = expect_error([&] {
@@ -495,9 +476,8 @@ TEST(ClientWatchTest, ExpiredResourceVersionIsGone) {
 }
 
 TEST(ClientWatchTest, HandlerCanStopTheWatch) {
-  std::atomic<int> watches{0};
   HttpsTestServer server;
-  serve_watch(server.routes(), watches);
+  serve_watch(server.routes());
   server.start();
   Client client(server.rest_config());
   int n = 0;

@@ -28,6 +28,10 @@ class FakeClock final : public kube::Clock {
     wall_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
     mono_ += d;
   }
+  void set_wall(std::chrono::system_clock::time_point t) {
+    std::lock_guard lock(mu_);
+    wall_ = t;
+  }
   std::chrono::nanoseconds total_slept() const {
     std::lock_guard lock(mu_);
     return slept_;

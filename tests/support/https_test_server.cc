@@ -1,6 +1,9 @@
 #include "tests/support/https_test_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/pem.h>
+#include <sys/socket.h>
 
 #include <stdexcept>
 
@@ -55,12 +58,26 @@ HttpsTestServer::HttpsTestServer(ClientCerts client_certs, const TestPki& pki) :
   EVP_PKEY_free(key);
   if (!server_->is_valid())
     throw std::runtime_error("test HTTPS server: bad certificate");
+  // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms to every small reply.
+  server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+  });
+  // httplib's logger runs after the response is sent, so a client can see its response before
+  // the request is on record; requests() waits for every request that started to be logged.
+  server_->set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+    std::lock_guard lock(mu_);
+    ++started_;
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   server_->set_logger([this](const httplib::Request& req, const httplib::Response&) {
-    RecordedRequest r{req.method, req.target, req.path, {}, req.headers, req.body};
+    RecordedRequest r{req.method, req.target, req.path, {}, req.headers, req.body, req.remote_port};
     for (const auto& [k, v] : req.params)
       r.params.emplace(k, v);
     std::lock_guard lock(mu_);
     requests_.push_back(std::move(r));
+    logged_.notify_all();
   });
 }
 
@@ -84,7 +101,8 @@ std::string HttpsTestServer::url() const {
 }
 
 std::vector<RecordedRequest> HttpsTestServer::requests() const {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  logged_.wait_for(lock, std::chrono::seconds(5), [this] { return requests_.size() >= started_; });
   return requests_;
 }
 

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -31,6 +32,7 @@ struct RecordedRequest {
   std::multimap<std::string, std::string> params;
   httplib::Headers headers;
   std::string body;
+  int remote_port = 0;  // the same port on two requests means one reused connection
 };
 
 /// An HTTPS server on 127.0.0.1 (ephemeral port) for integration tests: register handlers on
@@ -57,6 +59,8 @@ class HttpsTestServer {
   std::thread thread_;
   int port_ = 0;
   mutable std::mutex mu_;
+  mutable std::condition_variable logged_;
+  std::size_t started_ = 0;
   std::vector<RecordedRequest> requests_;
 };
 

@@ -6,26 +6,30 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <stdexcept>
 
 #include "error.h"
+#include "text.h"
 
-namespace trainctl::test {
+namespace trainctl::testing {
 namespace {
 
 using kube::ws::Frame;
 using kube::ws::Opcode;
+
+// A read that waits longer than this fails, so a test whose two ends wait for each other fails
+// instead of hanging.
+constexpr std::chrono::seconds kReadTimeout{10};
 
 // --- OpenSSL helpers -------------------------------------------------------------------------
 
@@ -64,120 +68,7 @@ std::string bio_to_string(BIO* bio) {
   return std::string(data, static_cast<std::size_t>(size));
 }
 
-std::string key_to_pem(EVP_PKEY* key) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  check(PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr),
-        "writing a private key");
-  return bio_to_string(bio.get());
-}
-
-std::string cert_to_pem(X509* cert) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  check(PEM_write_bio_X509(bio.get(), cert), "writing a certificate");
-  return bio_to_string(bio.get());
-}
-
-void add_extension(X509* cert, X509* issuer, int nid, const char* value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-  if (ext == nullptr)
-    openssl_failure(fmt::format("building extension {}", value));
-  const int ok = X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-  check(ok, "adding an extension");
-}
-
-struct CertSpec {
-  std::vector<std::pair<std::string, std::string>> subject;  // (field, value)
-  bool is_ca = false;
-  std::string key_usage;
-  std::string extended_key_usage;  // empty: none
-  std::string subject_alt_name;    // empty: none
-};
-
-// Issues a certificate for `key`; self-signed when `issuer` is null.
-X509Ptr issue(const CertSpec& spec, EVP_PKEY* key, X509* issuer, EVP_PKEY* issuer_key) {
-  X509Ptr cert(X509_new());
-  check(X509_set_version(cert.get(), 2), "setting the version");
-  unsigned char serial[16];
-  check(RAND_bytes(serial, sizeof serial), "drawing a serial");
-  serial[0] &= 0x7F;  // positive
-  BIGNUM* bn = BN_bin2bn(serial, sizeof serial, nullptr);
-  BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert.get()));
-  BN_free(bn);
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24L * 3600);
-  X509_NAME* name = X509_get_subject_name(cert.get());
-  for (const auto& [field, value] : spec.subject) {
-    check(X509_NAME_add_entry_by_txt(name, field.c_str(), MBSTRING_UTF8,
-                                     reinterpret_cast<const unsigned char*>(value.c_str()), -1, -1,
-                                     0),
-          "setting the subject");
-  }
-  X509* signer = issuer != nullptr ? issuer : cert.get();
-  check(X509_set_issuer_name(cert.get(), X509_get_subject_name(signer)), "setting the issuer");
-  check(X509_set_pubkey(cert.get(), key), "setting the public key");
-  add_extension(cert.get(), signer, NID_basic_constraints,
-                spec.is_ca ? "critical,CA:TRUE" : "critical,CA:FALSE");
-  add_extension(cert.get(), signer, NID_key_usage, spec.key_usage.c_str());
-  if (!spec.extended_key_usage.empty()) {
-    add_extension(cert.get(), signer, NID_ext_key_usage, spec.extended_key_usage.c_str());
-  }
-  if (!spec.subject_alt_name.empty()) {
-    add_extension(cert.get(), signer, NID_subject_alt_name, spec.subject_alt_name.c_str());
-  }
-  add_extension(cert.get(), signer, NID_subject_key_identifier, "hash");
-  if (issuer != nullptr) {
-    add_extension(cert.get(), signer, NID_authority_key_identifier, "keyid:always");
-  }
-  if (X509_sign(cert.get(), issuer_key != nullptr ? issuer_key : key, EVP_sha256()) <= 0) {
-    openssl_failure("signing a certificate");
-  }
-  return cert;
-}
-
-PkeyPtr new_p256_key() {
-  PkeyPtr key(EVP_EC_gen("P-256"));
-  if (!key)
-    openssl_failure("generating an EC P-256 key");
-  return key;
-}
-
-constexpr const char* kLoopbackNames = "IP:127.0.0.1,DNS:localhost";
-
 // --- HTTP helpers ----------------------------------------------------------------------------
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-bool has_token(const std::vector<std::string>& values, std::string_view wanted) {
-  for (const auto& value : values) {
-    std::string_view rest = value;
-    while (!rest.empty()) {
-      const std::size_t comma = rest.find(',');
-      if (lower(trim(rest.substr(0, comma))) == lower(wanted))
-        return true;
-      if (comma == std::string_view::npos)
-        break;
-      rest.remove_prefix(comma + 1);
-    }
-  }
-  return false;
-}
 
 std::string_view reason_phrase(int code) {
   switch (code) {
@@ -215,12 +106,18 @@ class SslStream final : public kube::ws::ByteStream {
   }
 
   std::size_t read_some(char* buf, std::size_t n) override {
+    errno = 0;
     const int got = SSL_read(ssl_, buf, static_cast<int>(n));
     if (got > 0)
       return static_cast<std::size_t>(got);
+    const int read_errno = errno;
     const int err = SSL_get_error(ssl_, got);
     if (err == SSL_ERROR_ZERO_RETURN)
       return 0;
+    if (read_errno == EAGAIN || read_errno == EWOULDBLOCK) {
+      throw Error(ErrorKind::Timeout, fmt::format("test server: the client sent nothing for {} s",
+                                                  kReadTimeout.count()));
+    }
     if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
       return 0;
     throw Error(ErrorKind::Connection, "test server: TLS read failed: " + openssl_errors());
@@ -231,67 +128,39 @@ class SslStream final : public kube::ws::ByteStream {
 };
 
 bool is_exec_upgrade(const RequestHead& head, std::string_view subprotocol) {
+  const std::vector<std::string> offered = head.header_tokens("sec-websocket-protocol");
   return head.method == "GET" && head.path.find("/exec") != std::string::npos &&
-         lower(head.header("upgrade")) == "websocket" &&
+         to_lower(head.header("upgrade")) == "websocket" &&
          !head.header("sec-websocket-key").empty() &&
-         has_token(head.header_values("sec-websocket-protocol"), subprotocol);
+         std::find(offered.begin(), offered.end(), subprotocol) != offered.end();
 }
 
 }  // namespace
-
-// --- Certificates ----------------------------------------------------------------------------
-
-PemKeyPair generate_self_signed_for_tests(std::string_view common_name) {
-  PkeyPtr key = new_p256_key();
-  CertSpec spec;
-  spec.subject = {{"CN", std::string(common_name)}};
-  spec.is_ca = true;
-  spec.key_usage = "critical,digitalSignature,keyCertSign";
-  spec.extended_key_usage = "serverAuth,clientAuth";
-  spec.subject_alt_name = kLoopbackNames;
-  X509Ptr cert = issue(spec, key.get(), nullptr, nullptr);
-  return PemKeyPair{cert_to_pem(cert.get()), key_to_pem(key.get())};
-}
-
-TestPki generate_test_pki(std::string_view client_name, std::string_view client_group) {
-  CertSpec ca_spec;
-  ca_spec.subject = {{"CN", "trainctl-test-ca"}};
-  ca_spec.is_ca = true;
-  ca_spec.key_usage = "critical,keyCertSign,cRLSign";
-  PkeyPtr ca_key = new_p256_key();
-  X509Ptr ca = issue(ca_spec, ca_key.get(), nullptr, nullptr);
-
-  CertSpec server_spec;
-  server_spec.subject = {{"CN", "127.0.0.1"}};
-  server_spec.key_usage = "critical,digitalSignature";
-  server_spec.extended_key_usage = "serverAuth";
-  server_spec.subject_alt_name = kLoopbackNames;
-  PkeyPtr server_key = new_p256_key();
-  X509Ptr server = issue(server_spec, server_key.get(), ca.get(), ca_key.get());
-
-  // Kubernetes reads the user from CN and the groups from O.
-  CertSpec client_spec;
-  if (!client_group.empty())
-    client_spec.subject.emplace_back("O", std::string(client_group));
-  client_spec.subject.emplace_back("CN", std::string(client_name));
-  client_spec.key_usage = "critical,digitalSignature";
-  client_spec.extended_key_usage = "clientAuth";
-  PkeyPtr client_key = new_p256_key();
-  X509Ptr client = issue(client_spec, client_key.get(), ca.get(), ca_key.get());
-
-  return TestPki{PemKeyPair{cert_to_pem(ca.get()), key_to_pem(ca_key.get())},
-                 PemKeyPair{cert_to_pem(server.get()), key_to_pem(server_key.get())},
-                 PemKeyPair{cert_to_pem(client.get()), key_to_pem(client_key.get())}};
-}
 
 // --- Request heads ---------------------------------------------------------------------------
 
 std::vector<std::string> RequestHead::header_values(std::string_view name) const {
   std::vector<std::string> out;
-  const std::string wanted = lower(name);
+  const std::string wanted = to_lower(name);
   for (const auto& [key, value] : headers) {
-    if (lower(key) == wanted)
+    if (to_lower(key) == wanted)
       out.push_back(value);
+  }
+  return out;
+}
+
+std::vector<std::string> RequestHead::header_tokens(std::string_view name) const {
+  std::vector<std::string> out;
+  for (const auto& value : header_values(name)) {
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      if (const std::string_view token = trim(rest.substr(0, comma)); !token.empty())
+        out.emplace_back(token);
+      if (comma == std::string_view::npos)
+        break;
+      rest.remove_prefix(comma + 1);
+    }
   }
   return out;
 }
@@ -336,8 +205,6 @@ RequestHead parse_request_head(std::string_view raw) {
 
 // --- In-memory pipe --------------------------------------------------------------------------
 
-constexpr std::chrono::seconds kPipeReadTimeout{10};
-
 struct PipeStream::Buffer {
   std::mutex mu;
   std::condition_variable cv;
@@ -367,7 +234,7 @@ void PipeStream::write_all(std::string_view bytes) {
 std::size_t PipeStream::read_some(char* buf, std::size_t n) {
   std::unique_lock lock(in_->mu);
   // A test whose two ends wait for each other fails instead of hanging.
-  if (!in_->cv.wait_for(lock, kPipeReadTimeout,
+  if (!in_->cv.wait_for(lock, kReadTimeout,
                         [&] { return !in_->data.empty() || in_->writer_done; })) {
     throw Error(ErrorKind::Timeout, "pipe: nothing to read for 10 seconds");
   }
@@ -540,7 +407,7 @@ struct WebSocketTestServer::Tls {
 
 namespace {
 
-void load_certificate(SSL_CTX* ctx, const PemKeyPair& pair) {
+void load_certificate(SSL_CTX* ctx, const sandbox::CertifiedKey& pair) {
   BioPtr cert_bio(BIO_new_mem_buf(pair.cert_pem.data(), static_cast<int>(pair.cert_pem.size())));
   X509Ptr cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
   if (!cert)
@@ -673,6 +540,8 @@ void WebSocketTestServer::accept_loop() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0)
       continue;
+    const timeval read_timeout{.tv_sec = kReadTimeout.count(), .tv_usec = 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &read_timeout, sizeof read_timeout);
     std::lock_guard lock(mu_);
     if (stopping_) {
       ::close(fd);
@@ -697,6 +566,7 @@ void WebSocketTestServer::serve(int fd) {
       head.client_subject = subject_of(peer);
     ServerScript script;
     int status = 0;
+    bool upgrade = false;
     std::string body, subprotocol;
     {
       std::lock_guard lock(mu_);
@@ -705,8 +575,9 @@ void WebSocketTestServer::serve(int fd) {
       status = options_.status;
       body = options_.body;
       subprotocol = options_.subprotocol;
+      upgrade = !options_.refuse_upgrades && is_exec_upgrade(head, subprotocol);
     }
-    if (is_exec_upgrade(head, subprotocol)) {
+    if (upgrade) {
       session.accept(head, subprotocol);
       if (script)
         script(session);
@@ -748,4 +619,4 @@ void WebSocketTestServer::stop() {
   listen_fd_ = -1;
 }
 
-}  // namespace trainctl::test
+}  // namespace trainctl::testing

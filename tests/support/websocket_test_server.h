@@ -21,28 +21,9 @@
 
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
+#include "sandbox/pki.h"
 
-namespace trainctl::test {
-
-/// A certificate and its private key, PEM-encoded.
-struct PemKeyPair {
-  std::string cert_pem;
-  std::string key_pem;
-};
-
-/// A self-signed EC P-256 certificate with SAN IP:127.0.0.1 and DNS:localhost, valid for a day.
-/// It is a CA too, so a client can trust it directly.
-PemKeyPair generate_self_signed_for_tests(std::string_view common_name = "127.0.0.1");
-
-/// A throwaway CA with a server certificate (IP:127.0.0.1, DNS:localhost) and a client
-/// certificate whose subject Kubernetes would read as user `client_name` in group `client_group`.
-struct TestPki {
-  PemKeyPair ca;
-  PemKeyPair server;
-  PemKeyPair client;
-};
-TestPki generate_test_pki(std::string_view client_name = "trainctl-test",
-                          std::string_view client_group = "system:masters");
+namespace trainctl::testing {
 
 /// An HTTP/1.1 request head as the server received it.
 struct RequestHead {
@@ -57,6 +38,9 @@ struct RequestHead {
 
   /// The values of a header, case-insensitively, in order.
   std::vector<std::string> header_values(std::string_view name) const;
+  /// The comma-separated tokens of every value of a header, trimmed, in order (e.g. the
+  /// subprotocols a client offered).
+  std::vector<std::string> header_tokens(std::string_view name) const;
   /// The first value of a header, case-insensitively; empty when absent.
   std::string header(std::string_view name) const;
 };
@@ -151,16 +135,21 @@ class ScriptedPipeServer {
 
 /// A TLS server on 127.0.0.1 (ephemeral port) that plays the API server's part in pods/exec:
 /// a WebSocket upgrade to a path containing "/exec" offering the configured subprotocol gets a
-/// 101 and the exec script; any other request gets the configured status and body. One thread
-/// per connection.
+/// 101 and the exec script (unless upgrades are refused); any other request gets the configured
+/// status and body. One thread per connection; a connection whose client stays silent for 10
+/// seconds fails (see errors()), so a deadlocked test fails rather than hangs.
 class WebSocketTestServer {
  public:
   struct Options {
-    PemKeyPair certificate;
+    /// The serving certificate, e.g. TestPki::shared().server (tests/support/https_test_server.h).
+    sandbox::CertifiedKey certificate;
     /// When set, clients must present a certificate this CA (PEM, one or more) signed.
     std::string client_ca_pem;
     std::string subprotocol = std::string(kube::kExecProtocolV4);
     ServerScript exec_script;
+    /// Answers exec upgrades with `status` and `body` too, as an API server does when the user
+    /// may not exec or the pod does not exist.
+    bool refuse_upgrades = false;
     int status = 404;
     std::string body =
         R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
@@ -212,4 +201,4 @@ class WebSocketTestServer {
   std::size_t finished_ = 0;
 };
 
-}  // namespace trainctl::test
+}  // namespace trainctl::testing

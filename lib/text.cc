@@ -1,0 +1,99 @@
+#include "text.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+
+namespace trainctl {
+namespace {
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z')
+    return c - 'A';
+  if (c >= 'a' && c <= 'z')
+    return c - 'a' + 26;
+  if (c >= '0' && c <= '9')
+    return c - '0' + 52;
+  if (c == '+')
+    return 62;
+  if (c == '/')
+    return 63;
+  return -1;
+}
+
+}  // namespace
+
+std::optional<std::string> base64_decode(std::string_view in) {
+  std::string out;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  std::size_t symbols = 0;
+  std::size_t padding = 0;
+  for (char c : in) {
+    if (std::isspace(static_cast<unsigned char>(c)))
+      continue;
+    if (c == '=') {
+      ++padding;
+      continue;
+    }
+    const int v = base64_value(c);
+    if (v < 0 || padding > 0)
+      return std::nullopt;
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    ++symbols;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  if (symbols % 4 == 1 || padding > 2)
+    return std::nullopt;
+  if (padding > 0 && (symbols + padding) % 4 != 0)
+    return std::nullopt;
+  return out;
+}
+
+std::string base64_encode(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const std::uint32_t n = (static_cast<unsigned char>(in[i]) << 16) |
+                            (static_cast<unsigned char>(in[i + 1]) << 8) |
+                            static_cast<unsigned char>(in[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += kAlphabet[(n >> 6) & 63];
+    out += kAlphabet[n & 63];
+  }
+  if (i < in.size()) {
+    std::uint32_t n = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size())
+      n |= static_cast<unsigned char>(in[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+}  // namespace trainctl

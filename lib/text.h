@@ -1,0 +1,18 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace trainctl {
+
+/// Standard base64 with padding.
+std::string base64_encode(std::string_view in);
+/// Standard base64 as Go's encoding/json reads []byte: whitespace ignored, padding optional;
+/// nullopt for anything else.
+std::optional<std::string> base64_decode(std::string_view in);
+/// `s` without leading and trailing whitespace.
+std::string_view trim(std::string_view s);
+std::string to_lower(std::string_view s);
+
+}  // namespace trainctl
