@@ -10,5 +10,6 @@ namespace trainctl::cli {
 /// trainctl::Error, which main() turns into a message and an exit code.
 void add_version_command(CLI::App& app, const GlobalFlags& flags);
 void add_config_command(CLI::App& app, const GlobalFlags& flags);
+void add_sandbox_command(CLI::App& app, const GlobalFlags& flags);
 
 }  // namespace trainctl::cli

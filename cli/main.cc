@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   cli::add_global_flags(app, flags);
   cli::add_version_command(app, flags);
   cli::add_config_command(app, flags);
+  cli::add_sandbox_command(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

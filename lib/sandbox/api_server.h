@@ -1,0 +1,114 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sandbox/cluster.h"
+#include "sandbox/http_server.h"
+#include "sandbox/store.h"
+
+namespace trainctl::sandbox {
+
+/// An authenticated caller, as the API server's authenticators name one.
+struct UserInfo {
+  std::string name;
+  std::string uid;
+  std::vector<std::string> groups;
+};
+
+/// Fault injection for reliability tests; everything off by default. Also settable at runtime
+/// through PUT /sandbox/faults.
+struct Faults {
+  std::chrono::milliseconds latency{0};        // added to every request
+  double error_rate = 0;                       // fraction of requests answered 500
+  double throttle_rate = 0;                    // fraction answered 429 with Retry-After: 1
+  std::chrono::seconds drop_watches_after{0};  // end every watch after this long; 0 = never
+  bool gone_on_watch_resume = false;           // a watch from a resourceVersion gets 410
+  bool conflict_on_update = false;             // every PUT and PATCH gets 409
+
+  nlohmann::json to_json() const;
+  static Faults from_json(const nlohmann::json& doc);  // throws Error(BadRequest)
+};
+
+struct ApiServerOptions {
+  /// Bearer tokens that authenticate (kube-apiserver's --token-auth-file).
+  std::map<std::string, UserInfo> tokens;
+  /// The server's own address, for discovery's serverAddressByClientCIDRs.
+  std::string advertise_address = "127.0.0.1:6443";
+  Faults faults;
+};
+
+/// The Kubernetes REST API over a Store: discovery, the verbs on every registered resource,
+/// CustomResourceDefinitions that start (and stop) serving their resources, errors as Status
+/// objects, watches, pods/log and pods/exec, authentication and fault injection.
+class ApiServer {
+ public:
+  ApiServer(Store& store, ApiServerOptions options);
+
+  /// The handler to give HttpsServer.
+  void handle(const Request& request, ResponseWriter& response);
+
+  /// The kubelets behind pods/log and pods/exec; without them those answer 503.
+  void set_cluster(SimulatedCluster* cluster) { cluster_ = cluster; }
+  /// The address discovery advertises (known once the HTTPS server has bound its port).
+  void set_advertise_address(std::string address);
+  void set_faults(const Faults& faults);
+  Faults faults() const;
+
+  /// Loads kube-apiserver's token file format: `token,user,uid,"group1,group2"` per line.
+  static std::map<std::string, UserInfo> parse_token_file(const std::string& text);
+
+ private:
+  struct Route;
+  struct GroupVersion;
+
+  void serve(const Request& request, ResponseWriter& response, const UserInfo& user);
+  bool serve_discovery(const Request& request, ResponseWriter& response);
+  void serve_resource(const Request& request, ResponseWriter& response, Route& route);
+  void serve_list(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_watch(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_create(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_update(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_patch(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_delete(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_delete_collection(const Request& request, ResponseWriter& response,
+                               const Route& route);
+  void serve_logs(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_exec(const Request& request, ResponseWriter& response, const Route& route);
+  void serve_binding(const Request& request, ResponseWriter& response, const Route& route);
+
+  std::optional<UserInfo> authenticate(const Request& request) const;
+  bool inject_fault(ResponseWriter& response);
+  std::optional<Route> route(const std::string& path) const;
+  nlohmann::json resource_list(const std::string& group, const std::string& version) const;
+  nlohmann::json group_list() const;
+
+  /// Keeps discovery in step with CustomResourceDefinitions.
+  void crd_created(const nlohmann::json& crd);
+  void crd_deleted(const nlohmann::json& crd);
+  /// Fills in what the real server defaults and rejects what it rejects for built-in kinds.
+  void admit(const ResourceInfo& info, nlohmann::json& object) const;
+
+  Store& store_;
+  ApiServerOptions options_;
+  SimulatedCluster* cluster_ = nullptr;
+  mutable std::mutex mu_;
+  /// Served (group, version, plural) → how the store files it.
+  std::map<std::tuple<std::string, std::string, std::string>, ResourceInfo> served_;
+  std::map<std::string, std::vector<std::string>> short_names_;  // group_resource → short names
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::uint32_t next_cluster_ip_ = 1;
+};
+
+/// Registers the built-in resources the sandbox serves and creates the initial namespaces.
+void install_builtin_resources(Store& store);
+
+/// The built-in resource types (core, coordination, scheduling, batch, apiextensions, events).
+const std::vector<ResourceInfo>& builtin_resources();
+
+}  // namespace trainctl::sandbox

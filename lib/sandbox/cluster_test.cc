@@ -1,0 +1,753 @@
+#include "sandbox/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "error.h"
+#include "sandbox/store.h"
+#include "tests/support/fake_clock.h"
+
+namespace trainctl::sandbox {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+/// A container spec: `python train.py --epochs 3` unless told otherwise.
+json container(const std::string& name, json requests = json::object()) {
+  return {{"name", name},
+          {"image", "registry.example/train:1.0"},
+          {"command", {"python", "train.py"}},
+          {"args", {"--epochs", "3"}},
+          {"resources", {{"requests", std::move(requests)}}}};
+}
+
+json pod_manifest(const std::string& name, json requests = json::object()) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec",
+           {{"restartPolicy", "Never"},
+            {"containers", json::array({container("main", std::move(requests))})}}}};
+}
+
+const json* condition(const json& object, const std::string& type) {
+  auto status = object.find("status");
+  if (status == object.end() || !status->contains("conditions"))
+    return nullptr;
+  for (const auto& c : (*status)["conditions"]) {
+    if (c.value("type", "") == type)
+      return &c;
+  }
+  return nullptr;
+}
+
+std::string condition_text(const json& pod, const std::string& type) {
+  const json* c = condition(pod, type);
+  if (!c)
+    return "<none>";
+  return c->value("status", "") + "/" + c->value("reason", "") + "/" + c->value("message", "");
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  ClusterTest() {
+    for (const ResourceInfo& info :
+         {ResourceInfo{"", "v1", "namespaces", "Namespace", false, true},
+          ResourceInfo{"", "v1", "pods", "Pod", true, true},
+          ResourceInfo{"", "v1", "nodes", "Node", false, true},
+          ResourceInfo{"", "v1", "configmaps", "ConfigMap", true, false}}) {
+      if (!store_.resource(info.group_resource()))
+        store_.register_resource(info);
+    }
+    try {
+      store_.create(
+          "namespaces",
+          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "default"}}}});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::AlreadyExists)
+        throw;
+    }
+    options_.nodes = 2;
+    options_.node_cpu = "8";
+    options_.node_memory = "32Gi";
+    options_.node_gpus = 4;
+    options_.kubelet.start_delay = milliseconds(0);
+    options_.kubelet.restart_backoff = seconds(1);
+  }
+
+  SimulatedCluster& cluster() {
+    if (!cluster_)
+      cluster_ = std::make_unique<SimulatedCluster>(store_, options_, clock_);
+    return *cluster_;
+  }
+
+  json create(json pod) { return store_.create("pods", std::move(pod)); }
+  json pod(const std::string& name) { return store_.get("pods", "default", name); }
+  std::string phase(const std::string& name) { return pod(name)["status"].value("phase", ""); }
+  std::string node_of(const std::string& name) { return pod(name)["spec"].value("nodeName", ""); }
+
+  /// Moves the fake clock and runs one pass.
+  void advance(milliseconds d) {
+    clock_.advance(d);
+    cluster().step();
+  }
+
+  void label_node(const std::string& node, const std::string& key, const std::string& value) {
+    store_.modify("nodes", "", node, WritePart::Main,
+                  [&](json& object) { object["metadata"]["labels"][key] = value; });
+  }
+
+  Store store_;
+  testing::FakeClock clock_;
+  ClusterOptions options_;
+  std::unique_ptr<SimulatedCluster> cluster_;
+};
+
+// ---- nodes ----
+
+TEST_F(ClusterTest, RegistersNodesWithCapacityConditionsAndLabels) {
+  cluster().step();
+  ASSERT_EQ(cluster().node_names(), (std::vector<std::string>{"sandbox-node-0", "sandbox-node-1"}));
+  const json node = store_.get("nodes", "", "sandbox-node-1");
+  EXPECT_EQ(node["status"]["capacity"]["nvidia.com/gpu"], "4");
+  EXPECT_EQ(node["status"]["allocatable"]["cpu"], "8");
+  EXPECT_EQ(node["status"]["allocatable"]["memory"], "32Gi");
+  EXPECT_EQ(node["status"]["allocatable"]["pods"], "110");
+  EXPECT_EQ(node["metadata"]["labels"]["kubernetes.io/hostname"], "sandbox-node-1");
+  EXPECT_EQ(node["metadata"]["labels"]["kubernetes.io/os"], "linux");
+  EXPECT_EQ(node["metadata"]["labels"]["node.kubernetes.io/instance-type"], "sandbox-standard");
+  EXPECT_EQ(node["status"]["addresses"][0],
+            (json{{"type", "InternalIP"}, {"address", "10.244.1.1"}}));
+  EXPECT_EQ(condition_text(node, "Ready"), "True/KubeletReady/kubelet is posting ready status");
+  EXPECT_EQ((*condition(node, "Ready"))["lastHeartbeatTime"], "2027-01-15T08:00:00Z");
+  EXPECT_EQ(node["status"]["nodeInfo"]["kubeletVersion"], "v1.30.0");
+
+  advance(seconds(61));
+  const json later = store_.get("nodes", "", "sandbox-node-1");
+  EXPECT_EQ((*condition(later, "Ready"))["lastHeartbeatTime"], "2027-01-15T08:01:01Z");
+  EXPECT_EQ((*condition(later, "Ready"))["lastTransitionTime"], "2027-01-15T08:00:00Z");
+}
+
+TEST_F(ClusterTest, RejectsImpossibleShapes) {
+  options_.nodes = 300;
+  EXPECT_THROW(SimulatedCluster(store_, options_, clock_), Error);
+  options_.nodes = 2;
+  options_.node_memory = "lots";
+  try {
+    SimulatedCluster bad(store_, options_, clock_);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Validation);
+    EXPECT_NE(e.message().find("node memory \"lots\""), std::string::npos) << e.message();
+  }
+}
+
+// ---- scheduler ----
+
+TEST_F(ClusterTest, SpreadsGpuPodsAndReportsWhyTheLastDoesNotFit) {
+  create(pod_manifest("a", {{"nvidia.com/gpu", "3"}}));
+  cluster().step();
+  create(pod_manifest("b", {{"nvidia.com/gpu", "3"}}));
+  cluster().step();
+  create(pod_manifest("c", {{"nvidia.com/gpu", "2"}}));
+  cluster().step();
+  EXPECT_EQ(node_of("a"), "sandbox-node-0");
+  EXPECT_EQ(node_of("b"), "sandbox-node-1");  // the emptier node
+  EXPECT_EQ(condition_text(pod("a"), "PodScheduled"), "True//");
+  EXPECT_EQ(node_of("c"), "");
+  EXPECT_EQ(condition_text(pod("c"), "PodScheduled"),
+            "False/Unschedulable/0/2 nodes are available: 2 Insufficient nvidia.com/gpu.");
+  EXPECT_EQ(phase("c"), "Pending");
+}
+
+TEST_F(ClusterTest, FitsCpuMemoryFromLimitsAndPodCount) {
+  options_.nodes = 1;
+  options_.pods_per_node = 3;
+  json big = pod_manifest("big", {{"cpu", "6"}});
+  create(big);
+  json from_limits = pod_manifest("limits");
+  from_limits["spec"]["containers"][0]["resources"] = {{"limits", {{"memory", "30Gi"}}}};
+  create(from_limits);
+  create(pod_manifest("more-cpu", {{"cpu", "2500m"}, {"memory", "4Gi"}}));
+  cluster().step();
+  EXPECT_EQ(node_of("big"), "sandbox-node-0");
+  EXPECT_EQ(node_of("limits"), "sandbox-node-0");
+  EXPECT_EQ(condition_text(pod("more-cpu"), "PodScheduled"),
+            "False/Unschedulable/0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient "
+            "memory.");
+  create(pod_manifest("small"));
+  cluster().step();
+  create(pod_manifest("one-too-many"));
+  cluster().step();
+  EXPECT_EQ(node_of("small"), "sandbox-node-0");
+  EXPECT_EQ(condition_text(pod("one-too-many"), "PodScheduled"),
+            "False/Unschedulable/0/1 nodes are available: 1 Too many pods.");
+}
+
+TEST_F(ClusterTest, InitContainersCountAsTheirPeakNotTheirSum) {
+  options_.nodes = 1;
+  json p = pod_manifest("init", {{"cpu", "2"}});
+  p["spec"]["initContainers"] = {container("prepare", {{"cpu", "7"}})};
+  create(p);
+  json q = pod_manifest("next", {{"cpu", "2"}});
+  create(q);
+  cluster().step();
+  // init holds max(7, 2) = 7 of 8 cpus, so the second pod cannot fit beside it.
+  EXPECT_EQ(node_of("init"), "sandbox-node-0");
+  EXPECT_EQ(condition_text(pod("next"), "PodScheduled"),
+            "False/Unschedulable/0/1 nodes are available: 1 Insufficient cpu.");
+}
+
+TEST_F(ClusterTest, NodeSelectorWaitsForAMatchingNode) {
+  json p = pod_manifest("picky");
+  p["spec"]["nodeSelector"] = {{"gpu-type", "a100"}};
+  create(p);
+  cluster().step();
+  EXPECT_EQ(condition_text(pod("picky"), "PodScheduled"),
+            "False/Unschedulable/0/2 nodes are available: 2 node(s) didn't match Pod's node "
+            "affinity/selector.");
+  label_node("sandbox-node-1", "gpu-type", "a100");
+  cluster().step();
+  EXPECT_EQ(node_of("picky"), "sandbox-node-1");
+}
+
+TEST_F(ClusterTest, RequiredNodeAffinityIsHonoured) {
+  cluster().step();
+  label_node("sandbox-node-0", "zone", "a");
+  label_node("sandbox-node-1", "zone", "b");
+  json in_b = pod_manifest("in-b");
+  in_b["spec"]["affinity"] = json::parse(R"({"nodeAffinity": {
+      "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b", "c"]}]}]}}})");
+  create(in_b);
+  json by_name = pod_manifest("by-name");
+  by_name["spec"]["affinity"] = json::parse(R"({"nodeAffinity": {
+      "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In",
+                          "values": ["sandbox-node-0"]}]}]}}})");
+  create(by_name);
+  json nowhere = pod_manifest("nowhere");
+  nowhere["spec"]["affinity"] = json::parse(R"({"nodeAffinity": {
+      "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a", "b"]}]}]}}})");
+  create(nowhere);
+  cluster().step();
+  EXPECT_EQ(node_of("in-b"), "sandbox-node-1");
+  EXPECT_EQ(node_of("by-name"), "sandbox-node-0");
+  EXPECT_EQ(condition_text(pod("nowhere"), "PodScheduled"),
+            "False/Unschedulable/0/2 nodes are available: 2 node(s) didn't match Pod's node "
+            "affinity/selector.");
+}
+
+TEST_F(ClusterTest, TaintsNeedTolerations) {
+  options_.node_taints = {
+      {{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}};
+  create(pod_manifest("intolerant"));
+  json equal_wrong = pod_manifest("wrong-value");
+  equal_wrong["spec"]["tolerations"] = {
+      {{"key", "nvidia.com/gpu"}, {"operator", "Equal"}, {"value", "absent"}}};
+  create(equal_wrong);
+  json exists = pod_manifest("exists");
+  exists["spec"]["tolerations"] = {
+      {{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}};
+  create(exists);
+  json everything = pod_manifest("everything");
+  everything["spec"]["tolerations"] = {{{"operator", "Exists"}}};
+  create(everything);
+  cluster().step();
+  const std::string refused =
+      "False/Unschedulable/0/2 nodes are available: 2 node(s) had untolerated taint "
+      "{nvidia.com/gpu: present}.";
+  EXPECT_EQ(condition_text(pod("intolerant"), "PodScheduled"), refused);
+  EXPECT_EQ(condition_text(pod("wrong-value"), "PodScheduled"), refused);
+  EXPECT_NE(node_of("exists"), "");
+  EXPECT_NE(node_of("everything"), "");
+}
+
+TEST_F(ClusterTest, CountsDifferentReasonsPerNode) {
+  cluster().step();
+  store_.modify("nodes", "", "sandbox-node-0", WritePart::Main,
+                [](json& node) { node["spec"]["unschedulable"] = true; });
+  create(pod_manifest("huge", {{"nvidia.com/gpu", "8"}}));
+  cluster().step();
+  EXPECT_EQ(condition_text(pod("huge"), "PodScheduled"),
+            "False/Unschedulable/0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 "
+            "node(s) were unschedulable.");
+}
+
+TEST_F(ClusterTest, SchedulingGatesHoldAPodUntilRemoved) {
+  json p = pod_manifest("gated");
+  p["spec"]["schedulingGates"] = {{{"name", "example.com/quota"}}};
+  create(p);
+  cluster().step();
+  EXPECT_EQ(node_of("gated"), "");
+  EXPECT_EQ(condition_text(pod("gated"), "PodScheduled"),
+            "False/SchedulingGated/Scheduling is blocked due to non-empty scheduling gates");
+  store_.modify("pods", "default", "gated", WritePart::Main,
+                [](json& object) { object["spec"].erase("schedulingGates"); });
+  cluster().step();
+  EXPECT_EQ(node_of("gated"), "sandbox-node-0");
+  EXPECT_EQ(condition_text(pod("gated"), "PodScheduled"), "True//");
+}
+
+TEST_F(ClusterTest, LeavesOtherSchedulersPodsAloneUnlessAsked) {
+  json p = pod_manifest("gang");
+  p["spec"]["schedulerName"] = "volcano";
+  create(p);
+  cluster().step();
+  EXPECT_EQ(node_of("gang"), "");
+  EXPECT_EQ(condition(pod("gang"), "PodScheduled"), nullptr);
+
+  options_.scheduler_names.insert("volcano");
+  cluster_.reset();
+  cluster().step();
+  EXPECT_EQ(node_of("gang"), "sandbox-node-0");
+}
+
+TEST_F(ClusterTest, FinishedPodsFreeTheirGpusForWaitingOnes) {
+  options_.nodes = 1;
+  json first = pod_manifest("first", {{"nvidia.com/gpu", "4"}});
+  first["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "5"}};
+  create(first);
+  cluster().step();
+  create(pod_manifest("second", {{"nvidia.com/gpu", "4"}}));
+  cluster().step();
+  EXPECT_EQ(node_of("second"), "");
+  advance(seconds(5));
+  EXPECT_EQ(phase("first"), "Succeeded");
+  EXPECT_EQ(node_of("second"), "sandbox-node-0");
+  EXPECT_EQ(phase("second"), "Running");
+}
+
+// ---- kubelet ----
+
+TEST_F(ClusterTest, PodGoesPendingRunningSucceeded) {
+  options_.kubelet.start_delay = milliseconds(500);
+  create(pod_manifest("train"));
+  cluster().step();
+  json p = pod("train");
+  EXPECT_EQ(p["status"]["phase"], "Pending");
+  EXPECT_EQ(p["status"]["hostIP"], "10.244.0.1");
+  EXPECT_EQ(p["status"]["startTime"], "2027-01-15T08:00:00Z");
+  EXPECT_FALSE(p["status"].contains("podIP"));
+  EXPECT_EQ(p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating");
+  EXPECT_EQ(condition_text(p, "Ready"),
+            "False/ContainersNotReady/containers with unready status: [main]");
+
+  advance(milliseconds(500));
+  p = pod("train");
+  EXPECT_EQ(p["status"]["phase"], "Running");
+  EXPECT_EQ(p["status"]["podIP"], "10.244.0.2");
+  const json& running = p["status"]["containerStatuses"][0];
+  EXPECT_EQ(running["state"]["running"]["startedAt"], "2027-01-15T08:00:00Z");
+  EXPECT_EQ(running["containerID"],
+            "sandbox://" + p["metadata"]["uid"].get<std::string>() + "-main");
+  EXPECT_EQ(running["image"], "registry.example/train:1.0");
+  EXPECT_TRUE(running["imageID"].get<std::string>().starts_with("registry.example/train@sha256:"));
+  EXPECT_TRUE(running["ready"]);
+  EXPECT_TRUE(running["started"]);
+  EXPECT_EQ(running["restartCount"], 0);
+  for (const char* type : {"Initialized", "ContainersReady", "Ready", "PodScheduled"})
+    EXPECT_EQ(condition_text(p, type), "True//") << type;
+
+  advance(milliseconds(4999));
+  EXPECT_EQ(phase("train"), "Running");  // default run: 5 s
+  advance(milliseconds(1));
+  p = pod("train");
+  EXPECT_EQ(p["status"]["phase"], "Succeeded");
+  const json& done = p["status"]["containerStatuses"][0]["state"]["terminated"];
+  EXPECT_EQ(done["exitCode"], 0);
+  EXPECT_EQ(done["reason"], "Completed");
+  EXPECT_EQ(done["finishedAt"], "2027-01-15T08:00:05Z");
+  EXPECT_EQ(condition_text(p, "Ready"), "False/PodCompleted/");
+}
+
+TEST_F(ClusterTest, ExitCodeAnnotationFailsThePod) {
+  json p = pod_manifest("crash");
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "2"},
+                                  {"sandbox.trainctl.io/exit-code", "3"}};
+  create(p);
+  cluster().step();
+  advance(seconds(2));
+  const json got = pod("crash");
+  EXPECT_EQ(got["status"]["phase"], "Failed");
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 3);
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "Error");
+}
+
+TEST_F(ClusterTest, PerContainerOverridesAndEnvScriptEachContainer) {
+  json p = pod_manifest("two");
+  json helper = container("helper");
+  helper["env"] = {{{"name", "SANDBOX_RUN_SECONDS"}, {"value", "3"}},
+                   {{"name", "SANDBOX_EXIT_CODE"}, {"value", "1"}}};
+  p["spec"]["containers"].push_back(helper);
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "10"},
+                                  {"sandbox.trainctl.io/run-seconds.main", "1"}};
+  create(p);
+  cluster().step();
+  advance(seconds(1));
+  json got = pod("two");
+  EXPECT_EQ(got["status"]["phase"], "Running");
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
+  EXPECT_TRUE(got["status"]["containerStatuses"][1]["state"].contains("running"));
+  advance(seconds(2));
+  got = pod("two");
+  EXPECT_EQ(got["status"]["phase"], "Failed");
+  EXPECT_EQ(got["status"]["containerStatuses"][1]["state"]["terminated"]["exitCode"], 1);
+}
+
+TEST_F(ClusterTest, OnFailureRestartsFailuresOnly) {
+  json p = pod_manifest("flaky");
+  p["spec"]["restartPolicy"] = "OnFailure";
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "2"},
+                                  {"sandbox.trainctl.io/exit-code", "1"}};
+  create(p);
+  cluster().step();
+  advance(seconds(2));
+  json status = pod("flaky")["status"]["containerStatuses"][0];
+  EXPECT_EQ(pod("flaky")["status"]["phase"], "Running");
+  EXPECT_EQ(status["state"]["waiting"]["reason"], "CrashLoopBackOff");
+  EXPECT_EQ(status["lastState"]["terminated"]["exitCode"], 1);
+  EXPECT_EQ(status["restartCount"], 0);
+  advance(seconds(1));  // the back-off
+  status = pod("flaky")["status"]["containerStatuses"][0];
+  EXPECT_TRUE(status["state"].contains("running"));
+  EXPECT_EQ(status["restartCount"], 1);
+  EXPECT_EQ(status["lastState"]["terminated"]["finishedAt"], "2027-01-15T08:00:02Z");
+
+  json ok = pod_manifest("fine");
+  ok["spec"]["restartPolicy"] = "OnFailure";
+  ok["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "1"}};
+  create(ok);
+  cluster().step();
+  advance(seconds(1));
+  EXPECT_EQ(phase("fine"), "Succeeded");
+  EXPECT_EQ(pod("fine")["status"]["containerStatuses"][0]["restartCount"], 0);
+}
+
+TEST_F(ClusterTest, AlwaysRestartsEvenSuccessWithGrowingBackoff) {
+  json p = pod_manifest("server");
+  p["spec"]["restartPolicy"] = "Always";
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "1"}};
+  create(p);
+  cluster().step();
+  // Runs 1 s, waits 1 s, runs 1 s, waits 2 s, runs 1 s, waits 4 s ...
+  advance(seconds(10));
+  const json got = pod("server");
+  EXPECT_EQ(got["status"]["phase"], "Running");
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["restartCount"], 3);
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 0);
+}
+
+TEST_F(ClusterTest, IstioProxyKeepsThePodRunningUntilQuitByExec) {
+  json p = pod_manifest("meshed");
+  p["spec"]["restartPolicy"] = "OnFailure";
+  p["spec"]["containers"].push_back(
+      {{"name", "istio-proxy"}, {"image", "istio/proxyv2:1.22"}, {"args", {"proxy", "sidecar"}}});
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "2"}};
+  create(p);
+  cluster().step();
+  advance(seconds(60));
+  json got = pod("meshed");
+  EXPECT_EQ(got["status"]["phase"], "Running");
+  EXPECT_TRUE(got["status"]["containerStatuses"][0]["state"].contains("terminated"));
+  EXPECT_TRUE(got["status"]["containerStatuses"][1]["state"].contains("running"));
+
+  const ExecResult result = cluster().exec("default", "meshed", "istio-proxy",
+                                           {"pilot-agent", "request", "POST", "quitquitquit"});
+  EXPECT_EQ(result.exit_code, 0);
+  got = pod("meshed");
+  EXPECT_EQ(got["status"]["phase"], "Succeeded");
+  EXPECT_EQ(got["status"]["containerStatuses"][1]["state"]["terminated"]["exitCode"], 0);
+  EXPECT_EQ(got["status"]["containerStatuses"][1]["state"]["terminated"]["finishedAt"],
+            "2027-01-15T08:01:00Z");
+}
+
+TEST_F(ClusterTest, IstioQuitByCurlAndDirectCall) {
+  for (const char* name : {"by-curl", "by-call"}) {
+    json p = pod_manifest(name);
+    p["spec"]["containers"].push_back({{"name", "istio-proxy"}, {"image", "istio/proxyv2:1.22"}});
+    p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "1"}};
+    create(p);
+  }
+  cluster().step();
+  advance(seconds(1));
+  // Only the proxy answers on localhost:15020, and only to POST.
+  ExecResult get = cluster().exec("default", "by-curl", "istio-proxy",
+                                  {"curl", "-s", "localhost:15020/quitquitquit"});
+  EXPECT_EQ(phase("by-curl"), "Running");
+  ExecResult post =
+      cluster().exec("default", "by-curl", "istio-proxy",
+                     {"curl", "-sf", "-XPOST", "http://localhost:15000/quitquitquit"});
+  EXPECT_EQ(post.exit_code, 0);
+  EXPECT_EQ(phase("by-curl"), "Succeeded");
+
+  cluster().quit_istio_proxy("default", "by-call");
+  EXPECT_EQ(phase("by-call"), "Succeeded");
+  try {
+    cluster().quit_istio_proxy("default", "by-call");
+    FAIL() << "quit a proxy that has already ended";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadRequest);
+  }
+}
+
+TEST_F(ClusterTest, NativeSidecarEndsWithTheMainContainer) {
+  json p = pod_manifest("with-sidecar");
+  json shipper = container("log-shipper");
+  shipper["restartPolicy"] = "Always";
+  p["spec"]["initContainers"] = {shipper};
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "3"}};
+  create(p);
+  cluster().step();
+  json got = pod("with-sidecar");
+  EXPECT_EQ(got["status"]["phase"], "Running");
+  EXPECT_TRUE(got["status"]["initContainerStatuses"][0]["state"].contains("running"));
+  EXPECT_EQ(condition_text(got, "Initialized"), "True//");
+  advance(seconds(3));
+  got = pod("with-sidecar");
+  EXPECT_EQ(got["status"]["phase"], "Succeeded");
+  const json& sidecar = got["status"]["initContainerStatuses"][0]["state"]["terminated"];
+  EXPECT_EQ(sidecar["exitCode"], 0);
+  EXPECT_EQ(sidecar["finishedAt"], "2027-01-15T08:00:03Z");
+}
+
+TEST_F(ClusterTest, InitContainersRunInOrderBeforeTheApp) {
+  json p = pod_manifest("staged");
+  p["spec"]["initContainers"] = {container("fetch"), container("unpack")};
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds.fetch", "2"},
+                                  {"sandbox.trainctl.io/run-seconds.unpack", "1"}};
+  create(p);
+  cluster().step();
+  json got = pod("staged");
+  EXPECT_EQ(got["status"]["phase"], "Pending");
+  EXPECT_TRUE(got["status"]["initContainerStatuses"][0]["state"].contains("running"));
+  EXPECT_EQ(got["status"]["initContainerStatuses"][1]["state"]["waiting"]["reason"],
+            "PodInitializing");
+  EXPECT_EQ(condition_text(got, "Initialized"),
+            "False/ContainersNotInitialized/containers with incomplete status: [fetch unpack]");
+  advance(seconds(3));
+  got = pod("staged");
+  EXPECT_EQ(got["status"]["phase"], "Running");
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "2027-01-15T08:00:03Z");
+}
+
+TEST_F(ClusterTest, FailedInitContainerFailsANeverRestartPod) {
+  json p = pod_manifest("bad-init");
+  p["spec"]["initContainers"] = {container("migrate")};
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/exit-code.migrate", "2"}};
+  create(p);
+  cluster().step();
+  const json got = pod("bad-init");
+  EXPECT_EQ(got["status"]["phase"], "Failed");
+  EXPECT_EQ(got["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"], 2);
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "PodInitializing");
+}
+
+// ---- exec ----
+
+TEST_F(ClusterTest, ExecRunsKnownCommandsAndRefusesOthers) {
+  json p = pod_manifest("worker-0");
+  p["spec"]["containers"][0]["env"] = {{{"name", "RANK"}, {"value", "3"}}};
+  p["spec"]["containers"][0]["volumeMounts"] = {{{"name", "mpi"}, {"mountPath", "/etc/mpi"}}};
+  p["spec"]["volumes"] = {
+      {{"name", "mpi"},
+       {"configMap",
+        {{"name", "job-config"}, {"items", {{{"key", "hostfile"}, {"path", "hostfile"}}}}}}}};
+  create(p);
+  store_.create("configmaps", {{"apiVersion", "v1"},
+                               {"kind", "ConfigMap"},
+                               {"metadata", {{"name", "job-config"}, {"namespace", "default"}}},
+                               {"data", {{"hostfile", "job-worker-0 slots=8\n"}}}});
+  cluster().step();
+
+  ExecResult r = cluster().exec("default", "worker-0", "", {"nvidia-smi"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_EQ(r.stderr_text, "sh: nvidia-smi: not found\n");
+  r = cluster().exec("default", "worker-0", "main", {"echo", "hello", "world"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_text, "hello world\n");
+  EXPECT_EQ(cluster().exec("default", "worker-0", "", {"hostname"}).stdout_text, "worker-0\n");
+  EXPECT_EQ(cluster().exec("default", "worker-0", "", {"false"}).exit_code, 1);
+  EXPECT_EQ(cluster().exec("default", "worker-0", "", {"cat", "/etc/mpi/hostfile"}).stdout_text,
+            "job-worker-0 slots=8\n");
+  r = cluster().exec("default", "worker-0", "", {"cat", "/etc/mpi/missing"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.stderr_text, "cat: /etc/mpi/missing: No such file or directory\n");
+  r = cluster().exec("default", "worker-0", "",
+                     {"sh", "-c", "echo \"rank $RANK\" && false || echo 'fell back'; exit 4"});
+  EXPECT_EQ(r.stdout_text, "rank 3\nfell back\n");
+  EXPECT_EQ(r.exit_code, 4);
+  // pilot-agent exists only in the proxy's image.
+  EXPECT_EQ(cluster()
+                .exec("default", "worker-0", "", {"pilot-agent", "request", "POST", "quitquitquit"})
+                .exit_code,
+            127);
+}
+
+TEST_F(ClusterTest, ExecErrorsAsTheApiServerWordsThem) {
+  json p = pod_manifest("pair");
+  p["spec"]["containers"].push_back(container("second"));
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds.second", "1"}};
+  create(p);
+  cluster().step();
+  advance(seconds(1));
+  auto message_of = [&](const std::string& pod_name, const std::string& c) {
+    try {
+      cluster().exec("default", pod_name, c, {"true"});
+      return std::string("<no error>");
+    } catch (const Error& e) {
+      return std::string(to_string(e.kind())) + ": " + e.message();
+    }
+  };
+  EXPECT_EQ(message_of("pair", ""),
+            "BadRequest: a container name must be specified for pod pair, choose one of: [main "
+            "second]");
+  EXPECT_EQ(message_of("pair", "third"), "BadRequest: container third is not valid for pod pair");
+  EXPECT_EQ(message_of("pair", "second"),
+            "BadRequest: unable to upgrade connection: container not found (\"second\")");
+  EXPECT_EQ(message_of("nobody", "main").substr(0, 10), "NotFound: ");
+}
+
+// ---- logs ----
+
+TEST_F(ClusterTest, LogsShowTheCommandStepsAndExit) {
+  json p = pod_manifest("logger");
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "3"},
+                                  {"sandbox.trainctl.io/exit-code", "2"}};
+  create(p);
+  try {
+    cluster().logs("default", "logger", "main");
+    FAIL() << "logs of an unscheduled pod";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadRequest);
+  }
+  cluster().step();
+  advance(milliseconds(1500));
+  EXPECT_EQ(cluster().logs("default", "logger", "main"),
+            "+ python train.py --epochs 3\nstep 1/3\n");
+  LogChunk partial = cluster().read_logs("default", "logger", "main");
+  EXPECT_TRUE(partial.running);
+  advance(seconds(2));
+  EXPECT_EQ(cluster().logs("default", "logger", "main"),
+            "+ python train.py --epochs 3\nstep 1/3\nstep 2/3\nstep 3/3\nexited with code 2\n");
+  LogChunk rest = cluster().read_logs("default", "logger", "main", {}, partial.next);
+  EXPECT_EQ(rest.lines, (std::vector<std::string>{"step 2/3", "step 3/3", "exited with code 2"}));
+  EXPECT_FALSE(rest.running);
+
+  LogOptions stamped;
+  stamped.timestamps = true;
+  stamped.tail_lines = 2;
+  EXPECT_EQ(cluster().logs("default", "logger", "main", stamped),
+            "2027-01-15T08:00:03Z step 3/3\n2027-01-15T08:00:03Z exited with code 2\n");
+  LogOptions previous;
+  previous.previous = true;
+  try {
+    cluster().logs("default", "logger", "main", previous);
+    FAIL() << "previous logs without a restart";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "previous terminated container \"main\" in pod \"logger\" not found");
+  }
+}
+
+TEST_F(ClusterTest, PreviousLogsAfterARestartAndFractionalTimestamps) {
+  json p = pod_manifest("again");
+  p["spec"]["restartPolicy"] = "Always";
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "1.5"}};
+  create(p);
+  cluster().step();
+  advance(milliseconds(1500 + 1000 + 200));  // ran, backed off, restarted 0.2 s ago
+  LogOptions previous;
+  previous.previous = true;
+  previous.timestamps = true;
+  EXPECT_EQ(cluster().logs("default", "again", "main", previous),
+            "2027-01-15T08:00:00Z + python train.py --epochs 3\n"
+            "2027-01-15T08:00:01Z step 1/1.5\n"
+            "2027-01-15T08:00:01.5Z exited with code 0\n");
+  EXPECT_EQ(cluster().logs("default", "again", "main"), "+ python train.py --epochs 3\n");
+  EXPECT_TRUE(cluster().container_running("default", "again", "main"));
+}
+
+// ---- deletion ----
+
+TEST_F(ClusterTest, GracefulDeletionStopsContainersThenRemovesThePod) {
+  json p = pod_manifest("doomed");
+  p["metadata"]["finalizers"] = {"example.com/hold"};
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "forever"}};
+  create(p);
+  cluster().step();
+  ASSERT_EQ(phase("doomed"), "Running");
+  store_.remove("pods", "default", "doomed");  // held by the finalizer: now terminating
+  advance(seconds(1));
+  const json got = pod("doomed");
+  EXPECT_EQ(got["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 143);
+  EXPECT_EQ(got["status"]["phase"], "Failed");
+  store_.modify("pods", "default", "doomed", WritePart::Main,
+                [](json& object) { object["metadata"].erase("finalizers"); });
+  cluster().step();
+  EXPECT_THROW(pod("doomed"), Error);
+  EXPECT_TRUE(store_.get("nodes", "", "sandbox-node-0").is_object());
+}
+
+// ---- the background loop ----
+
+TEST(ClusterLoop, RunsPodsToCompletionOnItsOwn) {
+  Store store;
+  for (const ResourceInfo& info : {ResourceInfo{"", "v1", "namespaces", "Namespace", false, true},
+                                   ResourceInfo{"", "v1", "pods", "Pod", true, true}}) {
+    if (!store.resource(info.group_resource()))
+      store.register_resource(info);
+  }
+  try {
+    store.create(
+        "namespaces",
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "default"}}}});
+  } catch (const Error&) {
+  }
+  ClusterOptions options;
+  options.nodes = 1;
+  options.kubelet.start_delay = milliseconds(0);
+  SimulatedCluster cluster(store, options);
+  cluster.start();
+  EXPECT_TRUE(store.get("nodes", "", "sandbox-node-0").is_object());  // registered by start()
+  json p = pod_manifest("quick");
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "0.2"}};
+  store.create("pods", p);
+  json meshed = pod_manifest("meshed");
+  meshed["spec"]["restartPolicy"] = "OnFailure";
+  meshed["spec"]["containers"].push_back({{"name", "istio-proxy"}, {"image", "istio/proxyv2"}});
+  meshed["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "0.1"}};
+  store.create("pods", meshed);
+  auto wait_for = [&](const std::string& name, auto done) {
+    for (int i = 0; i < 100; ++i) {
+      if (done(store.get("pods", "default", name)))
+        return true;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return false;
+  };
+  auto phase_is = [](const char* phase) {
+    return [phase](const json& p) { return p["status"].value("phase", "") == phase; };
+  };
+  EXPECT_TRUE(wait_for("quick", phase_is("Succeeded")));
+  ASSERT_TRUE(wait_for("meshed", [](const json& p) {
+    const json& statuses = p["status"].value("containerStatuses", json::array());
+    return statuses.size() == 2 && statuses[0]["state"].contains("terminated");
+  }));
+  EXPECT_EQ(store.get("pods", "default", "meshed")["status"]["phase"], "Running");
+  EXPECT_EQ(cluster
+                .exec("default", "meshed", "istio-proxy",
+                      {"curl", "-X", "POST", "localhost:15020/quitquitquit"})
+                .exit_code,
+            0);
+  EXPECT_TRUE(wait_for("meshed", phase_is("Succeeded")));
+  cluster.stop();
+}
+
+}  // namespace
+}  // namespace trainctl::sandbox

@@ -1,0 +1,209 @@
+#pragma once
+
+// The simulated kubelet's view of one pod: containers that start, print, exit and restart as
+// the pod's annotations script them, on a timeline driven only by the times it is given. No
+// store, no threads, no clock: SimulatedCluster owns those.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainctl::sandbox {
+
+using TimePoint = std::chrono::system_clock::time_point;
+
+/// Pod annotations that script a simulated container. The `.<container>` forms override the
+/// pod-wide ones for one container (init containers and sidecars too).
+inline constexpr std::string_view kRunSecondsAnnotation = "sandbox.trainctl.io/run-seconds";
+inline constexpr std::string_view kExitCodeAnnotation = "sandbox.trainctl.io/exit-code";
+
+/// How long the simulated kubelet takes for things.
+struct KubeletTiming {
+  /// From first seeing a bound pod to its containers running (image pull, sandbox setup).
+  std::chrono::milliseconds start_delay{500};
+  /// How long an app container runs when nothing scripts it.
+  std::chrono::milliseconds default_run_time{5000};
+  /// First restart back-off; it doubles per restart up to `max_restart_backoff`, as the real
+  /// kubelet's does (whose first is 10 s). Never below 100 ms, so crash loops stay finite.
+  std::chrono::milliseconds restart_backoff{1000};
+  std::chrono::milliseconds max_restart_backoff{300'000};
+};
+
+/// What kind of container: kubelet treats each differently.
+enum class ContainerRole {
+  Init,     // spec.initContainers, runs to completion before the next
+  Sidecar,  // spec.initContainers with restartPolicy Always: runs beside the app containers
+  App,      // spec.containers
+};
+
+/// How one simulated container behaves. Precedence for each value: the per-container
+/// annotation, then the container's env (`SANDBOX_RUN_SECONDS`, `SANDBOX_EXIT_CODE`, literal
+/// values only), then the pod annotation (app containers only), then the default: app
+/// containers run `default_run_time`, init containers 0 s, sidecars and `istio-proxy` until
+/// stopped. Run seconds may be fractional, or "forever" (also "inf", "-1"). Values that do not
+/// parse fall through to the next source.
+struct ContainerScript {
+  std::optional<std::chrono::milliseconds> run_for;  // nullopt: until stopped
+  int exit_code = 0;
+  /// What the container prints first, `set -x` style: "python train.py --epochs 3".
+  std::string command_line;
+};
+
+ContainerScript script_for(const nlohmann::json& pod, const nlohmann::json& container,
+                           ContainerRole role, std::chrono::milliseconds default_run_time);
+
+/// One run of a container, from start to exit.
+struct ContainerRun {
+  int restart_count = 0;
+  TimePoint started_at;
+  std::optional<TimePoint> finished_at;
+  int exit_code = 0;
+};
+
+/// One simulated container and its runs.
+struct SimulatedContainer {
+  enum class State { Waiting, Running, Terminated };
+
+  std::string name;
+  std::string image;
+  ContainerRole role = ContainerRole::App;
+  ContainerScript script;
+  State state = State::Waiting;
+  std::string waiting_reason = "ContainerCreating";
+  std::string waiting_message;
+  bool ever_started = false;
+  ContainerRun current;                  // the running or last run, once ever_started
+  std::optional<ContainerRun> previous;  // the run before `current` (lastState)
+  std::optional<TimePoint> restart_at;   // set while waiting out a restart back-off
+
+  bool running() const { return state == State::Running; }
+  bool istio_proxy() const { return name == "istio-proxy"; }
+};
+
+/// A pod as the simulated kubelet runs it: Pending -> (init containers) -> Running ->
+/// Succeeded/Failed, with restart policies as the real kubelet applies them.
+class SimulatedPod {
+ public:
+  /// `seen_at`: when the kubelet first saw the pod bound to its node.
+  SimulatedPod(const nlohmann::json& pod, TimePoint seen_at, const KubeletTiming& timing);
+
+  /// Plays every scheduled change (start, exits, restarts) up to `now`, each at its own time.
+  void advance(TimePoint now);
+  /// When the next scheduled change falls due; nullopt when nothing will happen by itself.
+  std::optional<TimePoint> next_change() const;
+  /// Ends the running `istio-proxy` container with exit code 0 at `now`. False when there is
+  /// no such running container.
+  bool quit_istio_proxy(TimePoint now);
+  /// Graceful deletion: stops every container at `now` (app containers exit 143 as after
+  /// SIGTERM; sidecars and istio-proxy 0) and nothing restarts.
+  void terminate(TimePoint now);
+
+  const std::string& uid() const { return uid_; }
+  bool started() const { return started_; }
+  /// Succeeded or Failed: nothing will change any more.
+  bool terminal() const;
+  std::string phase() const;
+  /// Init containers first (in spec order), then app containers.
+  const std::vector<SimulatedContainer>& containers() const { return containers_; }
+  const SimulatedContainer* container(std::string_view name) const;
+
+  /// Writes the kubelet's part of the pod status (phase, IPs, startTime, container statuses,
+  /// conditions Initialized/ContainersReady/Ready/PodScheduled), keeping conditions others own.
+  void write_status(nlohmann::json& status, TimePoint now, const std::string& host_ip,
+                    const std::string& pod_ip) const;
+
+ private:
+  void start_pod(TimePoint t);
+  void start_container(SimulatedContainer& c, TimePoint t);
+  void end_container(SimulatedContainer& c, TimePoint t, int exit_code);
+  void settle(TimePoint t);
+  bool init_done() const;
+  bool apps_done() const;
+  nlohmann::json container_status(const SimulatedContainer& c) const;
+
+  std::string uid_;
+  std::string name_;
+  std::string namespace_;
+  std::string restart_policy_;
+  KubeletTiming timing_;
+  TimePoint seen_at_;
+  TimePoint start_at_;
+  bool started_ = false;
+  bool init_failed_ = false;
+  bool terminating_ = false;
+  std::vector<SimulatedContainer> containers_;
+};
+
+/// Sets a pod condition the way the API's owners do: lastTransitionTime changes only when the
+/// status does. Returns whether anything changed.
+bool set_pod_condition(nlohmann::json& status, std::string_view type, std::string_view value,
+                       std::string_view reason, std::string_view message, TimePoint now);
+
+/// metav1.Time: "2024-05-01T12:00:00Z".
+std::string format_time(TimePoint t);
+/// The timestamps of `kubectl logs --timestamps`: RFC 3339 with trailing zeros of the
+/// fraction dropped, "2024-05-01T12:00:00.5Z".
+std::string format_time_nano(TimePoint t);
+
+// ---- logs ----
+
+/// The most lines kept per container run; older ones are gone, as after log rotation.
+inline constexpr std::uint64_t kMaxLogLines = 10'000;
+
+/// One line a simulated container printed.
+struct LogLine {
+  TimePoint time;
+  std::string text;
+};
+
+/// Where a reader of a run's log stands: which run (by restart count) and how many of its lines
+/// it has had. The default starts at the current run's first retained line.
+struct LogCursor {
+  int restart_count = -1;
+  std::uint64_t line = 0;
+};
+
+/// What a container prints in one run: `+ <command line>` at start, `step N/M` each second
+/// (M = scripted run seconds; `step N` when it runs until stopped) and `exited with code X` at
+/// its end. Lines [from, end-of-run-so-far) of it, at most the last kMaxLogLines.
+std::vector<LogLine> run_log(const SimulatedContainer& c, const ContainerRun& run, TimePoint now,
+                             std::uint64_t from);
+/// How many lines the run has printed by `now` (the index after its last line).
+std::uint64_t run_log_size(const ContainerRun& run, TimePoint now);
+
+// ---- exec ----
+
+/// The outcome of a command run in a container, as pods/exec reports it.
+struct ExecResult {
+  int exit_code = 0;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+/// What an exec'd command can see: its pod and container, and files mounted from ConfigMaps
+/// and Secrets.
+struct ExecContext {
+  const nlohmann::json& pod;
+  const nlohmann::json& container;
+  /// Looks up an object of the pod's namespace ("configmaps" or "secrets", name); nullopt when
+  /// it does not exist.
+  std::function<std::optional<nlohmann::json>(std::string_view, std::string_view)> lookup;
+  /// Whether the pod's istio-proxy is running (it shares the pod's localhost).
+  bool proxy_running = false;
+};
+
+/// The commands a simulated container knows: echo, true, false, hostname, cat (of files mounted
+/// from ConfigMaps/Secrets), env/printenv, sleep, exit, `sh -c` / `bash -c` with `;`, `&&` and
+/// `||`, and Istio's quit (`pilot-agent request POST quitquitquit`, `curl -X POST
+/// localhost:15020/quitquitquit` or `:15000/quitquitquit`), which only istio-proxy answers.
+/// Anything else exits 127 with "sh: <cmd>: not found". Sets `quit_proxy` when the command
+/// told the proxy to quit.
+ExecResult run_exec_command(const std::vector<std::string>& argv, const ExecContext& context,
+                            bool& quit_proxy);
+
+}  // namespace trainctl::sandbox

@@ -1,0 +1,21 @@
+#pragma once
+
+// Kubernetes resource quantities ("100m", "1.5", "512Mi", "1e3") as the scheduler counts them.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+namespace trainctl::sandbox {
+
+/// Parses a quantity as resource.ParseQuantity does and returns it in thousandths of its unit,
+/// rounded up as Quantity.MilliValue() rounds: "100m" -> 100, "2" -> 2000, "1Gi" ->
+/// 1073741824000, "1n" -> 1. Values beyond int64 saturate (Go would overflow). Throws
+/// Error(Invalid) with the API server's wording for anything ParseQuantity rejects.
+std::int64_t parse_quantity_milli(std::string_view text);
+
+/// The same for a value as it appears in an object: a string, or a number when a manifest said
+/// `cpu: 2` (the API server accepts both).
+std::int64_t quantity_milli(const nlohmann::json& value);
+
+}  // namespace trainctl::sandbox

@@ -1,0 +1,244 @@
+#include "sandbox/sandbox.h"
+
+#include <fmt/format.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "error.h"
+#include "sandbox/pki.h"
+#include "text.h"
+
+namespace trainctl::sandbox {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::optional<std::string> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in)
+    return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Writes a file only its owner can read: keys and tokens never sit world-readable.
+void write_private(const fs::path& p, const std::string& content) {
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw Error(ErrorKind::Config, fmt::format("cannot write {}", tmp.string()));
+    ::chmod(tmp.c_str(), 0600);
+    out << content;
+  }
+  fs::rename(tmp, p);
+}
+
+std::string random_token() {
+  unsigned char bytes[24];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    throw Error(ErrorKind::Config, "the system random generator failed");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string sandbox_kubeconfig(const std::string& server_url, const std::string& ca_pem,
+                               const std::string& client_cert_pem,
+                               const std::string& client_key_pem) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "apiVersion" << YAML::Value << "v1";
+  out << YAML::Key << "kind" << YAML::Value << "Config";
+  out << YAML::Key << "current-context" << YAML::Value << kSandboxContext;
+  out << YAML::Key << "clusters" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << kSandboxContext;
+  out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "server" << YAML::Value << server_url;
+  out << YAML::Key << "certificate-authority-data" << YAML::Value << base64_encode(ca_pem);
+  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
+  out << YAML::Key << "users" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << kSandboxContext;
+  out << YAML::Key << "user" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "client-certificate-data" << YAML::Value << base64_encode(client_cert_pem);
+  out << YAML::Key << "client-key-data" << YAML::Value << base64_encode(client_key_pem);
+  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
+  out << YAML::Key << "contexts" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << kSandboxContext;
+  out << YAML::Key << "context" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "cluster" << YAML::Value << kSandboxContext;
+  out << YAML::Key << "user" << YAML::Value << kSandboxContext;
+  out << YAML::Key << "namespace" << YAML::Value << "default";
+  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void merge_sandbox_kubeconfig(const fs::path& target, const std::string& sandbox_yaml) {
+  YAML::Node doc;
+  if (auto text = read_file(target)) {
+    try {
+      doc = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      throw Error(ErrorKind::Config,
+                  fmt::format("{}:{}: {}", target.string(), e.mark.line + 1, e.msg));
+    }
+  }
+  if (!doc.IsMap()) {
+    doc = YAML::Node(YAML::NodeType::Map);
+    doc["apiVersion"] = "v1";
+    doc["kind"] = "Config";
+  }
+  const YAML::Node sandbox = YAML::Load(sandbox_yaml);
+  for (const char* section : {"clusters", "users", "contexts"}) {
+    YAML::Node merged(YAML::NodeType::Sequence);
+    for (const auto& entry : doc[section]) {
+      if (entry["name"].as<std::string>("") != kSandboxContext)
+        merged.push_back(entry);
+    }
+    merged.push_back(sandbox[section][0]);
+    doc[section] = merged;
+  }
+  if (!doc["current-context"] || doc["current-context"].as<std::string>("").empty()) {
+    doc["current-context"] = kSandboxContext;
+  }
+  fs::create_directories(target.parent_path());
+  YAML::Emitter out;
+  out << doc;
+  write_private(target, std::string(out.c_str()) + "\n");
+}
+
+Sandbox::Sandbox(SandboxOptions options) : options_(std::move(options)) {}
+
+Sandbox::~Sandbox() {
+  stop();
+}
+
+void Sandbox::load_or_create_credentials() {
+  const fs::path& dir = options_.data_dir;
+  fs::create_directories(dir);
+  ::chmod(dir.c_str(), 0700);
+  auto ca = read_file(dir / "ca.crt");
+  auto ca_key = read_file(dir / "ca.key");
+  if (!ca || !ca_key) {
+    CertifiedKey fresh = make_certificate_authority("trainctl-sandbox-ca");
+    write_private(dir / "ca.crt", fresh.cert_pem);
+    write_private(dir / "ca.key", fresh.key_pem);
+    ca = fresh.cert_pem;
+    ca_key = fresh.key_pem;
+  }
+  ca_pem_ = *ca;
+  ca_key_pem_ = *ca_key;
+  const CertifiedKey authority{ca_pem_, ca_key_pem_};
+  // The serving certificate is cheap: issue a fresh one each start, for today's host names.
+  const CertifiedKey serving = issue_certificate(
+      authority,
+      {.common_name = "trainctl-sandbox-apiserver",
+       .dns_names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+       .ip_addresses = {"127.0.0.1"},
+       .server_auth = true});
+  server_cert_pem_ = serving.cert_pem;
+  server_key_pem_ = serving.key_pem;
+  auto admin_cert = read_file(dir / "admin.crt");
+  auto admin_key = read_file(dir / "admin.key");
+  if (!admin_cert || !admin_key) {
+    const CertifiedKey admin = issue_certificate(authority, {.common_name = "trainctl-admin",
+                                                             .organizations = {"system:masters"},
+                                                             .client_auth = true});
+    write_private(dir / "admin.crt", admin.cert_pem);
+    write_private(dir / "admin.key", admin.key_pem);
+    admin_cert = admin.cert_pem;
+    admin_key = admin.key_pem;
+  }
+  admin_cert_pem_ = *admin_cert;
+  admin_key_pem_ = *admin_key;
+  auto tokens = read_file(dir / "tokens.csv");
+  if (!tokens) {
+    tokens = fmt::format("{},trainctl-admin,trainctl-admin,\"system:masters\"\n", random_token());
+    write_private(dir / "tokens.csv", *tokens);
+  }
+  admin_token_ = tokens->substr(0, tokens->find(','));
+}
+
+void Sandbox::start() {
+  if (options_.data_dir.empty())
+    throw Error(ErrorKind::Usage, "the sandbox needs a data dir");
+  load_or_create_credentials();
+  store_ = std::make_unique<Store>(options_.watch_window);
+  install_builtin_resources(*store_);
+  ClusterOptions cluster = options_.cluster;
+  cluster.error_log = options_.log;
+  cluster_ = std::make_unique<SimulatedCluster>(*store_, cluster);
+  ApiServerOptions api;
+  api.tokens = ApiServer::parse_token_file(*read_file(options_.data_dir / "tokens.csv"));
+  api.faults = options_.faults;
+  api_ = std::make_unique<ApiServer>(*store_, api);
+  api_->set_cluster(cluster_.get());
+  HttpsServerConfig http;
+  http.cert_pem = server_cert_pem_;
+  http.key_pem = server_key_pem_;
+  http.client_ca_pem = ca_pem_;
+  http.host = options_.host;
+  http.port = options_.port;
+  http.error_log = options_.log;
+  server_ = std::make_unique<HttpsServer>(
+      http, [this](const Request& req, ResponseWriter& w) { api_->handle(req, w); });
+  server_->start();
+  api_->set_advertise_address(fmt::format("{}:{}", options_.host, server_->port()));
+  cluster_->start();
+  write_kubeconfig();
+}
+
+void Sandbox::stop() {
+  if (server_)
+    server_->stop();
+  if (cluster_)
+    cluster_->stop();
+  server_.reset();
+  api_.reset();
+  cluster_.reset();
+  store_.reset();
+}
+
+int Sandbox::port() const {
+  return server_ ? server_->port() : 0;
+}
+
+std::string Sandbox::server_url() const {
+  return fmt::format("https://{}:{}", options_.host, port());
+}
+
+fs::path Sandbox::kubeconfig_path() const {
+  return options_.data_dir / "kubeconfig";
+}
+
+void Sandbox::write_kubeconfig() const {
+  write_private(kubeconfig_path(),
+                sandbox_kubeconfig(server_url(), ca_pem_, admin_cert_pem_, admin_key_pem_));
+}
+
+kube::RestConfig Sandbox::admin_config() const {
+  kube::RestConfig config;
+  config.server = server_url();
+  config.tls.ca_pem = ca_pem_;
+  config.auth.client_cert_pem = admin_cert_pem_;
+  config.auth.client_key_pem = admin_key_pem_;
+  config.qps = 0;
+  config.context_name = kSandboxContext;
+  config.source = kubeconfig_path().string();
+  return config;
+}
+
+}  // namespace trainctl::sandbox
