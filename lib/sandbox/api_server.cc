@@ -22,6 +22,19 @@ using nlohmann::json;
 namespace {
 
 constexpr std::string_view kJson = "application/json";
+constexpr const char* kServerVersion = "v1.31.0";
+
+/// The openapi_v2.Document {swagger: "2.0", info: {title, version}} in protobuf wire format.
+std::string openapi_v2_protobuf() {
+  auto field = [](int number, std::string_view bytes) {
+    std::string out;
+    out.push_back(static_cast<char>(number << 3 | 2));  // length-delimited
+    out.push_back(static_cast<char>(bytes.size()));     // every field here is < 128 bytes
+    out.append(bytes);
+    return out;
+  };
+  return field(1, "2.0") + field(2, field(1, "Kubernetes") + field(2, kServerVersion));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Status objects
@@ -466,13 +479,28 @@ bool ApiServer::serve_discovery(const Request& request, ResponseWriter& response
     respond_json(response, 200,
                  {{"major", "1"},
                   {"minor", "31"},
-                  {"gitVersion", "v1.31.0-trainctl-sandbox"},
+                  {"gitVersion", std::string(kServerVersion) + "-trainctl-sandbox"},
                   {"gitCommit", "0000000000000000000000000000000000000000"},
                   {"gitTreeState", "clean"},
                   {"buildDate", "2026-11-01T00:00:00Z"},
                   {"goVersion", "n/a (C++20)"},
                   {"compiler", "gc"},
                   {"platform", "linux/amd64"}});
+    return true;
+  }
+  if (path == "/openapi/v2") {
+    // An empty document: no schema, so kubectl's client-side validation has nothing to reject
+    // and its field-validation probe finds the parameter unsupported. kubectl asks for protobuf.
+    if (request.header("accept").find("protobuf") != std::string::npos) {
+      response.respond(200, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                       openapi_v2_protobuf());
+    } else {
+      respond_json(response, 200,
+                   {{"swagger", "2.0"},
+                    {"info", {{"title", "Kubernetes"}, {"version", kServerVersion}}},
+                    {"paths", json::object()},
+                    {"definitions", json::object()}});
+    }
     return true;
   }
   if (path == "/api") {
