@@ -455,6 +455,7 @@ struct SimulatedCluster::Impl {
     bool finished_before_seen = false;  // left alone: the kubelet never ran it
     int node_index = -1;
     int pod_host = 0;  // last octet of the pod IP; 0 = none held
+    std::string ip;    // the pod IP it was given; status keeps it after the pod ends
     std::optional<TimePoint> due;
     bool removal_sent = false;
   };
@@ -836,9 +837,11 @@ struct SimulatedCluster::Impl {
       node.hosts_in_use.insert(host);
       node.next_host = host + 1 > kLastPodHost ? kFirstPodHost : host + 1;
       entry.pod_host = host;
+      entry.ip = fmt::format("10.244.{}.{}", entry.node_index, entry.pod_host);
       return;
     }
     entry.pod_host = node.next_host;  // exhausted: share an address rather than stall
+    entry.ip = fmt::format("10.244.{}.{}", entry.node_index, entry.pod_host);
   }
 
   void release_ip(PodEntry& entry) {
@@ -851,14 +854,10 @@ struct SimulatedCluster::Impl {
     entry.pod_host = 0;
   }
 
-  std::string pod_ip(const PodEntry& entry) const {
-    return fmt::format("10.244.{}.{}", entry.node_index, entry.pod_host);
-  }
-
   void write_status(PodEntry& entry, TimePoint now) {
     const std::string uid = entry.facts.uid;
     const std::string host_ip = own_nodes[static_cast<std::size_t>(entry.node_index)].ip;
-    const std::string ip = pod_ip(entry);
+    const std::string ip = entry.ip;
     try {
       json stored =
           store.modify(kPods, entry.facts.ns, entry.facts.name, WritePart::Status, [&](json& pod) {

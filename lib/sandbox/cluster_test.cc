@@ -364,6 +364,8 @@ TEST_F(ClusterTest, PodGoesPendingRunningSucceeded) {
   EXPECT_EQ(done["reason"], "Completed");
   EXPECT_EQ(done["finishedAt"], "2027-01-15T08:00:05Z");
   EXPECT_EQ(condition_text(p, "Ready"), "False/PodCompleted/");
+  advance(milliseconds(1000));  // later passes keep the finished pod's address
+  EXPECT_EQ(pod("train")["status"]["podIP"], "10.244.0.2");
 }
 
 TEST_F(ClusterTest, ExitCodeAnnotationFailsThePod) {
