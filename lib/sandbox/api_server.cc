@@ -12,6 +12,7 @@
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
 #include "sandbox/patch.h"
+#include "sandbox/table.h"
 #include "text.h"
 #include "yaml_json.h"
 
@@ -628,7 +629,7 @@ void ApiServer::serve_resource(const Request& request, ResponseWriter& response,
     if (m == "GET") {
       json obj = store_.get(gr, route.ns, route.name);
       obj["apiVersion"] = route.api_version();
-      respond_json(response, 200, obj);
+      respond_objects(request, response, route, std::move(obj));
     } else if (m == "PUT") {
       serve_update(request, response, route);
     } else if (m == "PATCH") {
@@ -687,11 +688,39 @@ void ApiServer::serve_list(const Request& request, ResponseWriter& response, con
     item["apiVersion"] = route.api_version();
     items.push_back(std::move(item));
   }
-  respond_json(response, 200,
-               {{"kind", route.info.kind + "List"},
-                {"apiVersion", route.api_version()},
-                {"metadata", meta},
-                {"items", std::move(items)}});
+  respond_objects(request, response, route,
+                  {{"kind", route.info.kind + "List"},
+                   {"apiVersion", route.api_version()},
+                   {"metadata", meta},
+                   {"items", std::move(items)}});
+}
+
+json ApiServer::printer_columns(const Route& route) const {
+  std::lock_guard lock(mu_);
+  auto it = printer_columns_.find(route.info.group_resource() + "/" + route.version);
+  return it == printer_columns_.end() ? json() : it->second;
+}
+
+void ApiServer::respond_objects(const Request& request, ResponseWriter& response,
+                                const Route& route, json body) {
+  if (!wants_table(request.header("accept"))) {
+    respond_json(response, 200, body);
+    return;
+  }
+  const bool list = body.contains("items");
+  std::vector<json> objects;
+  if (list) {
+    for (auto& item : body["items"])
+      objects.push_back(std::move(item));
+  } else {
+    objects.push_back(std::move(body));
+  }
+  const std::string include = request.param("includeObject");
+  json table = to_table(route.info, objects, printer_columns(route),
+                        include.empty() ? "Metadata" : include, store_.now());
+  if (list)
+    table["metadata"] = body["metadata"];
+  respond_json(response, 200, table);
 }
 
 void ApiServer::serve_watch(const Request& request, ResponseWriter& response, const Route& route) {
@@ -709,6 +738,9 @@ void ApiServer::serve_watch(const Request& request, ResponseWriter& response, co
     }
   }
   const Faults f = faults();
+  const bool as_table = wants_table(request.header("accept"));
+  const std::string include = request.param("includeObject");
+  const json columns = as_table ? printer_columns(route) : json();
   auto error_event = [](int code, const std::string& reason, const std::string& message) {
     return json{{"type", "ERROR"}, {"object", failure_status(code, reason, message)}}.dump() + "\n";
   };
@@ -742,9 +774,14 @@ void ApiServer::serve_watch(const Request& request, ResponseWriter& response, co
         break;
       continue;
     }
-    event->object["apiVersion"] = event->type == kube::WatchEventType::Error
-                                      ? event->object.value("apiVersion", "v1")
-                                      : route.api_version();
+    const bool row = as_table && event->type != kube::WatchEventType::Error &&
+                     event->type != kube::WatchEventType::Bookmark;
+    if (row) {
+      event->object = to_table(route.info, {event->object}, columns,
+                               include.empty() ? "Metadata" : include, store_.now());
+    } else if (event->type != kube::WatchEventType::Error) {
+      event->object["apiVersion"] = route.api_version();
+    }
     const std::string line =
         json{{"type", kube::to_string(event->type)}, {"object", std::move(event->object)}}.dump() +
         "\n";
@@ -1156,6 +1193,10 @@ void ApiServer::crd_created(const json& crd) {
       storage = info;
     if (v.value("served", false))
       served.push_back(info);
+    if (v.contains("additionalPrinterColumns")) {
+      std::lock_guard lock(mu_);
+      printer_columns_[info.group_resource() + "/" + info.version] = v["additionalPrinterColumns"];
+    }
   }
   if (!store_.resource(storage.group_resource()))
     store_.register_resource(storage);

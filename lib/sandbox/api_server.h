@@ -87,6 +87,10 @@ class ApiServer {
   std::optional<Route> route(const std::string& path) const;
   nlohmann::json resource_list(const std::string& group, const std::string& version) const;
   nlohmann::json group_list() const;
+  /// Answers with `body`, or with it printed as a Table when the client asked for one.
+  void respond_objects(const Request& request, ResponseWriter& response, const Route& route,
+                       nlohmann::json body);
+  nlohmann::json printer_columns(const Route& route) const;
 
   /// Keeps discovery in step with CustomResourceDefinitions.
   void crd_created(const nlohmann::json& crd);
@@ -101,6 +105,8 @@ class ApiServer {
   /// Served (group, version, plural) → how the store files it.
   std::map<std::tuple<std::string, std::string, std::string>, ResourceInfo> served_;
   std::map<std::string, std::vector<std::string>> short_names_;  // group_resource → short names
+  /// "<group_resource>/<version>" → a CRD version's additionalPrinterColumns.
+  std::map<std::string, nlohmann::json> printer_columns_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::uint32_t next_cluster_ip_ = 1;
 };
