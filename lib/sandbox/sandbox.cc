@@ -198,6 +198,8 @@ void Sandbox::start() {
   server_->start();
   api_->set_advertise_address(fmt::format("{}:{}", options_.host, server_->port()));
   cluster_->start();
+  jobs_ = std::make_unique<JobController>(*store_);
+  jobs_->start();
   write_kubeconfig();
 }
 
@@ -206,7 +208,10 @@ void Sandbox::stop() {
     server_->stop();
   if (cluster_)
     cluster_->stop();
+  if (jobs_)
+    jobs_->stop();
   server_.reset();
+  jobs_.reset();
   api_.reset();
   cluster_.reset();
   store_.reset();

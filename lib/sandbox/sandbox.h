@@ -8,6 +8,7 @@
 #include "sandbox/api_server.h"
 #include "sandbox/cluster.h"
 #include "sandbox/http_server.h"
+#include "sandbox/job_controller.h"
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
@@ -28,9 +29,9 @@ struct SandboxOptions {
 /// The context, cluster and user names the sandbox writes into kubeconfigs.
 inline constexpr const char* kSandboxContext = "trainctl-sandbox";
 
-/// A whole local cluster in one process: the object store, the Kubernetes API over HTTPS, and
-/// simulated nodes with a scheduler and kubelets. `trainctl sandbox up` runs one; tests start one
-/// per fixture on an ephemeral port.
+/// A whole local cluster in one process: the object store, the Kubernetes API over HTTPS,
+/// simulated nodes with a scheduler and kubelets, and a Job controller. `trainctl sandbox up` runs
+/// one; tests start one per fixture on an ephemeral port.
 class Sandbox {
  public:
   explicit Sandbox(SandboxOptions options);
@@ -64,6 +65,7 @@ class Sandbox {
   std::string admin_cert_pem_, admin_key_pem_, admin_token_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<SimulatedCluster> cluster_;
+  std::unique_ptr<JobController> jobs_;
   std::unique_ptr<ApiServer> api_;
   std::unique_ptr<HttpsServer> server_;
 };
