@@ -31,13 +31,25 @@ fs::path default_data_dir() {
   return fs::path(home != nullptr ? home : "/tmp") / ".local" / "state" / "trainctl" / "sandbox";
 }
 
+/// Whether `pid` names a process that has not exited. A zombie has: a detached sandbox is
+/// reparented to init, which may reap it late (or, as PID 1 of some containers, never).
+bool process_alive(pid_t pid) {
+  if (::kill(pid, 0) != 0)
+    return false;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  std::getline(stat, line);
+  const auto comm_end = line.rfind(')');  // "pid (comm) state ...", comm may hold ')'
+  return comm_end == std::string::npos || comm_end + 2 >= line.size() || line[comm_end + 2] != 'Z';
+}
+
 /// The pid of a running sandbox from its pid file, if that process is alive.
 std::optional<pid_t> running_pid(const fs::path& dir) {
   std::ifstream in(dir / "sandbox.pid");
   pid_t pid = 0;
   if (!(in >> pid) || pid <= 0)
     return std::nullopt;
-  if (::kill(pid, 0) != 0)
+  if (!process_alive(pid))
     return std::nullopt;
   return pid;
 }
@@ -196,10 +208,10 @@ void run_down(const SandboxFlags& where) {
     return;
   }
   ::kill(*pid, SIGTERM);
-  for (int i = 0; i < 200 && ::kill(*pid, 0) == 0; ++i) {
+  for (int i = 0; i < 200 && process_alive(*pid); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (::kill(*pid, 0) == 0) {
+  if (process_alive(*pid)) {
     throw Error(ErrorKind::Timeout, fmt::format("the sandbox (pid {}) did not stop in 10 s", *pid));
   }
   fs::remove(dir / "sandbox.pid");

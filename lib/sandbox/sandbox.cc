@@ -39,6 +39,19 @@ void write_private(const fs::path& p, const std::string& content) {
   fs::rename(tmp, p);
 }
 
+/// The pair kept as <name>.crt and <name>.key under `dir`, made and saved when either is missing.
+CertifiedKey load_or_make(const fs::path& dir, const std::string& name,
+                          const std::function<CertifiedKey()>& make) {
+  auto cert = read_file(dir / (name + ".crt"));
+  auto key = read_file(dir / (name + ".key"));
+  if (cert && key)
+    return {*cert, *key};
+  CertifiedKey fresh = make();
+  write_private(dir / (name + ".crt"), fresh.cert_pem);
+  write_private(dir / (name + ".key"), fresh.key_pem);
+  return fresh;
+}
+
 std::string random_token() {
   unsigned char bytes[24];
   if (RAND_bytes(bytes, sizeof bytes) != 1) {
@@ -130,18 +143,10 @@ void Sandbox::load_or_create_credentials() {
   const fs::path& dir = options_.data_dir;
   fs::create_directories(dir);
   ::chmod(dir.c_str(), 0700);
-  auto ca = read_file(dir / "ca.crt");
-  auto ca_key = read_file(dir / "ca.key");
-  if (!ca || !ca_key) {
-    CertifiedKey fresh = make_certificate_authority("trainctl-sandbox-ca");
-    write_private(dir / "ca.crt", fresh.cert_pem);
-    write_private(dir / "ca.key", fresh.key_pem);
-    ca = fresh.cert_pem;
-    ca_key = fresh.key_pem;
-  }
-  ca_pem_ = *ca;
-  ca_key_pem_ = *ca_key;
-  const CertifiedKey authority{ca_pem_, ca_key_pem_};
+  const CertifiedKey authority =
+      load_or_make(dir, "ca", [] { return make_certificate_authority("trainctl-sandbox-ca"); });
+  ca_pem_ = authority.cert_pem;
+  ca_key_pem_ = authority.key_pem;
   // The serving certificate is cheap: issue a fresh one each start, for today's host names.
   const CertifiedKey serving = issue_certificate(
       authority,
@@ -151,19 +156,13 @@ void Sandbox::load_or_create_credentials() {
        .server_auth = true});
   server_cert_pem_ = serving.cert_pem;
   server_key_pem_ = serving.key_pem;
-  auto admin_cert = read_file(dir / "admin.crt");
-  auto admin_key = read_file(dir / "admin.key");
-  if (!admin_cert || !admin_key) {
-    const CertifiedKey admin = issue_certificate(authority, {.common_name = "trainctl-admin",
-                                                             .organizations = {"system:masters"},
-                                                             .client_auth = true});
-    write_private(dir / "admin.crt", admin.cert_pem);
-    write_private(dir / "admin.key", admin.key_pem);
-    admin_cert = admin.cert_pem;
-    admin_key = admin.key_pem;
-  }
-  admin_cert_pem_ = *admin_cert;
-  admin_key_pem_ = *admin_key;
+  const CertifiedKey admin = load_or_make(dir, "admin", [&] {
+    return issue_certificate(authority, {.common_name = "trainctl-admin",
+                                         .organizations = {"system:masters"},
+                                         .client_auth = true});
+  });
+  admin_cert_pem_ = admin.cert_pem;
+  admin_key_pem_ = admin.key_pem;
   auto tokens = read_file(dir / "tokens.csv");
   if (!tokens) {
     tokens = fmt::format("{},trainctl-admin,trainctl-admin,\"system:masters\"\n", random_token());

@@ -35,36 +35,23 @@ ApiError::ApiError(ErrorKind kind, int code, std::string reason, std::string mes
 
 namespace {
 
+/// The Status reason for an error kind: the kind's own name, but for the two reasons the API
+/// spells differently, and none for kinds that are not API errors.
 std::string reason_for(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::BadRequest:
-      return "BadRequest";
-    case ErrorKind::Unauthorized:
-      return "Unauthorized";
-    case ErrorKind::Forbidden:
-      return "Forbidden";
-    case ErrorKind::NotFound:
-      return "NotFound";
-    case ErrorKind::MethodNotAllowed:
-      return "MethodNotAllowed";
-    case ErrorKind::AlreadyExists:
-      return "AlreadyExists";
-    case ErrorKind::Conflict:
-      return "Conflict";
     case ErrorKind::Gone:
       return "Expired";
-    case ErrorKind::UnsupportedMediaType:
-      return "UnsupportedMediaType";
-    case ErrorKind::Invalid:
-      return "Invalid";
-    case ErrorKind::TooManyRequests:
-      return "TooManyRequests";
-    case ErrorKind::Timeout:
-      return "Timeout";
     case ErrorKind::ServerError:
       return "InternalError";
-    default:
+    case ErrorKind::Usage:
+    case ErrorKind::Config:
+    case ErrorKind::Validation:
+    case ErrorKind::Connection:
+    case ErrorKind::Protocol:
+    case ErrorKind::WaitTimeout:
       return "";
+    default:
+      return std::string(to_string(kind));
   }
 }
 

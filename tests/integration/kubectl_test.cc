@@ -1,0 +1,498 @@
+// A real kubectl (Debian's kubernetes-client, or whichever is installed) against one sandbox
+// started with `trainctl sandbox up --detach` for the whole suite: the independent check that the
+// emulated API server is faithful to what kubectl expects. KUBECTL=/path/to/kubectl picks another.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+
+namespace trainctl {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+/// What a command printed, apart, and how it ended.
+struct Output {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string quoted = "'";
+  for (char c : s)
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+/// Runs `cmd` with /bin/sh, stderr going to `err_file`.
+Output run_shell(const std::string& cmd, const fs::path& err_file) {
+  FILE* pipe = ::popen((cmd + " 2>" + shell_quote(err_file.string())).c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
+    out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, testing::TempDir::read(err_file)};
+}
+
+/// $KUBECTL, else the first executable `kubectl` on PATH; empty when there is none.
+std::string find_kubectl() {
+  if (const char* env = std::getenv("KUBECTL"); env != nullptr && *env != '\0')
+    return env;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / "kubectl";
+    if (::access(candidate.c_str(), X_OK) == 0)
+      return candidate.string();
+  }
+  return "";
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+/// A command left running (kubectl get -w) whose stdout and stderr are collected until stop().
+class BackgroundCommand {
+ public:
+  explicit BackgroundCommand(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    std::array<int, 2> fds{};
+    if (::pipe2(fds.data(), O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe2 failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::dup2(fds[1], STDERR_FILENO);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    fd_ = fds[0];
+    reader_ = std::thread([this] {
+      std::array<char, 4096> buf;
+      ssize_t n = 0;
+      while ((n = ::read(fd_, buf.data(), buf.size())) > 0) {
+        std::lock_guard lock(mu_);
+        out_.append(buf.data(), static_cast<size_t>(n));
+      }
+    });
+  }
+  ~BackgroundCommand() { stop(); }
+  BackgroundCommand(const BackgroundCommand&) = delete;
+  BackgroundCommand& operator=(const BackgroundCommand&) = delete;
+
+  /// Waits at most `limit` for `text` to appear in the output.
+  bool wait_for(const std::string& text, milliseconds limit) const {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      if (output().find(text) != std::string::npos)
+        return true;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return output().find(text) != std::string::npos;
+  }
+
+  std::string output() const {
+    std::lock_guard lock(mu_);
+    return out_;
+  }
+
+  void stop() {
+    if (pid_ <= 0)
+      return;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    reader_.join();
+    ::close(fd_);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::thread reader_;
+  mutable std::mutex mu_;
+  std::string out_;
+};
+
+/// A Pod the sandbox's kubelet runs as scripted by its annotations.
+std::string pod_yaml(const std::string& name, int run_seconds, int exit_code = 0,
+                     const std::string& command = R"(["python", "train.py"])") {
+  return fmt::format(R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: {}
+  annotations:
+    sandbox.trainctl.io/run-seconds: "{}"
+    sandbox.trainctl.io/exit-code: "{}"
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: python:3.12
+    command: {}
+)",
+                     name, run_seconds, exit_code, command);
+}
+
+/// A TFJob-like CRD, structural, with free-form spec and status as Kubeflow's own CRDs have.
+constexpr const char* kTfJobCrd = R"(apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: tfjobs.kubeflow.org
+spec:
+  group: kubeflow.org
+  scope: Namespaced
+  names:
+    kind: TFJob
+    listKind: TFJobList
+    plural: tfjobs
+    singular: tfjob
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+          status:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+)";
+
+constexpr const char* kTfJob = R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: mnist
+spec:
+  runPolicy:
+    cleanPodPolicy: None
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: kubeflow/tf-mnist:latest
+)";
+
+class KubectlTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    kubectl_ = find_kubectl();
+    if (kubectl_.empty() || ::access(kubectl_.c_str(), X_OK) != 0) {
+      setup_error_ = fmt::format(
+          "kubectl is not installed{}: run packaging/bootstrap-debian.sh (it installs Debian's "
+          "kubernetes-client), or set KUBECTL=/path/to/kubectl",
+          kubectl_.empty() ? "" : " at " + kubectl_);
+      return;
+    }
+    dir_ = std::make_unique<testing::TempDir>();
+    fs::create_directories(dir_->path() / "home");
+    const Output up =
+        run_shell(fmt::format("env -u KUBECONFIG {} sandbox up --detach --port 0 --data-dir {}",
+                              TRAINCTL_BINARY, shell_quote(data_dir().string())),
+                  dir_->path() / "up.err");
+    if (up.exit_code != 0) {
+      setup_error_ =
+          fmt::format("trainctl sandbox up failed (exit {}):\n{}{}", up.exit_code, up.out, up.err);
+    }
+  }
+
+  static void TearDownTestSuite() {
+    if (dir_ == nullptr)
+      return;
+    run_shell(fmt::format("{} sandbox down --data-dir {}", TRAINCTL_BINARY,
+                          shell_quote(data_dir().string())),
+              dir_->path() / "down.err");
+    dir_.reset();
+  }
+
+ protected:
+  void SetUp() override {
+    if (!setup_error_.empty())
+      FAIL() << setup_error_;
+  }
+
+  static fs::path data_dir() { return dir_->path() / "sandbox"; }
+
+  /// The environment and leading flags of every kubectl call: a HOME of its own (so kubectl's
+  /// discovery cache never outlives the suite), the sandbox's kubeconfig, a request timeout.
+  static std::vector<std::string> kubectl_argv(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"env", "HOME=" + (dir_->path() / "home").string(),
+                                     "KUBECONFIG=" + (data_dir() / "kubeconfig").string(), kubectl_,
+                                     "--request-timeout=10s"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  static Output kubectl(const std::vector<std::string>& args) {
+    std::string cmd;
+    for (const auto& a : kubectl_argv(args))
+      cmd += shell_quote(a) + " ";
+    return run_shell(cmd, dir_->path() / "kubectl.err");
+  }
+
+  /// Writes a manifest into the suite's temp dir; returns its path for `-f`.
+  static std::string manifest(const std::string& name, const std::string& yaml) {
+    return dir_->write("manifests/" + name, yaml).string();
+  }
+
+  static Output create_pod(const std::string& name, int run_seconds, int exit_code = 0) {
+    return kubectl(
+        {"create", "-f", manifest(name + ".yaml", pod_yaml(name, run_seconds, exit_code))});
+  }
+
+  static std::string jsonpath(const std::string& kind_and_name, const std::string& path,
+                              const std::string& ns = "") {
+    std::vector<std::string> args = {"get", kind_and_name, "-o", "jsonpath=" + path};
+    if (!ns.empty())
+      args.insert(args.end(), {"-n", ns});
+    return kubectl(args).out;
+  }
+
+  /// Polls the pod's phase until it is `want` or `limit` passes; returns every phase seen, in
+  /// order and without repeats.
+  static std::vector<std::string> phases_until(const std::string& pod, const std::string& want,
+                                               seconds limit) {
+    std::vector<std::string> seen;
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      const std::string phase = jsonpath("pod/" + pod, "{.status.phase}");
+      if (seen.empty() || seen.back() != phase)
+        seen.push_back(phase);
+      if (phase == want)
+        break;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return seen;
+  }
+
+  static inline std::string kubectl_;
+  static inline std::string setup_error_;
+  static inline std::unique_ptr<testing::TempDir> dir_;
+};
+
+TEST_F(KubectlTest, GetNodesListsTheFourSimulatedNodes) {
+  Output r = kubectl({"get", "nodes", "-o", "name"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto nodes = lines_of(r.out);
+  EXPECT_EQ(nodes.size(), 4u) << r.out;
+  for (const auto& node : nodes)
+    EXPECT_THAT(node, ::testing::StartsWith("node/"));
+
+  Output table = kubectl({"get", "nodes"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, ::testing::StartsWith("NAME"));
+  EXPECT_EQ(lines_of(table.out).size(), 5u) << table.out;
+}
+
+TEST_F(KubectlTest, GetNamespacesShowsDefaultAndKubeSystem) {
+  Output r = kubectl({"get", "namespaces", "-o", "name"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(lines_of(r.out),
+              ::testing::IsSupersetOf({"namespace/default", "namespace/kube-system"}));
+}
+
+TEST_F(KubectlTest, CreatedPodRunsThenSucceeds) {
+  Output created = create_pod("runs-then-succeeds", 3);
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.out, "pod/runs-then-succeeds created\n");
+  const auto phases = phases_until("runs-then-succeeds", "Succeeded", seconds(20));
+  EXPECT_THAT(phases, ::testing::Contains("Running"));
+  EXPECT_EQ(phases.back(), "Succeeded") << ::testing::PrintToString(phases);
+  EXPECT_EQ(jsonpath("pod/runs-then-succeeds", "{.spec.nodeName}").empty(), false)
+      << "a pod that ran must have been bound to a node";
+}
+
+TEST_F(KubectlTest, CreatingAnExistingPodFailsWithAlreadyExists) {
+  ASSERT_EQ(create_pod("created-twice", 1).exit_code, 0);
+  Output again = create_pod("created-twice", 1);
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_THAT(again.err, HasSubstr("(AlreadyExists)"));
+  EXPECT_THAT(again.err, HasSubstr("pods \"created-twice\" already exists"));
+}
+
+TEST_F(KubectlTest, LogsShowTheScriptedLines) {
+  ASSERT_EQ(create_pod("logs", 2).exit_code, 0);
+  ASSERT_EQ(phases_until("logs", "Succeeded", seconds(20)).back(), "Succeeded");
+  Output logs = kubectl({"logs", "logs"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "+ python train.py\nstep 1/2\nstep 2/2\nexited with code 0\n");
+}
+
+TEST_F(KubectlTest, AFailingContainerEndsThePodFailedWithItsExitCode) {
+  ASSERT_EQ(create_pod("fails", 1, 3).exit_code, 0);
+  ASSERT_EQ(phases_until("fails", "Failed", seconds(20)).back(), "Failed");
+  EXPECT_EQ(jsonpath("pod/fails", "{.status.containerStatuses[0].state.terminated.exitCode}"), "3");
+  EXPECT_THAT(kubectl({"logs", "fails"}).out, HasSubstr("exited with code 3"));
+}
+
+TEST_F(KubectlTest, LogsFollowStreamsUntilTheContainerEnds) {
+  ASSERT_EQ(create_pod("follow", 2).exit_code, 0);
+  ASSERT_THAT(phases_until("follow", "Running", seconds(10)), ::testing::Contains("Running"));
+  const auto started = Clock::now();
+  Output logs = kubectl({"logs", "-f", "follow"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_THAT(logs.out, HasSubstr("step 2/2\nexited with code 0\n"));
+  EXPECT_LT(Clock::now() - started, seconds(9)) << "logs -f did not end with the container";
+}
+
+TEST_F(KubectlTest, LabelThenSelectByLabel) {
+  ASSERT_EQ(create_pod("labelled", 60).exit_code, 0);
+  ASSERT_EQ(create_pod("unlabelled", 60).exit_code, 0);
+  Output label = kubectl({"label", "pod", "labelled", "team=a"});
+  EXPECT_EQ(label.exit_code, 0) << label.err;
+  EXPECT_EQ(label.out, "pod/labelled labeled\n");
+  EXPECT_EQ(kubectl({"get", "pods", "-l", "team=a", "-o", "name"}).out, "pod/labelled\n");
+  EXPECT_THAT(kubectl({"get", "pods", "-l", "team!=a", "-o", "name"}).out,
+              ::testing::AllOf(HasSubstr("pod/unlabelled\n"), Not(HasSubstr("pod/labelled\n"))));
+}
+
+TEST_F(KubectlTest, MergePatchIsApplied) {
+  ASSERT_EQ(create_pod("patched", 60).exit_code, 0);
+  const std::string patch =
+      R"({"metadata":{"labels":{"stage":"tuning"},"annotations":{"owner":"alice"}}})";
+  Output r = kubectl({"patch", "pod", "patched", "--type=merge", "-p", patch});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "pod/patched patched\n");
+  EXPECT_EQ(jsonpath("pod/patched", "{.metadata.annotations.owner} {.metadata.labels.stage}"),
+            "alice tuning");
+  Output again = kubectl({"patch", "pod", "patched", "--type=merge", "-p", patch});
+  EXPECT_EQ(again.out, "pod/patched patched (no change)\n")
+      << "a no-op patch must not change the object (or its resourceVersion)";
+}
+
+TEST_F(KubectlTest, GetWatchSeesAPodCreatedMeanwhile) {
+  ASSERT_EQ(kubectl({"create", "namespace", "watched"}).exit_code, 0);
+  const std::string in_ns = manifest("anchor.yaml", pod_yaml("anchor", 60));
+  ASSERT_EQ(kubectl({"create", "-n", "watched", "-f", in_ns}).exit_code, 0);
+  BackgroundCommand watch(kubectl_argv({"get", "pods", "-n", "watched", "-w", "-o",
+                                        R"(jsonpath={.metadata.name} {.status.phase}{"\n"})"}));
+  // The anchor comes from the initial LIST; once printed, the WATCH starts from that list's
+  // resourceVersion, so a pod created from here on arrives as an event.
+  ASSERT_TRUE(watch.wait_for("anchor ", seconds(10))) << watch.output();
+
+  const std::string late = manifest("late.yaml", pod_yaml("late", 1));
+  ASSERT_EQ(kubectl({"create", "-n", "watched", "-f", late}).exit_code, 0);
+  EXPECT_TRUE(watch.wait_for("late Pending\n", seconds(10))) << watch.output();
+  EXPECT_TRUE(watch.wait_for("late Succeeded\n", seconds(15))) << watch.output();
+  watch.stop();
+  EXPECT_THAT(watch.output(), Not(HasSubstr("rror"))) << watch.output();
+}
+
+TEST_F(KubectlTest, DeletedPodIsGoneAndGetSaysNotFound) {
+  ASSERT_EQ(create_pod("deleted", 60).exit_code, 0);
+  ASSERT_THAT(phases_until("deleted", "Running", seconds(10)), ::testing::Contains("Running"));
+  Output del = kubectl({"delete", "pod", "deleted"});
+  EXPECT_EQ(del.exit_code, 0) << del.err;
+  EXPECT_EQ(del.out, "pod \"deleted\" deleted\n");
+  Output get = kubectl({"get", "pod", "deleted"});
+  EXPECT_NE(get.exit_code, 0);
+  EXPECT_THAT(get.err, HasSubstr("Error from server (NotFound): pods \"deleted\" not found"));
+}
+
+TEST_F(KubectlTest, ApplyCreatesThenConfiguresAConfigMap) {
+  const std::string path = manifest("settings.yaml", R"(apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  learning-rate: "0.1"
+)");
+  Output first = kubectl({"apply", "-f", path});
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, "configmap/settings created\n");
+
+  manifest("settings.yaml", R"(apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  learning-rate: "0.2"
+  epochs: "5"
+)");
+  Output second = kubectl({"apply", "-f", path});
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, "configmap/settings configured\n");
+  EXPECT_EQ(jsonpath("configmap/settings", "{.data.learning-rate} {.data.epochs}"), "0.2 5");
+
+  EXPECT_EQ(kubectl({"apply", "-f", path}).out, "configmap/settings unchanged\n");
+}
+
+TEST_F(KubectlTest, ApiResourcesListsBuiltInResources) {
+  Output r = kubectl({"api-resources", "-o", "name"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(lines_of(r.out),
+              ::testing::IsSupersetOf({"pods", "nodes", "namespaces", "configmaps",
+                                       "customresourcedefinitions.apiextensions.k8s.io",
+                                       "jobs.batch", "leases.coordination.k8s.io"}));
+}
+
+TEST_F(KubectlTest, CreatingACrdServesItsResourceToKubectl) {
+  Output crd = kubectl({"create", "-f", manifest("tfjob-crd.yaml", kTfJobCrd)});
+  ASSERT_EQ(crd.exit_code, 0) << crd.err;
+  EXPECT_EQ(crd.out, "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org created\n");
+  Output established = kubectl(
+      {"wait", "--for", "condition=Established", "--timeout=10s", "crd/tfjobs.kubeflow.org"});
+  EXPECT_EQ(established.exit_code, 0) << established.out << established.err;
+
+  EXPECT_THAT(lines_of(kubectl({"api-resources", "-o", "name"}).out),
+              ::testing::Contains("tfjobs.kubeflow.org"));
+  Output empty = kubectl({"get", "tfjobs"});
+  EXPECT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_THAT(empty.err, HasSubstr("No resources found in default namespace."));
+
+  Output job = kubectl({"create", "-f", manifest("tfjob.yaml", kTfJob)});
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  EXPECT_EQ(job.out, "tfjob.kubeflow.org/mnist created\n");
+  EXPECT_EQ(kubectl({"get", "tfjobs", "-o", "name"}).out, "tfjob.kubeflow.org/mnist\n");
+  EXPECT_EQ(jsonpath("tfjob/mnist",
+                     "{.spec.tfReplicaSpecs.Worker.replicas} "
+                     "{.spec.tfReplicaSpecs.Worker.template.spec.containers[0].name}"),
+            "2 tensorflow")
+      << "x-kubernetes-preserve-unknown-fields must keep the whole spec";
+}
+
+}  // namespace
+}  // namespace trainctl
