@@ -96,13 +96,17 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
       return arr;
     }
     case YAML::NodeType::Scalar:
-      // A "!" tag marks a quoted scalar: it is a string whatever it spells.
-      if (node.Tag() == "!")
-        return node.Scalar();
-      return typed_scalar(node.Scalar());
+      return yaml_scalar_to_json(node);
     default:
       return nullptr;
   }
+}
+
+nlohmann::json yaml_scalar_to_json(const YAML::Node& scalar) {
+  // A "!" tag marks a quoted scalar: it is a string whatever it spells.
+  if (scalar.Tag() == "!")
+    return scalar.Scalar();
+  return typed_scalar(scalar.Scalar());
 }
 
 std::string json_to_yaml(const nlohmann::json& doc) {

@@ -14,6 +14,10 @@ namespace trainctl {
 /// null/~, integers and floats become typed values; quoted scalars stay strings.
 nlohmann::json yaml_to_json(const YAML::Node& node);
 
+/// Types one scalar node as yaml_to_json does: a quoted scalar stays a string, a plain one becomes
+/// null, a bool, an integer or a float when it spells one.
+nlohmann::json yaml_scalar_to_json(const YAML::Node& scalar);
+
 /// Emits JSON as block-style YAML as kubectl prints it; strings that would read back as another
 /// type (e.g. "true", "123") are quoted.
 std::string json_to_yaml(const nlohmann::json& doc);

@@ -316,18 +316,19 @@ std::map<std::string, UserInfo> ApiServer::parse_token_file(const std::string& t
 }
 
 std::optional<UserInfo> ApiServer::authenticate(const Request& request) const {
-  const std::string auth = request.header("authorization");
-  if (auth.starts_with("Bearer ")) {
-    std::lock_guard lock(mu_);
-    auto it = options_.tokens.find(std::string(trim(std::string_view(auth).substr(7))));
-    if (it == options_.tokens.end())
-      return std::nullopt;
-    return it->second;
-  }
+  // As kube-apiserver's union of authenticators: a verified client certificate is tried first
+  // and wins; then the bearer token.
   if (request.peer.present) {
     return UserInfo{request.peer.common_name, "", request.peer.organizations};
   }
-  return std::nullopt;
+  const std::string auth = request.header("authorization");
+  if (!auth.starts_with("Bearer "))
+    return std::nullopt;
+  std::lock_guard lock(mu_);
+  auto it = options_.tokens.find(std::string(trim(std::string_view(auth).substr(7))));
+  if (it == options_.tokens.end())
+    return std::nullopt;
+  return it->second;
 }
 
 bool ApiServer::inject_fault(ResponseWriter& response) {
@@ -677,6 +678,8 @@ void ApiServer::serve_list(const Request& request, ResponseWriter& response, con
     }
   }
   list.continue_token = request.param("continue");
+  list.resource_version = request.param("resourceVersion");
+  list.resource_version_match = request.param("resourceVersionMatch");
   ListPage page = store_.list(route.info.group_resource(), list);
   json meta = {{"resourceVersion", page.resource_version}};
   if (!page.continue_token.empty())
@@ -877,7 +880,10 @@ void ApiServer::serve_update(const Request& request, ResponseWriter& response, c
   obj["apiVersion"] = route.info.api_version();
   obj["kind"] = route.info.kind;
   const WritePart part = route.subresource == "status" ? WritePart::Status : WritePart::Main;
-  json updated = store_.update(route.info.group_resource(), std::move(obj), part, dry_run(request));
+  const bool dry = dry_run(request);
+  json updated = store_.update(route.info.group_resource(), std::move(obj), part, dry);
+  if (!dry && route.info.group_resource() == "customresourcedefinitions.apiextensions.k8s.io")
+    crd_created(updated);  // serves the new versions and subresources, or stops if now deleted
   updated["apiVersion"] = route.api_version();
   respond_json(response, 200, updated);
 }
@@ -906,6 +912,8 @@ void ApiServer::serve_patch(const Request& request, ResponseWriter& response, co
     fail(ErrorKind::BadRequest, 400, "PATCH, application/apply-patch+yaml requires fieldManager");
   }
   PatchResult result = patch(store_, gr, route.ns, route.name, patch_request);
+  if (!patch_request.dry_run && gr == "customresourcedefinitions.apiextensions.k8s.io")
+    crd_created(result.object);
   result.object["apiVersion"] = route.api_version();
   respond_json(response, result.created ? 201 : 200, result.object);
 }
@@ -948,11 +956,11 @@ DeleteRequest delete_request(const Request& request) {
 
 void ApiServer::serve_delete(const Request& request, ResponseWriter& response, const Route& route) {
   const std::string gr = route.info.group_resource();
-  json deleted = store_.remove(gr, route.ns, route.name, delete_request(request));
-  if (gr == "customresourcedefinitions.apiextensions.k8s.io" &&
-      !deleted["metadata"].contains("deletionTimestamp")) {
-    crd_deleted(deleted);
-  }
+  const DeleteRequest del = delete_request(request);
+  json deleted = store_.remove(gr, route.ns, route.name, del);
+  // A dry run changes nothing; a definition that finalizers hold is still served.
+  if (!del.dry_run && gr == "customresourcedefinitions.apiextensions.k8s.io")
+    crd_created(deleted);
   deleted["apiVersion"] = route.api_version();
   respond_json(response, 200, deleted);
 }
@@ -970,6 +978,8 @@ void ApiServer::serve_delete_collection(const Request& request, ResponseWriter& 
     try {
       items.push_back(store_.remove(gr, item["metadata"].value("namespace", ""),
                                     item["metadata"]["name"], del));
+      if (!del.dry_run && gr == "customresourcedefinitions.apiextensions.k8s.io")
+        crd_created(items.back());
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
         throw;  // deleted meanwhile
@@ -1175,13 +1185,26 @@ void ApiServer::serve_exec(const Request& request, ResponseWriter& response, con
 
 // --- CustomResourceDefinitions ---------------------------------------------------------------
 
-void ApiServer::crd_created(const json& crd) {
+void ApiServer::crd_created(const json& written) {
+  // Serve what is stored now: a write may have changed the served versions or subresources, or
+  // (its last finalizer removed) deleted the definition.
+  const std::string crd_name = written["metadata"].value("name", "");
+  json crd;
+  try {
+    crd = store_.get("customresourcedefinitions.apiextensions.k8s.io", "", crd_name);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)
+      throw;
+    crd_deleted(written);
+    return;
+  }
   const json& spec = crd.value("spec", json::object());
   const std::string group = spec.value("group", "");
   const json& names = spec.value("names", json::object());
   const std::string plural = names.value("plural", "");
   ResourceInfo storage;
   std::vector<ResourceInfo> served;
+  std::map<std::string, json> columns;
   for (const auto& v : spec.value("versions", json::array())) {
     ResourceInfo info{group,
                       v.value("name", ""),
@@ -1193,44 +1216,64 @@ void ApiServer::crd_created(const json& crd) {
       storage = info;
     if (v.value("served", false))
       served.push_back(info);
-    if (v.contains("additionalPrinterColumns")) {
-      std::lock_guard lock(mu_);
-      printer_columns_[info.group_resource() + "/" + info.version] = v["additionalPrinterColumns"];
-    }
+    if (v.contains("additionalPrinterColumns"))
+      columns[info.group_resource() + "/" + info.version] = v["additionalPrinterColumns"];
   }
-  if (!store_.resource(storage.group_resource()))
-    store_.register_resource(storage);
+  store_.register_resource(storage);  // keeps the objects; takes a new status subresource
   {
     std::lock_guard lock(mu_);
+    for (auto it = served_.begin(); it != served_.end();) {
+      const auto& [g, v, p] = it->first;
+      it = (g == group && p == plural) ? served_.erase(it) : std::next(it);
+    }
     for (const auto& info : served)
       served_[{info.group, info.version, info.plural}] = info;
+    std::erase_if(printer_columns_, [&](const auto& entry) {
+      return entry.first.starts_with(storage.group_resource() + "/");
+    });
+    printer_columns_.merge(columns);
     std::vector<std::string> shorts;
     for (const auto& s : names.value("shortNames", json::array()))
       shorts.push_back(s);
     short_names_[storage.group_resource()] = shorts;
   }
   const std::string now = rfc3339_now();
-  store_.modify("customresourcedefinitions.apiextensions.k8s.io", "", crd["metadata"]["name"],
-                WritePart::Status, [&](json& obj) {
-                  json accepted = names;
-                  if (!accepted.contains("singular"))
-                    accepted["singular"] = to_lower(accepted.value("kind", ""));
-                  if (!accepted.contains("listKind"))
-                    accepted["listKind"] = accepted.value("kind", "") + "List";
-                  obj["status"] = {{"acceptedNames", accepted},
-                                   {"storedVersions", {storage.version}},
-                                   {"conditions",
-                                    {{{"type", "NamesAccepted"},
-                                      {"status", "True"},
-                                      {"reason", "NoConflicts"},
-                                      {"message", "no conflicts found"},
-                                      {"lastTransitionTime", now}},
-                                     {{"type", "Established"},
-                                      {"status", "True"},
-                                      {"reason", "InitialNamesAccepted"},
-                                      {"message", "the initial names have been accepted"},
-                                      {"lastTransitionTime", now}}}}};
-                });
+  store_.modify(
+      "customresourcedefinitions.apiextensions.k8s.io", "", crd_name, WritePart::Status,
+      [&](json& obj) {
+        json accepted = names;
+        if (!accepted.contains("singular"))
+          accepted["singular"] = to_lower(accepted.value("kind", ""));
+        if (!accepted.contains("listKind"))
+          accepted["listKind"] = accepted.value("kind", "") + "List";
+        json status = obj.value("status", json::object());
+        json stored = status.value("storedVersions", json::array());
+        if (std::find(stored.begin(), stored.end(), storage.version) == stored.end())
+          stored.push_back(storage.version);
+        // Conditions keep their lastTransitionTime once true, as the real controllers keep them.
+        json conditions = status.value("conditions", json::array());
+        auto set_true = [&](const char* type, const char* reason, const char* message) {
+          for (const auto& c : conditions) {
+            if (c.value("type", "") == type && c.value("status", "") == "True")
+              return;
+          }
+          json others = json::array();
+          for (const auto& c : conditions) {
+            if (c.value("type", "") != type)
+              others.push_back(c);
+          }
+          conditions = std::move(others);
+          conditions.push_back({{"type", type},
+                                {"status", "True"},
+                                {"reason", reason},
+                                {"message", message},
+                                {"lastTransitionTime", now}});
+        };
+        set_true("NamesAccepted", "NoConflicts", "no conflicts found");
+        set_true("Established", "InitialNamesAccepted", "the initial names have been accepted");
+        obj["status"] = {
+            {"acceptedNames", accepted}, {"storedVersions", stored}, {"conditions", conditions}};
+      });
 }
 
 void ApiServer::crd_deleted(const json& crd) {
@@ -1244,6 +1287,9 @@ void ApiServer::crd_deleted(const json& crd) {
       it = (g == group && p == plural) ? served_.erase(it) : std::next(it);
     }
     short_names_.erase(plural + "." + group);
+    std::erase_if(printer_columns_, [&](const auto& entry) {
+      return entry.first.starts_with(plural + "." + group + "/");
+    });
   }
   store_.unregister_resource(plural + "." + group);
 }
@@ -1252,10 +1298,25 @@ void ApiServer::crd_deleted(const json& crd) {
 
 namespace {
 
+/// errors.NewInvalid for one field: the message and the details.causes clients read fields from.
 [[noreturn]] void invalid(const std::string& kind, const json& obj, const std::string& field,
                           const std::string& what) {
   const std::string name = obj.value("metadata", json::object()).value("name", "");
-  fail(ErrorKind::Invalid, 422, fmt::format("{} {:?} is invalid: {}: {}", kind, name, field, what));
+  const std::string group = kind == "CustomResourceDefinition" ? "apiextensions.k8s.io" : "";
+  const std::string qualified = group.empty() ? kind : kind + "." + group;
+  std::string cause = "FieldValueInvalid";
+  if (what.starts_with("Required value"))
+    cause = "FieldValueRequired";
+  else if (what.starts_with("Unsupported value"))
+    cause = "FieldValueNotSupported";
+  json details = {{"name", name},
+                  {"kind", kind},
+                  {"causes", {{{"reason", cause}, {"message", what}, {"field", field}}}}};
+  if (!group.empty())
+    details["group"] = group;
+  throw ApiError(ErrorKind::Invalid, 422, "Invalid",
+                 fmt::format("{} {:?} is invalid: {}: {}", qualified, name, field, what),
+                 std::move(details));
 }
 
 void admit_pod(json& pod) {

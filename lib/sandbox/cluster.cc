@@ -10,11 +10,14 @@
 #include <thread>
 #include <tuple>
 
+#include "api/quantity.h"
 #include "error.h"
-#include "sandbox/quantity.h"
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
+
+using api::parse_quantity_milli;
+using api::quantity_milli;
 namespace {
 
 using nlohmann::json;

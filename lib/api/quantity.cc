@@ -1,4 +1,4 @@
-#include "sandbox/quantity.h"
+#include "api/quantity.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "error.h"
 #include "text.h"
 
-namespace trainctl::sandbox {
+namespace trainctl::api {
 namespace {
 
 constexpr std::string_view kFormatWrong =
@@ -174,4 +174,4 @@ std::int64_t quantity_milli(const nlohmann::json& value) {
               fmt::format("quantity {}: must be a string or a number", value.dump()));
 }
 
-}  // namespace trainctl::sandbox
+}  // namespace trainctl::api

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-namespace trainctl::sandbox {
+namespace trainctl::api {
 
 /// Parses a quantity as resource.ParseQuantity does and returns it in thousandths of its unit,
 /// rounded up as Quantity.MilliValue() rounds: "100m" -> 100, "2" -> 2000, "1Gi" ->
@@ -18,4 +18,4 @@ std::int64_t parse_quantity_milli(std::string_view text);
 /// `cpu: 2` (the API server accepts both).
 std::int64_t quantity_milli(const nlohmann::json& value);
 
-}  // namespace trainctl::sandbox
+}  // namespace trainctl::api

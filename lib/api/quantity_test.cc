@@ -1,4 +1,4 @@
-#include "sandbox/quantity.h"
+#include "api/quantity.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "error.h"
 
-namespace trainctl::sandbox {
+namespace trainctl::api {
 namespace {
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
@@ -91,4 +91,4 @@ TEST(Quantity, JsonValuesMayBeNumbersOrPaddedStrings) {
 }
 
 }  // namespace
-}  // namespace trainctl::sandbox
+}  // namespace trainctl::api

@@ -1,0 +1,133 @@
+#include "api/manifest.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "error.h"
+#include "yaml_json.h"
+
+namespace trainctl::api {
+namespace {
+
+using nlohmann::json;
+
+/// Converts a node to JSON as yaml_to_json does, recording the line of every field and item.
+json to_json_with_lines(const YAML::Node& node, const std::string& path, SourceMap& source) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      json obj = json::object();
+      for (const auto& kv : node) {
+        const auto key = kv.first.as<std::string>();
+        const std::string child = field_path(path, key);
+        source.lines.emplace(child, kv.first.Mark().line + 1);
+        obj[key] = to_json_with_lines(kv.second, child, source);
+      }
+      return obj;
+    }
+    case YAML::NodeType::Sequence: {
+      json arr = json::array();
+      std::size_t index = 0;
+      for (const auto& item : node) {
+        const std::string child = field_path(path, index++);
+        source.lines.emplace(child, item.Mark().line + 1);
+        arr.push_back(to_json_with_lines(item, child, source));
+      }
+      return arr;
+    }
+    case YAML::NodeType::Scalar:
+      return yaml_scalar_to_json(node);
+    default:
+      return nullptr;
+  }
+}
+
+std::string_view type_name(YAML::NodeType::value type) {
+  switch (type) {
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "a scalar";
+    default:
+      return "empty";
+  }
+}
+
+/// The 1-based line of the first key of a mapping (its own mark may sit on a `---`).
+int first_line(const YAML::Node& node) {
+  if (node.IsMap() && node.begin() != node.end())
+    return node.begin()->first.Mark().line + 1;
+  return node.Mark().line + 1;
+}
+
+}  // namespace
+
+std::string field_path(std::string_view parent, std::string_view key) {
+  if (parent.empty())
+    return std::string(key);
+  return fmt::format("{}.{}", parent, key);
+}
+
+std::string field_path(std::string_view parent, std::size_t index) {
+  return fmt::format("{}[{}]", parent, index);
+}
+
+int SourceMap::line_of(std::string_view path) const {
+  while (true) {
+    if (auto it = lines.find(path); it != lines.end())
+      return it->second;
+    if (path.empty())
+      return 0;
+    const std::size_t cut = path.find_last_of(".[");
+    path = cut == std::string_view::npos ? std::string_view() : path.substr(0, cut);
+  }
+}
+
+void SourceMap::rename_prefix(std::string_view from, std::string_view to) {
+  std::vector<std::pair<std::string, int>> moved;
+  for (auto it = lines.lower_bound(from); it != lines.end() && it->first.starts_with(from);) {
+    const std::string_view rest = std::string_view(it->first).substr(from.size());
+    if (!rest.empty() && rest[0] != '.' && rest[0] != '[') {
+      ++it;  // "Worker2" is not under "Worker"
+      continue;
+    }
+    moved.emplace_back(fmt::format("{}{}", to, rest), it->second);
+    it = lines.erase(it);
+  }
+  for (auto& [path, line] : moved)
+    lines.insert_or_assign(std::move(path), line);
+}
+
+std::vector<Manifest> parse_manifests(std::string_view text, std::string file) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    throw Error(ErrorKind::Validation,
+                fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  std::vector<Manifest> manifests;
+  for (std::size_t i = 0; i < documents.size(); ++i) {
+    const YAML::Node& doc = documents[i];
+    if (doc.IsNull() || !doc.IsDefined())
+      continue;
+    if (!doc.IsMap()) {
+      throw Error(
+          ErrorKind::Validation,
+          fmt::format("{}:{}: document {}: expected a mapping (a Kubernetes object), got {}", file,
+                      first_line(doc), i + 1, type_name(doc.Type())));
+    }
+    Manifest manifest;
+    manifest.source.file = file;
+    manifest.source.lines.emplace("", first_line(doc));
+    try {
+      manifest.object = to_json_with_lines(doc, "", manifest.source);
+    } catch (const YAML::Exception& e) {  // a key that is itself a map or a list
+      throw Error(ErrorKind::Validation,
+                  fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+    }
+    manifests.push_back(std::move(manifest));
+  }
+  return manifests;
+}
+
+}  // namespace trainctl::api

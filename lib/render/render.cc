@@ -1,0 +1,312 @@
+#include "render/render.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <kainjow/mustache.hpp>
+#include <regex>
+
+#include "error.h"
+
+namespace trainctl::render {
+namespace {
+
+namespace mustache = kainjow::mustache;
+
+constexpr std::array kRoles = {"chief", "master", "ps", "worker", "evaluator", "launcher"};
+constexpr std::array kRoleKeys = {
+    "image", "imagePullPolicy", "command",    "args",         "env", "gpus",
+    "cpu",   "memory",          "workingDir", "restartPolicy"};
+constexpr std::array kRunPolicyKeys = {"cleanPodPolicy", "ttlSecondsAfterFinished",
+                                       "activeDeadlineSeconds", "backoffLimit"};
+constexpr std::array kSchedulingKeys = {"queue", "minAvailable", "priorityClass"};
+
+bool is_set(const nlohmann::json& values, const char* key) {
+  return values.is_object() && values.contains(key) && !values[key].is_null();
+}
+
+/// Inline JSON with ", " and ": " separators: valid YAML flow syntax for every parser.
+std::string flow(const nlohmann::json& v) {
+  std::string out;
+  if (v.is_object()) {
+    out = "{";
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it != v.begin())
+        out += ", ";
+      out += nlohmann::json(it.key()).dump() + ": " + flow(it.value());
+    }
+    return out + "}";
+  }
+  if (v.is_array()) {
+    out = "[";
+    for (size_t i = 0; i < v.size(); ++i)
+      out += (i ? ", " : "") + flow(v[i]);
+    return out + "]";
+  }
+  return v.dump();
+}
+
+nlohmann::json env_list(const nlohmann::json& env) {
+  nlohmann::json out = nlohmann::json::array();
+  auto as_text = [](const nlohmann::json& v) {
+    return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump();
+  };
+  if (env.is_object()) {
+    for (const auto& [name, value] : env.items())  // nlohmann objects iterate sorted
+      out.push_back({{"name", name}, {"value", as_text(value)}});
+    return out;
+  }
+  if (!env.is_array())
+    return out;
+  for (const auto& item : env) {
+    if (!item.is_object())
+      continue;
+    nlohmann::json entry = item;
+    if (entry.contains("value"))
+      entry["value"] = as_text(entry["value"]);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+/// Each `volumes` entry as {pvc, mount, readOnly?}; "pvc:mount" strings are split.
+std::vector<nlohmann::json> volume_entries(const nlohmann::json& values) {
+  std::vector<nlohmann::json> out;
+  if (!is_set(values, "volumes") || !values["volumes"].is_array())
+    return out;
+  for (const auto& v : values["volumes"]) {
+    if (v.is_string()) {
+      std::string s = v.get<std::string>();
+      size_t colon = s.find(':');
+      out.push_back({{"pvc", s.substr(0, colon)},
+                     {"mount", colon == std::string::npos ? "" : s.substr(colon + 1)}});
+    } else if (v.is_object()) {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+nlohmann::json role_settings(const nlohmann::json& values, const std::string& role,
+                             const std::vector<nlohmann::json>& volumes) {
+  nlohmann::json eff = nlohmann::json::object();
+  for (const char* key : kRoleKeys)
+    if (is_set(values, key) && !(role == "launcher" && std::string_view(key) == "gpus"))
+      eff[key] = values[key];
+  if (values.contains(role) && values[role].is_object())
+    for (const char* key : kRoleKeys)
+      if (values[role].contains(key))
+        eff[key] = values[role][key];
+  if (eff.contains("env"))
+    eff["env"] = env_list(eff["env"]);
+  nlohmann::json resources = nlohmann::json::object();
+  for (const char* key : {"cpu", "memory"}) {
+    if (is_set(eff, key)) {
+      resources["limits"][key] = eff[key];
+      resources["requests"][key] = eff[key];
+    }
+  }
+  if (is_set(eff, "gpus") && eff["gpus"] != 0)
+    resources["limits"]["nvidia.com/gpu"] = eff["gpus"];
+  if (!resources.empty())
+    eff["resources"] = resources;
+  nlohmann::json mounts = nlohmann::json::array();
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    nlohmann::json mount = {{"name", fmt::format("vol-{}", i)},
+                            {"mountPath", volumes[i].value("mount", "")}};
+    if (volumes[i].value("readOnly", false))
+      mount["readOnly"] = true;
+    mounts.push_back(std::move(mount));
+  }
+  if (!mounts.empty())
+    eff["volumeMounts"] = mounts;
+  return eff;
+}
+
+/// A role's count: `<role>` itself when a number, else `<role>.replicas`, else `fallback`.
+long long replica_count(const nlohmann::json& values, const char* role, long long fallback) {
+  if (!is_set(values, role))
+    return fallback;
+  const nlohmann::json& v = values[role];
+  if (v.is_number_integer())
+    return v.get<long long>();
+  if (v.is_object() && v.contains("replicas") && v["replicas"].is_number_integer())
+    return v["replicas"].get<long long>();
+  return fallback;
+}
+
+nlohmann::json derived_settings(const nlohmann::json& values,
+                                const std::vector<nlohmann::json>& volumes) {
+  nlohmann::json d = nlohmann::json::object();
+  long long workers = replica_count(values, "worker", 1);
+  if (is_set(values, "workers") && values["workers"].is_number_integer())
+    workers = values["workers"].get<long long>();
+  d["workers"] = workers;
+  d["chiefReplicas"] = replica_count(values, "chief", 0);
+  d["psReplicas"] = replica_count(values, "ps", 0);
+  d["evaluatorReplicas"] = replica_count(values, "evaluator", 0);
+  bool elastic = is_set(values, "elasticPolicy");
+  d["masterReplicas"] = elastic ? 0 : 1;
+  d["pytorchWorkers"] = elastic ? workers : std::max(0LL, workers - 1);
+  nlohmann::json pod_volumes = nlohmann::json::array();
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    nlohmann::json claim = {{"claimName", volumes[i].value("pvc", "")}};
+    if (volumes[i].value("readOnly", false))
+      claim["readOnly"] = true;
+    pod_volumes.push_back({{"name", fmt::format("vol-{}", i)}, {"persistentVolumeClaim", claim}});
+  }
+  if (!pod_volumes.empty())
+    d["volumes"] = pod_volumes;
+  if (is_set(values, "imagePullSecrets") && values["imagePullSecrets"].is_array()) {
+    nlohmann::json secrets = nlohmann::json::array();
+    for (const auto& s : values["imagePullSecrets"])
+      secrets.push_back(s.is_object() ? s : nlohmann::json{{"name", s}});
+    d["imagePullSecrets"] = secrets;
+  }
+  if (is_set(values, "slotsPerWorker"))
+    d["slotsPerWorker"] = values["slotsPerWorker"];
+  else if (is_set(values, "gpus") && values["gpus"].is_number() && values["gpus"] > 0)
+    d["slotsPerWorker"] = values["gpus"];
+  bool scheduling = false;
+  for (const char* key : kSchedulingKeys)
+    scheduling = scheduling || is_set(values, key);
+  bool run_policy = scheduling;
+  for (const char* key : kRunPolicyKeys)
+    run_policy = run_policy || is_set(values, key);
+  d["hasSchedulingPolicy"] = scheduling;
+  d["hasRunPolicy"] = run_policy;
+  return d;
+}
+
+bool falsy(const nlohmann::json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v == 0) ||
+         (v.is_string() && v.get_ref<const std::string&>().empty()) ||
+         (v.is_structured() && v.empty());
+}
+
+mustache::data to_element(const nlohmann::json& v);
+
+/// An object becomes a mustache object whose members are YAML-spelled, with `json:KEY` siblings.
+mustache::data to_object(const nlohmann::json& obj) {
+  mustache::data out{mustache::data::type::object};
+  for (const auto& [key, v] : obj.items()) {
+    if (v.is_null())
+      continue;
+    out.set("json:" + key, flow(v));
+    if (falsy(v))
+      out.set(key, false);
+    else if (v.is_object())
+      out.set(key, to_object(v));
+    else if (v.is_array())
+      out.set(key, to_element(v));
+    else if (v.is_boolean())
+      out.set(key, true);
+    else
+      out.set(key, v.dump());
+  }
+  return out;
+}
+
+mustache::data to_element(const nlohmann::json& v) {
+  if (v.is_object())
+    return to_object(v);
+  if (v.is_array()) {
+    mustache::data list{mustache::data::type::list};
+    for (const auto& item : v)
+      list.push_back(to_element(item));
+    return list;
+  }
+  return mustache::data(v.dump());
+}
+
+int line_of_offset(std::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + offset, '\n'));
+}
+
+[[noreturn]] void template_error(std::string_view text, std::string_view name,
+                                 const std::string& message) {
+  static const std::regex at_re(R"((.*) at ([0-9]+)$)");
+  std::smatch m;
+  if (std::regex_match(message, m, at_re))
+    throw Error(ErrorKind::Validation,
+                fmt::format("template {}:{}: {}", name,
+                            line_of_offset(text, std::stoul(m[2].str())), m[1].str()));
+  throw Error(ErrorKind::Validation, fmt::format("template {}: {}", name, message));
+}
+
+/// Drops the line breaks after lines that hold only a section, inverted-section, end or comment
+/// tag (comments may span lines), as the mustache spec's "standalone tags" rule asks; kainjow
+/// leaves them as blank lines. The tags stay, so the rendered YAML is otherwise unchanged.
+std::string strip_standalone_lines(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    size_t end = eol == std::string::npos ? text.size() : eol;
+    std::string_view line(text.data() + pos, end - pos);
+    size_t first = line.find_first_not_of(" \t");
+    bool tag_start = first != std::string_view::npos && line.substr(first).starts_with("{{") &&
+                     line.size() > first + 2 &&
+                     std::string_view("#^/!").find(line[first + 2]) != std::string_view::npos;
+    if (tag_start && line[first + 2] == '!' && line.find("}}") == std::string_view::npos) {
+      size_t close = text.find("}}", end);  // a comment spanning lines
+      size_t close_eol = close == std::string::npos ? std::string::npos : text.find('\n', close);
+      if (close != std::string::npos && close_eol != std::string::npos &&
+          text.find_first_not_of(" \t", close + 2) == close_eol) {
+        out.append(text, pos + first, close + 2 - (pos + first));
+        pos = close_eol + 1;
+        continue;
+      }
+    }
+    size_t close = line.find("}}");
+    bool standalone = tag_start && close != std::string_view::npos &&
+                      line.find("{{", first + 2) == std::string_view::npos &&
+                      line.find_first_not_of(" \t", close + 2) == std::string_view::npos;
+    if (standalone && eol != std::string::npos) {
+      out.append(line.substr(first, close + 2 - first));
+      pos = eol + 1;
+      continue;
+    }
+    out.append(text, pos, eol == std::string::npos ? std::string::npos : eol + 1 - pos);
+    pos = eol == std::string::npos ? text.size() : eol + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json render_context(const nlohmann::json& values) {
+  nlohmann::json ctx = values.is_object() ? values : nlohmann::json::object();
+  std::vector<nlohmann::json> volumes = volume_entries(ctx);
+  nlohmann::json roles = nlohmann::json::object();
+  for (const char* role : kRoles)
+    roles[role] = role_settings(ctx, role, volumes);
+  nlohmann::json derived = derived_settings(ctx, volumes);
+  ctx["roles"] = std::move(roles);
+  ctx["derived"] = std::move(derived);
+  return ctx;
+}
+
+std::string render_template(std::string_view template_text, const nlohmann::json& values,
+                            std::string_view template_name) {
+  std::string text(template_text);
+  {
+    // Parse the text as written first, so error offsets map to the author's lines.
+    mustache::mustache as_written(text);
+    if (!as_written.is_valid())
+      template_error(text, template_name, as_written.error_message());
+  }
+  mustache::mustache tmpl(strip_standalone_lines(text));
+  if (!tmpl.is_valid())
+    template_error(text, template_name, tmpl.error_message());
+  // Values are pre-spelled as YAML; HTML escaping would corrupt them.
+  tmpl.set_custom_escape([](const std::string& s) { return s; });
+  std::string out = tmpl.render(to_object(render_context(values)));
+  if (!tmpl.is_valid())
+    template_error(text, template_name, tmpl.error_message());
+  return out;
+}
+
+}  // namespace trainctl::render
