@@ -298,10 +298,13 @@ json evaluate_json_path(const json& object, std::string_view path) {
       if (!cur->is_array())
         return nullptr;
       try {
-        const size_t i = std::stoul(index);
-        if (i >= cur->size())
+        // "[-1:]" (the Kubeflow CRDs' last condition) and "[-1]" count from the end.
+        const long i = std::stol(index.ends_with(":") ? index.substr(0, index.size() - 1) : index);
+        const long size = static_cast<long>(cur->size());
+        const long at = i < 0 ? size + i : i;
+        if (at < 0 || at >= size)
           return nullptr;
-        cur = &(*cur)[i];
+        cur = &(*cur)[static_cast<size_t>(at)];
       } catch (const std::exception&) {
         return nullptr;  // filters such as [?(@.type=="Ready")] are not evaluated
       }

@@ -24,6 +24,8 @@ TEST(TableTest, JsonPathReadsFieldsAndIndexes) {
                     {"metadata", {{"labels", {{"team", "a"}}}}}};
   EXPECT_EQ(evaluate_json_path(obj, ".status.conditions[1].type"), "Succeeded");
   EXPECT_EQ(evaluate_json_path(obj, "{.metadata.labels.team}"), "a");
+  EXPECT_EQ(evaluate_json_path(obj, ".status.conditions[-1:].type"), "Succeeded");
+  EXPECT_EQ(evaluate_json_path(obj, ".status.conditions[-2].type"), "Running");
   EXPECT_TRUE(evaluate_json_path(obj, ".status.missing").is_null());
   EXPECT_TRUE(evaluate_json_path(obj, ".status.conditions[5].type").is_null());
 }

@@ -251,6 +251,30 @@ TEST_F(SandboxDiscoveryTest, CoreV1ListsPodsWithTheirSubresources) {
 
 // --- CustomResourceDefinitions ----------------------------------------------------------------
 
+TEST_F(SandboxCrdTest, ShippedTrainingCrdsInstallAndServeWithPrinterColumns) {
+  testing::install_training_crds(client());
+  const json job =
+      client().create(resources::tfjobs(), "default",
+                      {{"apiVersion", "kubeflow.org/v1"},
+                       {"kind", "TFJob"},
+                       {"metadata", {{"name", "mnist"}}},
+                       {"spec", {{"tfReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}}}});
+  EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 2);  // unknown fields kept
+  const json queue = client().create(resources::queues(), "",
+                                     {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                                      {"kind", "Queue"},
+                                      {"metadata", {{"name", "team-a"}}},
+                                      {"spec", {{"weight", 1}}}});
+  EXPECT_FALSE(queue["metadata"].contains("namespace"));  // cluster-scoped
+  RawSandboxHttp http(sandbox().admin_config());
+  const auto table = http.send("GET", "/apis/kubeflow.org/v1/namespaces/default/tfjobs", "", "",
+                               {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}});
+  ASSERT_EQ(table.status, 200) << table.body;
+  const json t = json::parse(table.body);
+  EXPECT_EQ(t["columnDefinitions"][1]["name"], "State");
+  EXPECT_EQ(t["rows"][0]["cells"][0], "mnist");
+}
+
 TEST_F(SandboxCrdTest, NamespacedCrdWithStatusIsServedUntilDeleted) {
   const Error before = expect_error([&] { client().require_served(resources::tfjobs()); });
   EXPECT_EQ(before.kind(), ErrorKind::NotFound);

@@ -4,6 +4,7 @@
 // it through the real client, as trainctl does to a real cluster.
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <chrono>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "kube/rest_config.h"
 #include "sandbox/sandbox.h"
 #include "tests/support/temp_dir.h"
+#include "yaml_json.h"
 
 namespace trainctl::testing {
 
@@ -89,6 +91,21 @@ class LocalSandbox {
 
 /// Plain HTTP requests to a sandbox with the admin certificate, for what kube::Client has no verb
 /// for (raw discovery documents, unusual methods and content types, /sandbox/faults).
+/// Creates the Kubeflow and Volcano CRDs shipped under packaging/crds (what `trainctl install`
+/// will apply) and waits until each is served.
+inline void install_training_crds(kube::Client& client) {
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging" / "crds")) {
+    const nlohmann::json crd = yaml_to_json(YAML::LoadFile(entry.path().string()));
+    client.create(kube::resources::custom_resource_definitions(), "", crd);
+  }
+  for (const auto& r :
+       {kube::resources::tfjobs(), kube::resources::pytorchjobs(), kube::resources::mpijobs(),
+        kube::resources::podgroups(), kube::resources::queues()}) {
+    client.require_served(r);
+  }
+}
+
 class RawSandboxHttp {
  public:
   explicit RawSandboxHttp(const kube::RestConfig& config)
@@ -99,11 +116,13 @@ class RawSandboxHttp {
 
   kube::HttpResponse send(const std::string& method, const std::string& path,
                           const std::string& body = {},
-                          const std::string& content_type = "application/json") {
+                          const std::string& content_type = "application/json",
+                          const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     kube::HttpRequest request;
     request.method = method;
     request.path = path;
     request.body = body;
+    request.headers = headers;
     if (!body.empty())
       request.headers.emplace_back("Content-Type", content_type);
     request.timeout = std::chrono::seconds(10);
