@@ -33,6 +33,7 @@
 
 #include "error.h"
 #include "kube/websocket.h"
+#include "sandbox/openssl_handles.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -55,18 +56,6 @@ constexpr std::chrono::seconds kLingerTimeout{2};
 
 Deadline deadline_after(std::chrono::milliseconds timeout) {
   return timeout.count() <= 0 ? Deadline::max() : SteadyClock::now() + timeout;
-}
-
-std::string openssl_errors() {
-  std::string out;
-  while (unsigned long code = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof buf);
-    if (!out.empty())
-      out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
 }
 
 [[noreturn]] void config_failure(std::string_view what) {
@@ -1124,22 +1113,6 @@ int select_http11(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen
   return SSL_TLSEXT_ERR_OK;
 }
 
-struct BioFree {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct X509Free {
-  void operator()(X509* cert) const { X509_free(cert); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-
-BioPtr memory_bio(const std::string& pem) {
-  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-}
-
 }  // namespace
 
 void HttpsServer::State::make_context() {
@@ -1153,18 +1126,14 @@ void HttpsServer::State::make_context() {
                             SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_alpn_select_cb(ctx, select_http11, nullptr);
 
-  BioPtr cert_bio = memory_bio(config.cert_pem);
-  X509Ptr leaf(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (!leaf || SSL_CTX_use_certificate(ctx, leaf.get()) != 1)
+  std::vector<CertPtr> chain = read_certificates(config.cert_pem);
+  if (chain.empty() || SSL_CTX_use_certificate(ctx, chain.front().get()) != 1)
     config_failure("reading the serving certificate");
-  while (X509Ptr chain{PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr)}) {
-    if (SSL_CTX_add1_chain_cert(ctx, chain.get()) != 1)
+  for (size_t i = 1; i < chain.size(); ++i) {
+    if (SSL_CTX_add1_chain_cert(ctx, chain[i].get()) != 1)
       config_failure("adding a chain certificate");
   }
-  ERR_clear_error();  // the loop ends on a "no start line" error
-  BioPtr key_bio = memory_bio(config.key_pem);
-  std::unique_ptr<EVP_PKEY, PkeyFree> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  KeyPtr key = read_private_key(config.key_pem);
   if (!key)
     config_failure("reading the private key");
   if (SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || SSL_CTX_check_private_key(ctx) != 1)
@@ -1172,17 +1141,14 @@ void HttpsServer::State::make_context() {
 
   if (config.client_ca_pem.empty())
     return;
-  BioPtr ca_bio = memory_bio(config.client_ca_pem);
+  std::vector<CertPtr> cas = read_certificates(config.client_ca_pem);
+  if (cas.empty())
+    throw Error(ErrorKind::Config, "sandbox HTTPS server: no certificate in the client CA bundle");
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  int loaded = 0;
-  while (X509Ptr ca{PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr)}) {
+  for (const auto& ca : cas) {
     if (X509_STORE_add_cert(store, ca.get()) != 1 || SSL_CTX_add_client_CA(ctx, ca.get()) != 1)
       config_failure("adding a client CA");
-    ++loaded;
   }
-  ERR_clear_error();
-  if (loaded == 0)
-    throw Error(ErrorKind::Config, "sandbox HTTPS server: no certificate in the client CA bundle");
   // Ask for a certificate without requiring one; one that does not verify fails the handshake.
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   // Resumed sessions keep the client's identity; OpenSSL refuses them without a context id.

@@ -12,25 +12,14 @@
 #include <memory>
 
 #include "error.h"
+#include "sandbox/openssl_handles.h"
 
 namespace trainctl::sandbox {
 namespace {
 
-template <auto Free>
-struct Deleter {
-  template <class T>
-  void operator()(T* p) const {
-    Free(p);
-  }
-};
-using KeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY_free>>;
-using CertPtr = std::unique_ptr<X509, Deleter<X509_free>>;
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO_free>>;
-
 [[noreturn]] void fail(const char* what) {
-  char buf[256];
-  ERR_error_string_n(ERR_get_error(), buf, sizeof buf);
-  throw Error(ErrorKind::Config, fmt::format("generating certificates: {}: {}", what, buf));
+  throw Error(ErrorKind::Config,
+              fmt::format("generating certificates: {}: {}", what, openssl_errors()));
 }
 
 void ensure(bool ok, const char* what) {
@@ -64,17 +53,15 @@ std::string cert_pem(X509* cert) {
 }
 
 KeyPtr read_key(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  KeyPtr key = read_private_key(pem);
   ensure(key != nullptr, "reading CA key");
   return key;
 }
 
 CertPtr read_cert(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  CertPtr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  ensure(cert != nullptr, "reading CA certificate");
-  return cert;
+  std::vector<CertPtr> certs = read_certificates(pem);
+  ensure(!certs.empty(), "reading CA certificate");
+  return std::move(certs.front());
 }
 
 void add_extension(X509* cert, X509* issuer, int nid, const std::string& value) {

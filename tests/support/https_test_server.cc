@@ -2,10 +2,11 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/pem.h>
 #include <sys/socket.h>
 
 #include <stdexcept>
+
+#include "sandbox/openssl_handles.h"
 
 namespace trainctl::testing {
 
@@ -25,37 +26,16 @@ const TestPki& TestPki::shared() {
   return pki;
 }
 
-namespace {
-
-X509* read_cert(const std::string& pem) {
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
-  BIO_free(bio);
-  return cert;
-}
-
-EVP_PKEY* read_key(const std::string& pem) {
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
-  BIO_free(bio);
-  return key;
-}
-
-}  // namespace
-
 HttpsTestServer::HttpsTestServer(ClientCerts client_certs, const TestPki& pki) : pki_(pki) {
-  X509* cert = read_cert(pki.server.cert_pem);
-  EVP_PKEY* key = read_key(pki.server.key_pem);
+  const sandbox::CertPtr cert = std::move(sandbox::read_certificates(pki.server.cert_pem).front());
+  const sandbox::KeyPtr key = sandbox::read_private_key(pki.server.key_pem);
   X509_STORE* store = nullptr;
   if (client_certs == ClientCerts::Required) {
     store = X509_STORE_new();
-    X509* ca = read_cert(pki.ca.cert_pem);
-    X509_STORE_add_cert(store, ca);
-    X509_free(ca);
+    for (const auto& ca : sandbox::read_certificates(pki.ca.cert_pem))
+      X509_STORE_add_cert(store, ca.get());
   }
-  server_ = std::make_unique<httplib::SSLServer>(cert, key, store);  // takes the store
-  X509_free(cert);
-  EVP_PKEY_free(key);
+  server_ = std::make_unique<httplib::SSLServer>(cert.get(), key.get(), store);  // takes the store
   if (!server_->is_valid())
     throw std::runtime_error("test HTTPS server: bad certificate");
   // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms to every small reply.

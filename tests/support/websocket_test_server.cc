@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "error.h"
+#include "sandbox/openssl_handles.h"
 #include "text.h"
 
 namespace trainctl::testing {
@@ -33,25 +34,8 @@ constexpr std::chrono::seconds kReadTimeout{10};
 
 // --- OpenSSL helpers -------------------------------------------------------------------------
 
-template <typename T, void (*Free)(T*)>
-struct Deleter {
-  void operator()(T* p) const { Free(p); }
-};
-using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
-
-std::string openssl_errors() {
-  std::string out;
-  while (unsigned long code = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof buf);
-    if (!out.empty())
-      out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
+using sandbox::BioPtr;
+using sandbox::openssl_errors;
 
 [[noreturn]] void openssl_failure(std::string_view what) {
   throw std::runtime_error(fmt::format("{}: {}", what, openssl_errors()));
@@ -408,13 +392,11 @@ struct WebSocketTestServer::Tls {
 namespace {
 
 void load_certificate(SSL_CTX* ctx, const sandbox::CertifiedKey& pair) {
-  BioPtr cert_bio(BIO_new_mem_buf(pair.cert_pem.data(), static_cast<int>(pair.cert_pem.size())));
-  X509Ptr cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (!cert)
+  std::vector<sandbox::CertPtr> certs = sandbox::read_certificates(pair.cert_pem);
+  if (certs.empty())
     openssl_failure("test server: reading the certificate");
-  check(SSL_CTX_use_certificate(ctx, cert.get()), "test server: using the certificate");
-  BioPtr key_bio(BIO_new_mem_buf(pair.key_pem.data(), static_cast<int>(pair.key_pem.size())));
-  PkeyPtr key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  check(SSL_CTX_use_certificate(ctx, certs.front().get()), "test server: using the certificate");
+  sandbox::KeyPtr key = sandbox::read_private_key(pair.key_pem);
   if (!key)
     openssl_failure("test server: reading the private key");
   check(SSL_CTX_use_PrivateKey(ctx, key.get()), "test server: using the private key");
@@ -422,15 +404,13 @@ void load_certificate(SSL_CTX* ctx, const sandbox::CertifiedKey& pair) {
 }
 
 void require_client_certificates(SSL_CTX* ctx, const std::string& ca_pem) {
-  BioPtr bio(BIO_new_mem_buf(ca_pem.data(), static_cast<int>(ca_pem.size())));
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  int loaded = 0;
-  while (X509Ptr ca{PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)}) {
+  const std::vector<sandbox::CertPtr> cas = sandbox::read_certificates(ca_pem);
+  for (const auto& ca : cas) {
     check(X509_STORE_add_cert(store, ca.get()), "test server: adding a client CA");
     check(SSL_CTX_add_client_CA(ctx, ca.get()), "test server: listing a client CA");
-    ++loaded;
   }
-  ERR_clear_error();  // the loop ends on a "no start line" error
+  const size_t loaded = cas.size();
   if (loaded == 0)
     throw std::runtime_error("test server: no certificate in client_ca_pem");
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
