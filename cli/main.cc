@@ -16,6 +16,12 @@ int main(int argc, char** argv) {
   cli::add_version_command(app, flags);
   cli::add_config_command(app, flags);
   cli::add_sandbox_command(app, flags);
+  cli::add_list_command(app, flags);
+  cli::add_get_command(app, flags);
+  cli::add_delete_command(app, flags);
+  cli::add_submit_command(app, flags);
+  cli::add_render_command(app, flags);
+  cli::add_template_command(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,327 @@
+// trainctl get JOB: one job's status, conditions, replicas (its pods), PodGroup and recent events.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <tuple>
+
+#include "api/status.h"
+#include "commands.h"
+#include "error.h"
+#include "printer.h"
+#include "text.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
+constexpr std::string_view kReplicaTypeLabel = "training.kubeflow.org/replica-type";
+constexpr std::string_view kReplicaIndexLabel = "training.kubeflow.org/replica-index";
+constexpr size_t kMaxEvents = 10;
+
+std::string str(const json& object, const json::json_pointer& path) {
+  if (!object.contains(path))
+    return "";
+  const json& v = object.at(path);
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+}
+
+std::string or_none(std::string s) {
+  return s.empty() ? "<none>" : s;
+}
+
+std::string label(const json& object, std::string_view key) {
+  const json& labels = object.value("metadata", json::object()).value("labels", json::object());
+  const auto it = labels.find(key);
+  return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+/// "worker-1" from the replica-type and replica-index labels; the pod name when they are missing.
+std::string replica_name(const json& pod) {
+  const std::string type = label(pod, kReplicaTypeLabel);
+  if (type.empty())
+    return pod["metadata"].value("name", "");
+  const std::string index = label(pod, kReplicaIndexLabel);
+  return index.empty() ? to_lower(type) : fmt::format("{}-{}", to_lower(type), index);
+}
+
+int restarts(const json& pod) {
+  int n = 0;
+  for (const auto& cs :
+       pod.value("status", json::object()).value("containerStatuses", json::array()))
+    n += cs.value("restartCount", 0);
+  return n;
+}
+
+/// The exit code of the first terminated container (current state, else the last one).
+std::string exit_code_of(const json& pod) {
+  for (const auto& cs :
+       pod.value("status", json::object()).value("containerStatuses", json::array())) {
+    for (const char* state : {"state", "lastState"}) {
+      const json& s = cs.value(state, json::object());
+      if (s.contains("terminated"))
+        return std::to_string(s["terminated"].value("exitCode", 0));
+    }
+  }
+  return "<none>";
+}
+
+/// The time an event last happened: lastTimestamp, eventTime, then creationTimestamp.
+json event_time(const json& event) {
+  for (const char* field : {"lastTimestamp", "eventTime", "firstTimestamp"}) {
+    if (event.contains(field) && event[field].is_string())
+      return event[field];
+  }
+  return event.value("metadata", json::object()).value("creationTimestamp", json());
+}
+
+std::optional<std::chrono::system_clock::time_point> event_timestamp(const json& event) {
+  const json t = event_time(event);
+  return t.is_string() ? api::parse_timestamp(t.get<std::string>()) : std::nullopt;
+}
+
+/// Pods in replica order: by type, then index as a number ("worker-2" before "worker-10").
+bool replica_order(const json& a, const json& b) {
+  auto key = [](const json& pod) {
+    const std::string index = label(pod, kReplicaIndexLabel);
+    const bool numeric =
+        !index.empty() && index.size() < 9 && std::all_of(index.begin(), index.end(), ::isdigit);
+    return std::tuple(to_lower(label(pod, kReplicaTypeLabel)), numeric ? std::stoi(index) : -1,
+                      pod["metadata"].value("name", ""));
+  };
+  return key(a) < key(b);
+}
+
+/// `Name:   value` lines, values aligned, as kubectl describe prints them.
+void print_fields(std::ostream& out,
+                  const std::vector<std::pair<std::string, std::string>>& fields) {
+  size_t width = 0;
+  for (const auto& [key, value] : fields)
+    width = std::max(width, key.size() + 1);
+  for (const auto& [key, value] : fields)
+    out << fmt::format("{:<{}}  {}\n", key + ":", width, value);
+}
+
+/// A blank line, `Title:` and the table, or `Title: <none>` when it has no rows.
+void print_section(std::ostream& out, std::string_view title, const Table& table) {
+  out << '\n' << title << ':';
+  if (table.rows.empty()) {
+    out << " <none>\n";
+    return;
+  }
+  out << '\n';
+  print_table(out, table);
+}
+
+struct GetOptions {
+  std::string job;
+  std::string kind_flag;
+  std::string output;
+
+  std::string namespace_;
+  std::optional<api::JobKind> kind;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete(const GlobalFlags& flags) {
+    namespace_ = flags.rest_config().default_namespace;
+    format = parse_output_format(output);
+    if (!kind_flag.empty())
+      kind = parse_kind_flag(kind_flag);
+  }
+
+  void Validate() const {
+    if (job.empty())
+      throw Error(ErrorKind::Usage, "get needs a job name");
+  }
+
+  void Run(const GlobalFlags& flags) const {
+    auto client = flags.client();
+    const FoundJob found = find_job(*client, namespace_, job, kind);
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
+      print_document(std::cout, found.object, format);
+      return;
+    }
+    if (format == OutputFormat::Name) {
+      print_name(std::cout, found.object, api::kind_resource_name(found.kind));
+      return;
+    }
+    const auto now = std::chrono::system_clock::now();
+    print_summary(found, now);
+    print_conditions(found.object, now);
+    const json pods = client
+                          ->list_all(kube::resources::pods(), namespace_,
+                                     {.label_selector = fmt::format("{}={}", kJobNameLabel, job)})
+                          .value("items", json::array());
+    print_replicas(pods, now);
+    print_podgroup(*client);
+    print_events(*client, pods, now);
+  }
+
+  void print_summary(const FoundJob& found, std::chrono::system_clock::time_point now) const {
+    const json& j = found.object;
+    const json created = j["metadata"].value("creationTimestamp", json());
+    const std::string created_text =
+        created.is_string() ? fmt::format("{} ({} ago)", created.get<std::string>(),
+                                          api::human_duration_or_none(api::age_of(created, now)))
+                            : "<none>";
+    print_fields(std::cout, {{"Name", job},
+                             {"Namespace", namespace_},
+                             {"Kind", std::string(api::job_kind_info(found.kind).name)},
+                             {"Status", api::job_status(j)},
+                             {"Replicas", api::format_replicas(api::replica_totals(j))},
+                             {"Queue", or_none(api::job_queue(j))},
+                             {"Created", created_text},
+                             {"Duration", api::human_duration_or_none(api::job_duration(j, now))}});
+  }
+
+  static void print_conditions(const json& j, std::chrono::system_clock::time_point now) {
+    Table table{{"TYPE", "STATUS", "REASON", "MESSAGE", "LAST-TRANSITION"}, {}};
+    for (const auto& c : j.value("status", json::object()).value("conditions", json::array())) {
+      table.rows.push_back(
+          {c.value("type", ""), c.value("status", ""), or_none(c.value("reason", "")),
+           or_none(c.value("message", "")),
+           api::human_duration_or_none(api::age_of(c.value("lastTransitionTime", json()), now))});
+    }
+    print_section(std::cout, "Conditions", table);
+  }
+
+  static void print_replicas(json pods, std::chrono::system_clock::time_point now) {
+    std::vector<json> sorted(pods.begin(), pods.end());
+    std::sort(sorted.begin(), sorted.end(), replica_order);
+    Table table{{"REPLICA", "POD", "PHASE", "NODE", "RESTARTS", "EXIT-CODE", "AGE"}, {}};
+    for (const auto& pod : sorted) {
+      const json& meta = pod["metadata"];
+      table.rows.push_back(
+          {replica_name(pod), meta.value("name", ""),
+           or_none(str(pod, "/status/phase"_json_pointer)),
+           or_none(str(pod, "/spec/nodeName"_json_pointer)), std::to_string(restarts(pod)),
+           exit_code_of(pod),
+           api::human_duration_or_none(api::age_of(meta.value("creationTimestamp", json()), now))});
+    }
+    print_section(std::cout, "Pods", table);
+  }
+
+  void print_podgroup(kube::Client& client) const {
+    json group;
+    try {
+      group = client.get(kube::resources::podgroups(), namespace_, job);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)  // no PodGroup, or Volcano's CRD not installed
+        throw;
+      return;
+    }
+    Table table{{"NAME", "PHASE", "MIN-MEMBER", "QUEUE"}, {}};
+    table.rows.push_back({job, or_none(str(group, "/status/phase"_json_pointer)),
+                          or_none(str(group, "/spec/minMember"_json_pointer)),
+                          or_none(str(group, "/spec/queue"_json_pointer))});
+    print_section(std::cout, "PodGroup", table);
+  }
+
+  /// The job's events and its pods' (one field-selected LIST each, bounded by the replicas).
+  void print_events(kube::Client& client, const json& pods,
+                    std::chrono::system_clock::time_point now) const {
+    std::vector<std::string> names{job};
+    for (const auto& pod : pods)
+      names.push_back(pod["metadata"].value("name", ""));
+    std::vector<json> events;
+    for (const auto& name : names) {
+      const json list =
+          client.list_all(kube::resources::events(), namespace_,
+                          {.field_selector = fmt::format("involvedObject.name={}", name)});
+      for (const auto& e : list.value("items", json::array()))
+        events.push_back(e);
+    }
+    std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
+      return event_timestamp(a) < event_timestamp(b);
+    });
+    if (events.size() > kMaxEvents)
+      events.erase(events.begin(), events.end() - kMaxEvents);
+    Table table{{"TYPE", "REASON", "OBJECT", "AGE", "MESSAGE"}, {}};
+    for (const auto& e : events) {
+      table.rows.push_back(
+          {e.value("type", ""), e.value("reason", ""),
+           fmt::format("{}/{}", to_lower(str(e, "/involvedObject/kind"_json_pointer)),
+                       str(e, "/involvedObject/name"_json_pointer)),
+           api::human_duration_or_none(api::age_of(event_time(e), now)), e.value("message", "")});
+    }
+    print_section(std::cout, "Events", table);
+  }
+};
+
+}  // namespace
+
+kube::Resource job_resource(api::JobKind kind) {
+  switch (kind) {
+    case api::JobKind::TFJob:
+      return kube::resources::tfjobs();
+    case api::JobKind::PyTorchJob:
+      return kube::resources::pytorchjobs();
+    case api::JobKind::MPIJob:
+      break;
+  }
+  return kube::resources::mpijobs();
+}
+
+api::JobKind parse_kind_flag(std::string_view value) {
+  const std::string lower = to_lower(value);
+  for (const auto& info : api::job_kinds()) {
+    const std::string name = to_lower(info.name);
+    if (lower == name || lower == info.plural)
+      return info.kind;
+  }
+  throw Error(ErrorKind::Usage,
+              fmt::format("unknown --kind {:?}: allowed are tfjob, pytorchjob, mpijob", value));
+}
+
+FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view name,
+                  std::optional<api::JobKind> kind) {
+  std::vector<FoundJob> found;
+  for (const auto& info : api::job_kinds()) {
+    if (kind && *kind != info.kind)
+      continue;
+    const kube::Resource resource = job_resource(info.kind);
+    try {
+      found.push_back({info.kind, client.get(resource, ns, name)});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;
+      if (kind)
+        client.require_served(resource);  // says "run `trainctl install`" when it is not
+    }
+  }
+  if (found.empty()) {
+    throw Error(ErrorKind::NotFound,
+                fmt::format("{} {:?} not found in namespace {:?}",
+                            kind ? to_lower(api::job_kind_info(*kind).name) : "job", name, ns),
+                404);
+  }
+  if (found.size() > 1) {
+    std::vector<std::string> kinds;
+    for (const auto& f : found)
+      kinds.push_back(to_lower(api::job_kind_info(f.kind).name));
+    throw Error(ErrorKind::Usage,
+                fmt::format("job {:?} is ambiguous in namespace {:?}: it exists as {}; choose one "
+                            "with --kind",
+                            name, ns, fmt::join(kinds, ", ")));
+  }
+  found[0].object["kind"] = std::string(api::job_kind_info(found[0].kind).name);
+  found[0].object["apiVersion"] = std::string(api::job_kind_info(found[0].kind).api_version);
+  return found[0];
+}
+
+void add_get_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<GetOptions>();
+  auto* cmd = app.add_subcommand("get", "Show one job: status, conditions, replicas and events");
+  cmd->add_option("job", opts->job, "The job's name")->required();
+  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob");
+  cmd->add_option("-o,--output", opts->output, "Output format: json, yaml or name");
+  cmd->callback([opts, &flags] {
+    opts->Complete(flags);
+    opts->Validate();
+    opts->Run(flags);
+  });
+}
+
+}  // namespace trainctl::cli

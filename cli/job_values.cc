@@ -1,0 +1,377 @@
+// Flags -> template values for `submit KIND` and `render KIND`, and the render -> validate ->
+// annotate pipeline both verbs share.
+#include "job_values.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <array>
+#include <span>
+
+#include "api/manifest.h"
+#include "api/validation.h"
+#include "error.h"
+#include "render/render.h"
+#include "render/values.h"
+#include "text.h"
+#include "trainctl/version.h"
+
+#ifndef TRAINCTL_TEMPLATE_DIR
+#define TRAINCTL_TEMPLATE_DIR ""
+#endif
+#ifndef TRAINCTL_SOURCE_TEMPLATE_DIR
+#define TRAINCTL_SOURCE_TEMPLATE_DIR ""
+#endif
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::string_view, 4> kRoleKeys = {"image", "cpu", "memory", "gpus"};
+
+/// The roles a kind's per-role flags (--<role>-image, ...) exist for.
+std::span<const std::string_view> override_roles(api::JobKind kind) {
+  static constexpr std::array<std::string_view, 4> tf = {"chief", "ps", "worker", "evaluator"};
+  static constexpr std::array<std::string_view, 2> pytorch = {"master", "worker"};
+  static constexpr std::array<std::string_view, 2> mpi = {"launcher", "worker"};
+  switch (kind) {
+    case api::JobKind::TFJob:
+      return tf;
+    case api::JobKind::PyTorchJob:
+      return pytorch;
+    case api::JobKind::MPIJob:
+      return mpi;
+  }
+  return {};
+}
+
+/// Splits `K=V` at the first '='; the key must not be empty.
+std::pair<std::string, std::string> key_value(std::string_view flag, const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw Error(ErrorKind::Usage, fmt::format("{}: expected KEY=VALUE, got \"{}\"", flag, text));
+  }
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+json key_value_map(std::string_view flag, const std::vector<std::string>& items) {
+  json out = json::object();
+  for (const auto& item : items) {
+    auto [k, v] = key_value(flag, item);
+    out[k] = v;
+  }
+  return out;
+}
+
+int parse_int(std::string_view flag, const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const int n = std::stoi(text, &used);
+    if (used == text.size())
+      return n;
+  } catch (const std::exception&) {
+  }
+  throw Error(ErrorKind::Usage, fmt::format("{}: \"{}\" is not an integer", flag, text));
+}
+
+/// `key=value:Effect`, `key:Effect`, `key=value` or `key` -> a Kubernetes toleration.
+json parse_toleration(const std::string& text) {
+  json t = json::object();
+  std::string rest = text;
+  if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
+    const std::string effect = rest.substr(colon + 1);
+    if (effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute") {
+      throw Error(ErrorKind::Usage,
+                  fmt::format("--toleration: effect \"{}\" in \"{}\" is not one of NoSchedule, "
+                              "PreferNoSchedule, NoExecute",
+                              effect, text));
+    }
+    t["effect"] = effect;
+    rest.resize(colon);
+  }
+  if (rest.empty())
+    throw Error(ErrorKind::Usage, fmt::format("--toleration: no key in \"{}\"", text));
+  if (const auto eq = rest.find('='); eq != std::string::npos) {
+    t["key"] = rest.substr(0, eq);
+    t["operator"] = "Equal";
+    t["value"] = rest.substr(eq + 1);
+  } else {
+    t["key"] = rest;
+    t["operator"] = "Exists";
+  }
+  return t;
+}
+
+/// `pvc:mount` or `pvc:mount:ro` -> {pvc, mount, readOnly?}.
+json parse_volume(const std::string& text) {
+  const auto first = text.find(':');
+  if (first == std::string::npos || first == 0) {
+    throw Error(ErrorKind::Usage,
+                fmt::format("--volume: expected PVC:MOUNT_PATH[:ro], got \"{}\"", text));
+  }
+  json v = {{"pvc", text.substr(0, first)}};
+  std::string mount = text.substr(first + 1);
+  if (mount.ends_with(":ro")) {
+    mount.resize(mount.size() - 3);
+    v["readOnly"] = true;
+  }
+  if (!mount.starts_with('/')) {
+    throw Error(ErrorKind::Usage,
+                fmt::format("--volume: mount path \"{}\" in \"{}\" must be absolute", mount, text));
+  }
+  v["mount"] = mount;
+  return v;
+}
+
+void put_string(json& v, const char* key, const std::string& value) {
+  if (!value.empty())
+    v[key] = value;
+}
+
+}  // namespace
+
+bool JobFlags::was_given(const std::string& option) const {
+  const auto it = given.find(option);
+  return it != given.end() && it->second != nullptr && it->second->count() > 0;
+}
+
+json JobFlags::flag_values() const {
+  json v = json::object();
+  put_string(v, "name", name);
+  put_string(v, "image", image);
+  put_string(v, "cpu", cpu);
+  put_string(v, "memory", memory);
+  put_string(v, "nprocPerNode", nproc_per_node);
+  put_string(v, "mpiImplementation", mpi_implementation);
+  put_string(v, "queue", queue);
+  put_string(v, "priorityClass", priority_class);
+  put_string(v, "restartPolicy", restart_policy);
+  put_string(v, "cleanPodPolicy", clean_pod_policy);
+  put_string(v, "workingDir", working_dir);
+  const std::pair<const char*, int> numbers[] = {{"workers", workers},
+                                                 {"ps", ps},
+                                                 {"chief", chief},
+                                                 {"evaluator", evaluator},
+                                                 {"gpus", gpus},
+                                                 {"slotsPerWorker", slots_per_worker},
+                                                 {"minAvailable", min_available},
+                                                 {"backoffLimit", backoff_limit},
+                                                 {"activeDeadlineSeconds", active_deadline},
+                                                 {"ttlSecondsAfterFinished", ttl}};
+  for (const auto& [key, value] : numbers) {
+    if (was_given(key))
+      v[key] = value;
+  }
+  if (was_given("hostNetwork"))
+    v["hostNetwork"] = host_network;
+  if (!command.empty())
+    v["command"] = command;
+  if (!env.empty()) {
+    json list = json::array();
+    for (const auto& item : env) {
+      auto [k, val] = key_value("--env", item);
+      list.push_back({{"name", k}, {"value", val}});
+    }
+    v["env"] = list;
+  }
+  if (!labels.empty())
+    v["labels"] = key_value_map("--label", labels);
+  if (!annotations.empty())
+    v["annotations"] = key_value_map("--annotation", annotations);
+  if (!node_selectors.empty())
+    v["nodeSelector"] = key_value_map("--node-selector", node_selectors);
+  for (const auto& t : tolerations)
+    v["tolerations"].push_back(parse_toleration(t));
+  for (const auto& vol : volumes)
+    v["volumes"].push_back(parse_volume(vol));
+  if (!image_pull_secrets.empty())
+    v["imagePullSecrets"] = image_pull_secrets;
+  // Per-role overrides; a role that is also a count (ps, chief, evaluator) becomes
+  // {replicas: N, <key>: ...} as the templates expect.
+  for (const auto& [path, value] : role_overrides) {
+    const auto dot = path.find('.');
+    const std::string role = path.substr(0, dot);
+    const std::string key = path.substr(dot + 1);
+    json& section = v[role];
+    if (section.is_number())
+      section = json{{"replicas", section}};
+    section[key] = key == "gpus" ? json(parse_int("--" + role + "-gpus", value)) : json(value);
+  }
+  return v;
+}
+
+json JobFlags::values(const std::string& namespace_) const {
+  const auto sources = render::discover_value_sources(std::filesystem::current_path(),
+                                                      render::process_environment());
+  json values = render::layered_values(sources, values_files, {}, {});
+  json flags = flag_values();
+  if (!namespace_.empty())
+    flags["namespace"] = namespace_;
+  // Keep a role's count and its overrides together whichever layer gave which.
+  for (const char* role : {"ps", "chief", "evaluator"}) {
+    if (!flags.contains(role) || !values.contains(role))
+      continue;
+    if (flags[role].is_object() && values[role].is_number() && !flags[role].contains("replicas"))
+      flags[role]["replicas"] = values[role];
+    else if (flags[role].is_number() && values[role].is_object())
+      flags[role] = json{{"replicas", flags[role]}};
+  }
+  render::deep_merge(values, flags);
+  for (const auto& s : sets)
+    render::set_value(values, s);
+  for (const auto& s : set_strings)
+    render::set_value(values, s, true);
+  return values;
+}
+
+void add_job_flags(CLI::App& cmd, JobFlags& f) {
+  using api::JobKind;
+  const JobKind kind = f.kind;
+  auto given = [&f](const char* key, CLI::Option* opt) { f.given[key] = opt; };
+  const char* job = "Job";
+  cmd.add_option("--name", f.name, "Job name (default: metadata.generateName <kind>-)")->group(job);
+  cmd.add_option("--image", f.image, "Container image of every replica")->group(job);
+  const char* workers_help =
+      kind == JobKind::PyTorchJob
+          ? "Replicas in all: 1 Master + (N-1) Workers (default 1)"
+          : (kind == JobKind::MPIJob ? "Worker replicas; the Launcher is always 1 (default 1)"
+                                     : "Worker replicas (default 1)");
+  given("workers", cmd.add_option("--workers", f.workers, workers_help)->group(job));
+  if (kind == JobKind::TFJob) {
+    given("ps", cmd.add_option("--ps", f.ps, "Parameter server replicas")->group(job));
+    given("chief", cmd.add_option("--chief", f.chief, "Chief replicas (0 or 1)")->group(job));
+    given("evaluator",
+          cmd.add_option("--evaluator", f.evaluator, "Evaluator replicas")->group(job));
+  }
+  if (kind == JobKind::PyTorchJob) {
+    cmd.add_option("--nproc-per-node", f.nproc_per_node,
+                   "Processes per pod: auto, gpu, cpu or a number")
+        ->group(job);
+  }
+  if (kind == JobKind::MPIJob) {
+    given("slotsPerWorker", cmd.add_option("--slots-per-worker", f.slots_per_worker,
+                                           "MPI slots per worker (default: --gpus, else 1)")
+                                ->group(job));
+    cmd.add_option("--mpi-implementation", f.mpi_implementation, "OpenMPI, Intel or MPICH")
+        ->group(job);
+  }
+  const char* res = "Resources (every replica; per role with --<role>-<key>)";
+  given("gpus", cmd.add_option("--gpus", f.gpus, "nvidia.com/gpu limit per replica")->group(res));
+  cmd.add_option("--cpu", f.cpu, "CPU request and limit per replica, e.g. 4 or 500m")->group(res);
+  cmd.add_option("--memory", f.memory, "Memory request and limit per replica, e.g. 16Gi")
+      ->group(res);
+  for (const auto role : override_roles(kind)) {
+    for (const auto key : kRoleKeys) {
+      const std::string flag = fmt::format("--{}-{}", role, key);
+      const std::string path = fmt::format("{}.{}", role, key);
+      cmd.add_option_function<std::string>(
+             flag, [&f, path](const std::string& value) { f.role_overrides[path] = value; },
+             fmt::format("{} of the {} replicas", key, role))
+          ->group(res);
+    }
+  }
+  const char* pod = "Pods";
+  cmd.add_option("--env", f.env, "Environment variable K=V (repeatable)")->group(pod);
+  cmd.add_option("--label", f.labels, "Label k=v on the job and its pods (repeatable)")->group(pod);
+  cmd.add_option("--annotation", f.annotations, "Annotation k=v on the job and its pods")
+      ->group(pod);
+  cmd.add_option("--volume", f.volumes, "PVC mount PVC:PATH[:ro] (repeatable)")->group(pod);
+  cmd.add_option("--node-selector", f.node_selectors, "Node selector k=v (repeatable)")->group(pod);
+  cmd.add_option("--toleration", f.tolerations,
+                 "Toleration key[=value][:Effect] (repeatable; no value = operator Exists)")
+      ->group(pod);
+  given("hostNetwork",
+        cmd.add_flag("--host-network", f.host_network, "Use the host's network")->group(pod));
+  cmd.add_option("--image-pull-secret", f.image_pull_secrets, "Image pull secret (repeatable)")
+      ->group(pod);
+  cmd.add_option("--working-dir", f.working_dir, "Working directory of the containers")->group(pod);
+  cmd.add_option("--restart-policy", f.restart_policy, "Always, OnFailure, Never or ExitCode")
+      ->group(pod);
+  const char* run = "Run policy";
+  cmd.add_option("--queue", f.queue, "Queue (schedulingPolicy.queue)")->group(run);
+  cmd.add_option("--priority-class", f.priority_class, "schedulingPolicy.priorityClass")
+      ->group(run);
+  given("minAvailable",
+        cmd.add_option("--min-available", f.min_available, "schedulingPolicy.minAvailable")
+            ->group(run));
+  given("backoffLimit",
+        cmd.add_option("--backoff-limit", f.backoff_limit, "Retries before the job fails")
+            ->group(run));
+  given(
+      "activeDeadlineSeconds",
+      cmd.add_option("--active-deadline", f.active_deadline, "activeDeadlineSeconds")->group(run));
+  given("ttlSecondsAfterFinished",
+        cmd.add_option("--ttl", f.ttl, "ttlSecondsAfterFinished")->group(run));
+  cmd.add_option("--clean-pod-policy", f.clean_pod_policy, "None, Running or All")->group(run);
+  const char* tpl = "Template and values";
+  cmd.add_option("--template", f.template_file, "Render this template file instead")->group(tpl);
+  cmd.add_option("--values", f.values_files, "YAML values file (repeatable, later wins)")
+      ->group(tpl);
+  cmd.add_option("--set", f.sets, "Set a value: a.b=c (repeatable; typed as YAML)")->group(tpl);
+  cmd.add_option("--set-string", f.set_strings, "Set a value as a string: a.b=c")->group(tpl);
+  cmd.add_option("command", f.command, "-- COMMAND [ARGS...] run by the job's containers");
+}
+
+std::string template_name(api::JobKind kind) {
+  return to_lower(api::job_kind_info(kind).name);
+}
+
+render::TemplateSearchPath template_search(const std::filesystem::path& explicit_file) {
+  return render::template_search_path(render::process_environment(), TRAINCTL_TEMPLATE_DIR,
+                                      explicit_file, TRAINCTL_SOURCE_TEMPLATE_DIR);
+}
+
+std::string spec_hash(const json& spec) {
+  const std::string text = spec.dump();
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  if (EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1)
+    throw Error(ErrorKind::Protocol, "sha256 failed");
+  std::string hex;
+  for (unsigned int i = 0; i < size; ++i)
+    hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+void annotate_job(json& object, const std::string& template_name) {
+  json& metadata = object["metadata"];
+  if (!metadata.is_object())
+    metadata = json::object();
+  json& annotations = metadata["annotations"];
+  if (!annotations.is_object())
+    annotations = json::object();
+  if (!template_name.empty())
+    annotations["trainctl.io/template"] = template_name;
+  annotations["trainctl.io/spec-hash"] = spec_hash(object.value("spec", json::object()));
+  annotations["trainctl.io/version"] = kVersion;
+}
+
+RenderedJob render_job(const JobFlags& flags, const json& values) {
+  const auto info =
+      render::find_template(template_search(flags.template_file), template_name(flags.kind));
+  const std::string recorded =
+      info.source == render::TemplateSource::Explicit ? info.path.filename().string() : info.name;
+  const std::string yaml = render::render_template(render::read_template(info), values, recorded);
+  auto manifests = api::parse_manifests(yaml, recorded + " (rendered)");
+  if (manifests.size() != 1) {
+    throw Error(ErrorKind::Validation,
+                fmt::format("{} (rendered): expected one job, the template produced {} documents",
+                            recorded, manifests.size()));
+  }
+  api::Manifest& m = manifests[0];
+  json& metadata = m.object["metadata"];
+  if (metadata.is_object()) {
+    const json name = metadata.value("name", json());
+    if ((!name.is_string() || name.get_ref<const std::string&>().empty()) &&
+        !metadata.contains("generateName")) {
+      metadata.erase("name");
+      metadata["generateName"] = template_name(flags.kind) + "-";
+    }
+  }
+  api::validate_job(m);
+  annotate_job(m.object, recorded);
+  return {std::move(m.object), recorded};
+}
+
+}  // namespace trainctl::cli

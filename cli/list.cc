@@ -1,0 +1,199 @@
+// trainctl list: the TFJobs, PyTorchJobs and MPIJobs of a namespace (or all), one line each.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "api/status.h"
+#include "commands.h"
+#include "error.h"
+#include "printer.h"
+#include "text.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
+
+std::string meta_field(const json& object, const char* field) {
+  return object.value("metadata", json::object()).value(field, "");
+}
+
+/// The distinct nodes of each job's pods, keyed by namespace and job name, from one LIST.
+using NodesByJob = std::map<std::pair<std::string, std::string>, std::set<std::string>>;
+
+NodesByJob nodes_by_job(kube::Client& client, std::string_view ns) {
+  NodesByJob nodes;
+  const json pods =
+      client.list_all(kube::resources::pods(), ns, {.label_selector = std::string(kJobNameLabel)});
+  for (const auto& pod : pods.value("items", json::array())) {
+    const std::string node = pod.value("spec", json::object()).value("nodeName", "");
+    const json& labels = pod["metadata"].value("labels", json::object());
+    if (node.empty() || !labels.contains(kJobNameLabel))
+      continue;
+    nodes[{meta_field(pod, "namespace"), labels[kJobNameLabel].get<std::string>()}].insert(node);
+  }
+  return nodes;
+}
+
+struct ListOptions {
+  bool all_namespaces = false;
+  std::string selector;
+  std::string kind_flag;
+  std::string queue;
+  std::string status;
+  std::string output;
+
+  std::string namespace_;  // "" with -A
+  std::optional<api::JobKind> kind;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete(const GlobalFlags& flags) {
+    namespace_ = all_namespaces ? "" : flags.rest_config().default_namespace;
+    format = parse_output_format(output);
+    if (!kind_flag.empty())
+      kind = parse_kind_flag(kind_flag);
+  }
+
+  void Validate() const {
+    static constexpr std::string_view kStatuses[] = {
+        "Pending", "Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"};
+    if (!status.empty() &&
+        std::none_of(std::begin(kStatuses), std::end(kStatuses),
+                     [this](std::string_view s) { return to_lower(s) == to_lower(status); })) {
+      throw Error(ErrorKind::Usage, fmt::format("unknown --status {:?}: allowed are {}", status,
+                                                fmt::join(kStatuses, ", ")));
+    }
+  }
+
+  bool selected(const json& job) const {
+    if (!queue.empty() && api::job_queue(job) != queue)
+      return false;
+    return status.empty() || to_lower(api::job_status(job)) == to_lower(status);
+  }
+
+  void Run(const GlobalFlags& flags) const {
+    auto client = flags.client();
+    std::vector<FoundJob> jobs = list_jobs(*client, namespace_, selector, kind);
+    std::erase_if(jobs, [this](const FoundJob& j) { return !selected(j.object); });
+
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
+      json list = {{"apiVersion", "v1"},
+                   {"kind", "List"},
+                   {"metadata", {{"resourceVersion", ""}}},
+                   {"items", json::array()}};
+      for (const auto& j : jobs)
+        list["items"].push_back(j.object);
+      print_document(std::cout, list, format);
+      return;
+    }
+    if (jobs.empty()) {
+      std::cerr << (all_namespaces ? std::string("No jobs found.")
+                                   : fmt::format("No jobs found in {} namespace.", namespace_))
+                << '\n';
+      return;
+    }
+    if (format == OutputFormat::Name) {
+      for (const auto& j : jobs)
+        print_name(std::cout, j.object, api::kind_resource_name(j.kind));
+      return;
+    }
+    print_table(std::cout, table(*client, jobs));
+  }
+
+  Table table(kube::Client& client, const std::vector<FoundJob>& jobs) const {
+    const bool wide = format == OutputFormat::Wide;
+    const NodesByJob nodes = wide ? nodes_by_job(client, namespace_) : NodesByJob{};
+    Table t;
+    if (all_namespaces)
+      t.headers.push_back("NAMESPACE");
+    for (const char* h : {"NAME", "KIND", "STATUS", "REPLICAS", "QUEUE", "AGE", "DURATION"})
+      t.headers.push_back(h);
+    if (wide) {
+      t.headers.push_back("GPUS");
+      t.headers.push_back("NODES");
+    }
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& j : jobs) {
+      const json& o = j.object;
+      std::vector<std::string> row;
+      if (all_namespaces)
+        row.push_back(meta_field(o, "namespace"));
+      const std::string queue_name = api::job_queue(o);
+      row.insert(row.end(), {meta_field(o, "name"), std::string(api::job_kind_info(j.kind).name),
+                             api::job_status(o), api::format_replicas(api::replica_totals(o)),
+                             queue_name.empty() ? "<none>" : queue_name,
+                             api::human_duration_or_none(api::age_of(
+                                 o["metadata"].value("creationTimestamp", json()), now)),
+                             api::human_duration_or_none(api::job_duration(o, now))});
+      if (wide) {
+        row.push_back(std::to_string(api::job_gpus(o)));
+        const auto it = nodes.find({meta_field(o, "namespace"), meta_field(o, "name")});
+        row.push_back(it == nodes.end() ? "<none>" : fmt::format("{}", fmt::join(it->second, ",")));
+      }
+      t.rows.push_back(std::move(row));
+    }
+    return t;
+  }
+};
+
+}  // namespace
+
+std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
+                                const std::string& label_selector,
+                                std::optional<api::JobKind> kind) {
+  std::vector<FoundJob> jobs;
+  for (const auto& info : api::job_kinds()) {
+    if (kind && *kind != info.kind)
+      continue;
+    const kube::Resource resource = job_resource(info.kind);
+    json list;
+    try {
+      list = client.list_all(resource, ns, {.label_selector = label_selector});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;
+      if (!kind)
+        continue;  // the cluster does not serve this kind: nothing of it to list
+      client.require_served(resource);
+      throw;
+    }
+    for (auto& item : list.value("items", json::array())) {
+      item["kind"] = std::string(info.name);
+      item["apiVersion"] = std::string(info.api_version);
+      jobs.push_back({info.kind, std::move(item)});
+    }
+  }
+  auto key = [](const FoundJob& j) {
+    return std::tuple(meta_field(j.object, "namespace"), meta_field(j.object, "name"), j.kind);
+  };
+  std::sort(jobs.begin(), jobs.end(),
+            [&key](const FoundJob& a, const FoundJob& b) { return key(a) < key(b); });
+  return jobs;
+}
+
+void add_list_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<ListOptions>();
+  auto* cmd = app.add_subcommand("list", "List training jobs (TFJob, PyTorchJob, MPIJob)");
+  cmd->alias("ls");
+  cmd->add_flag("-A,--all-namespaces", opts->all_namespaces, "List jobs in every namespace");
+  cmd->add_option("-l,--selector", opts->selector, "Label selector, e.g. team=a,app!=x");
+  cmd->add_option("--kind", opts->kind_flag, "Only this kind: tfjob, pytorchjob, mpijob");
+  cmd->add_option("--queue", opts->queue, "Only jobs in this queue");
+  cmd->add_option("--status", opts->status,
+                  "Only jobs with this status: Pending, Created, Running, Restarting, Succeeded, "
+                  "Failed, Suspended");
+  cmd->add_option("-o,--output", opts->output, "Output format: wide, json, yaml or name");
+  cmd->callback([opts, &flags] {
+    opts->Complete(flags);
+    opts->Validate();
+    opts->Run(flags);
+  });
+}
+
+}  // namespace trainctl::cli

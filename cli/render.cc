@@ -1,0 +1,63 @@
+// trainctl render tfjob|pytorchjob|mpijob [flags] [-o yaml|json] [-- COMMAND...]: the job
+// `submit` would send, rendered and validated offline. Same flags and values give the same bytes.
+#include <fmt/format.h>
+
+#include <array>
+#include <iostream>
+
+#include "commands.h"
+#include "error.h"
+#include "job_values.h"
+#include "printer.h"
+
+namespace trainctl::cli {
+namespace {
+
+struct RenderOptions {
+  std::array<JobFlags, 3> kinds;  // one per `render KIND` subcommand
+  std::array<CLI::App*, 3> kind_commands{};
+  std::string output = "yaml";
+
+  OutputFormat Validate() const {
+    const OutputFormat format = parse_output_format(output);
+    if (format != OutputFormat::Yaml && format != OutputFormat::Json)
+      throw Error(ErrorKind::Usage, "render prints -o yaml (default) or json");
+    return format;
+  }
+
+  void Run(const GlobalFlags& flags) const {
+    const OutputFormat format = Validate();
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      if (!kind_commands[i]->parsed())
+        continue;
+      const RenderedJob job = render_job(kinds[i], kinds[i].values(flags.overrides.namespace_));
+      print_document(std::cout, job.object, format);
+      return;
+    }
+  }
+};
+
+}  // namespace
+
+void add_render_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<RenderOptions>();
+  auto* render = app.add_subcommand(
+      "render", "Print the job a template and flags produce, validated, without a cluster");
+  render->require_subcommand(1);
+  const api::JobKind kinds[] = {api::JobKind::TFJob, api::JobKind::PyTorchJob,
+                                api::JobKind::MPIJob};
+  for (std::size_t i = 0; i < 3; ++i) {
+    JobFlags& job = opts->kinds[i];
+    job.kind = kinds[i];
+    auto* cmd = render->add_subcommand(
+        template_name(kinds[i]),
+        fmt::format("Render a {} from the {} template", api::job_kind_info(kinds[i]).name,
+                    template_name(kinds[i])));
+    add_job_flags(*cmd, job);
+    cmd->add_option("-o,--output", opts->output, "yaml (default) or json");
+    opts->kind_commands[i] = cmd;
+  }
+  render->callback([opts, &flags] { opts->Run(flags); });
+}
+
+}  // namespace trainctl::cli

@@ -1,0 +1,302 @@
+// trainctl submit tfjob|pytorchjob|mpijob [flags] -- COMMAND... | submit -f FILE|-: renders or
+// reads jobs, validates every one before any request, then creates (or skips/replaces) them.
+//
+// A job given no name gets `metadata.generateName: <kind>-` and the server picks the suffix.
+// Values: .trainctl.yaml < user config < TRAINCTL_* < --values < flags < --set < --set-string.
+#include <fmt/format.h>
+
+#include <array>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <set>
+#include <sstream>
+
+#include "api/manifest.h"
+#include "api/validation.h"
+#include "commands.h"
+#include "error.h"
+#include "job_values.h"
+#include "printer.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string read_input(const std::string& file) {
+  if (file == "-") {
+    return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw Error(ErrorKind::Usage, fmt::format("{}: cannot read the file", file));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Reads and validates every document of every file; throws one Error(Validation) listing every
+/// problem of every document, so nothing is sent when any document is bad.
+std::vector<json> read_jobs(const std::vector<std::string>& files) {
+  std::vector<json> jobs;
+  std::vector<std::string> problems;
+  for (const auto& file : files) {
+    for (auto& m : api::parse_manifests(read_input(file), file)) {
+      const std::string kind = m.object.value("kind", "");
+      if (!api::job_kind_from_name(kind)) {
+        problems.push_back(fmt::format("{}:{}: kind: \"{}\" is not a TFJob, PyTorchJob or MPIJob",
+                                       m.source.file, m.source.line_of("kind"), kind));
+        continue;
+      }
+      try {
+        api::validate_job(m);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::Validation)
+          throw;
+        problems.push_back(e.message());
+        continue;
+      }
+      annotate_job(m.object, "");
+      jobs.push_back(std::move(m.object));
+    }
+  }
+  if (!problems.empty()) {
+    std::string message = problems[0];
+    for (std::size_t i = 1; i < problems.size(); ++i)
+      message += "\n" + problems[i];
+    throw Error(ErrorKind::Validation, message);
+  }
+  if (jobs.empty())
+    throw Error(ErrorKind::Usage, "no job in the input");
+  return jobs;
+}
+
+/// The REST resource and the `-o name` prefix of a job kind.
+struct JobResource {
+  kube::Resource resource;
+  std::string name_prefix;  // "tfjob.kubeflow.org"
+};
+
+JobResource resource_of_job(const json& job) {
+  const auto kind = api::job_kind_from_name(job.value("kind", ""));
+  switch (kind.value_or(api::JobKind::TFJob)) {
+    case api::JobKind::TFJob:
+      return {kube::resources::tfjobs(), "tfjob.kubeflow.org"};
+    case api::JobKind::PyTorchJob:
+      return {kube::resources::pytorchjobs(), "pytorchjob.kubeflow.org"};
+    case api::JobKind::MPIJob:
+      return {kube::resources::mpijobs(), "mpijob.kubeflow.org"};
+  }
+  return {};
+}
+
+std::string metadata_string(const json& job, const char* key) {
+  const json& md = job.contains("metadata") ? job["metadata"] : json();
+  if (!md.is_object())
+    return "";
+  const json value = md.value(key, json());
+  return value.is_string() ? value.get<std::string>() : "";
+}
+
+/// What to do when a job of the same name exists.
+enum class IfExists { Fail, Skip, Replace };
+
+/// --dry-run, -o and --if-exists: how jobs are written and what is printed.
+struct WriteFlags {
+  std::string dry_run = "none";
+  std::string output;
+  std::string if_exists = "fail";
+
+  IfExists if_exists_mode() const {
+    if (if_exists == "fail")
+      return IfExists::Fail;
+    if (if_exists == "skip")
+      return IfExists::Skip;
+    if (if_exists == "replace")
+      return IfExists::Replace;
+    throw Error(ErrorKind::Usage,
+                fmt::format("--if-exists: \"{}\" is not one of fail, skip, replace", if_exists));
+  }
+
+  void Validate() const {
+    if (dry_run != "none" && dry_run != "client" && dry_run != "server") {
+      throw Error(ErrorKind::Usage,
+                  fmt::format("--dry-run: \"{}\" is not one of none, client, server", dry_run));
+    }
+    if_exists_mode();
+    if (!output.empty()) {
+      const OutputFormat f = parse_output_format(output);
+      if (f != OutputFormat::Json && f != OutputFormat::Yaml && f != OutputFormat::Name)
+        throw Error(ErrorKind::Usage, "submit prints -o yaml, json or name");
+    }
+  }
+
+  /// Prints the jobs as -o asks (dry runs default to yaml); several jobs print as a YAML stream
+  /// or a JSON List.
+  void print(const std::vector<json>& jobs) const {
+    const OutputFormat format = output.empty() ? OutputFormat::Yaml : parse_output_format(output);
+    if (format == OutputFormat::Name) {
+      for (const auto& job : jobs)
+        print_name(std::cout, job, resource_of_job(job).name_prefix);
+      return;
+    }
+    if (format == OutputFormat::Json) {
+      print_document(std::cout,
+                     jobs.size() == 1
+                         ? jobs[0]
+                         : json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", jobs}},
+                     format);
+      return;
+    }
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (i > 0)
+        std::cout << "---\n";
+      print_document(std::cout, jobs[i], format);
+    }
+  }
+
+  void Run(const GlobalFlags& flags, std::vector<json> jobs) const {
+    const std::string& ns_flag = flags.overrides.namespace_;
+    if (dry_run == "client") {
+      for (auto& job : jobs) {
+        if (!ns_flag.empty() && metadata_string(job, "namespace").empty())
+          job["metadata"]["namespace"] = ns_flag;
+      }
+      print(jobs);
+      return;
+    }
+    auto client = flags.client();
+    std::string default_ns = client->config().default_namespace;
+    if (default_ns.empty())
+      default_ns = "default";
+    for (auto& job : jobs) {
+      const std::string ns = metadata_string(job, "namespace");
+      if (!ns.empty() && !ns_flag.empty() && ns != ns_flag) {
+        throw Error(ErrorKind::Usage,
+                    fmt::format("the namespace of job \"{}\" ({}) does not match --namespace {}",
+                                metadata_string(job, "name"), ns, ns_flag));
+      }
+      if (ns.empty())
+        job["metadata"]["namespace"] = default_ns;
+    }
+    std::set<std::string> checked;
+    for (const auto& job : jobs) {
+      const JobResource r = resource_of_job(job);
+      if (checked.insert(r.resource.plural).second)
+        client->require_served(r.resource);
+    }
+    const IfExists mode = if_exists_mode();
+    const bool server_dry_run = dry_run == "server";
+    // Look before writing, so that with --if-exists=fail an existing job stops the whole batch
+    // before anything is created.
+    std::vector<json> live(jobs.size());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const std::string name = metadata_string(jobs[i], "name");
+      if (name.empty())
+        continue;
+      const JobResource r = resource_of_job(jobs[i]);
+      try {
+        live[i] = client->get(r.resource, metadata_string(jobs[i], "namespace"), name);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::NotFound)
+          throw;
+      }
+      if (!live[i].is_null() && mode == IfExists::Fail) {
+        throw Error(
+            ErrorKind::AlreadyExists,
+            fmt::format("{} \"{}\" already exists in namespace {} (use --if-exists "
+                        "skip or replace)",
+                        r.resource.display_name(), name, metadata_string(jobs[i], "namespace")),
+            409);
+      }
+    }
+    const kube::WriteOptions options{.dry_run = server_dry_run, .field_manager = "trainctl"};
+    std::vector<json> written;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const JobResource r = resource_of_job(jobs[i]);
+      const std::string ns = metadata_string(jobs[i], "namespace");
+      std::string verb = "created";
+      json result;
+      if (live[i].is_null()) {
+        result = client->create(r.resource, ns, jobs[i], options);
+      } else if (mode == IfExists::Skip) {
+        verb = "unchanged";
+        result = live[i];
+      } else {
+        verb = "replaced";
+        jobs[i]["metadata"]["resourceVersion"] = live[i]["metadata"]["resourceVersion"];
+        result = client->update(r.resource, ns, jobs[i], options);
+      }
+      if (output.empty() && !server_dry_run) {
+        std::cout << fmt::format("{}/{} {}\n", r.name_prefix, metadata_string(result, "name"),
+                                 verb);
+      }
+      written.push_back(std::move(result));
+    }
+    if (!output.empty() || server_dry_run)
+      print(written);
+  }
+};
+
+void add_write_flags(CLI::App& cmd, WriteFlags& w) {
+  cmd.add_option(
+         "--dry-run", w.dry_run,
+         "client: print the job, send nothing; server: let the server check it (dryRun=All)")
+      ->expected(0, 1)
+      ->default_str("client");
+  cmd.add_option("-o,--output", w.output, "yaml, json or name (dry runs default to yaml)");
+  cmd.add_option("--if-exists", w.if_exists,
+                 "When a job of that name exists: fail (default), skip or replace");
+}
+
+struct SubmitOptions {
+  std::array<JobFlags, 3> kinds;  // one per `submit KIND` subcommand
+  std::array<CLI::App*, 3> kind_commands{};
+  std::vector<std::string> files;
+  WriteFlags write;
+
+  void Run(const GlobalFlags& flags) {
+    write.Validate();
+    const std::string& ns = flags.overrides.namespace_;
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      if (kind_commands[i]->parsed()) {
+        if (!files.empty())
+          throw Error(ErrorKind::Usage, "submit: give either a job kind or -f, not both");
+        const RenderedJob job = render_job(kinds[i], kinds[i].values(ns));
+        write.Run(flags, {job.object});
+        return;
+      }
+    }
+    if (files.empty())
+      throw Error(ErrorKind::Usage, "submit: give a job kind (tfjob, pytorchjob, mpijob) or -f");
+    write.Run(flags, read_jobs(files));
+  }
+};
+
+}  // namespace
+
+void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<SubmitOptions>();
+  auto* submit = app.add_subcommand(
+      "submit", "Create a training job from flags and a template, or from manifests (-f)");
+  submit->require_subcommand(0, 1);
+  submit->add_option("-f,--filename", opts->files, "Manifest file, - for stdin (repeatable)");
+  add_write_flags(*submit, opts->write);
+  const api::JobKind kinds[] = {api::JobKind::TFJob, api::JobKind::PyTorchJob,
+                                api::JobKind::MPIJob};
+  for (std::size_t i = 0; i < 3; ++i) {
+    JobFlags& job = opts->kinds[i];
+    job.kind = kinds[i];
+    auto* cmd = submit->add_subcommand(
+        template_name(kinds[i]),
+        fmt::format("Submit a {} rendered from the {} template", api::job_kind_info(kinds[i]).name,
+                    template_name(kinds[i])));
+    add_job_flags(*cmd, job);
+    add_write_flags(*cmd, opts->write);
+    opts->kind_commands[i] = cmd;
+  }
+  submit->callback([opts, &flags] { opts->Run(flags); });
+}
+
+}  // namespace trainctl::cli

@@ -1,0 +1,408 @@
+// submit, render and template as a user runs them: the real binary against an in-process
+// sandbox with the Kubeflow CRDs, checked through output, exit codes and the objects created.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "error.h"
+#include "kube/resource.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/sandbox_fixture.h"
+#include "tests/support/temp_dir.h"
+#include "yaml_json.h"
+
+namespace trainctl {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+
+struct RunResult {
+  int exit_code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+/// Runs trainctl with `args` in a clean environment (no KUBECONFIG, no HOME, no TRAINCTL_*
+/// values), optionally feeding `input` on stdin.
+RunResult run(const std::string& args, const std::string& input = "") {
+  testing::TempDir io;
+  const auto err_file = io.path() / "stderr";
+  const auto in_file = io.write("stdin", input);
+  const std::string cmd = fmt::format("env -i PATH=/usr/bin:/bin HOME=/nonexistent {} {} <{} 2>{}",
+                                      TRAINCTL_BINARY, args, in_file.string(), err_file.string());
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
+    out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, testing::TempDir::read(err_file)};
+}
+
+json parse_json(const RunResult& r) {
+  json doc = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(doc.is_discarded()) << "not JSON:\n" << r.out << r.err;
+  return doc;
+}
+
+const json& container(const json& job, const std::string& specs, const std::string& type) {
+  return job["spec"][specs][type]["template"]["spec"]["containers"][0];
+}
+
+// ---- render: offline, no cluster ----
+
+TEST(RenderTest, TfJobCarriesEveryRoleAndPodSetting) {
+  RunResult r =
+      run("render tfjob --name mnist --image reg/tf:1 --workers 3 --ps 2 --chief 1 --gpus 2 "
+          "--cpu 4 --memory 8Gi --ps-cpu 2 --ps-gpus 0 --env A=1 --env B=x=y --label team=a "
+          "--toleration gpu=true:NoSchedule --toleration dedicated --volume data:/data:ro "
+          "--node-selector pool=gpu --queue team-a --backoff-limit 3 -o json -- python train.py "
+          "--lr 0.1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["kind"], "TFJob");
+  EXPECT_EQ(job["metadata"]["name"], "mnist");
+  const json& specs = job["spec"]["tfReplicaSpecs"];
+  EXPECT_EQ(specs["Worker"]["replicas"], 3);
+  EXPECT_EQ(specs["PS"]["replicas"], 2);
+  EXPECT_EQ(specs["Chief"]["replicas"], 1);
+  EXPECT_FALSE(specs.contains("Evaluator"));
+  const json& worker = container(job, "tfReplicaSpecs", "Worker");
+  EXPECT_EQ(worker["image"], "reg/tf:1");
+  EXPECT_EQ(worker["command"], json({"python", "train.py", "--lr", "0.1"}));
+  EXPECT_EQ(worker["env"], json::parse(R"([{"name":"A","value":"1"},{"name":"B","value":"x=y"}])"));
+  EXPECT_EQ(worker["resources"]["limits"]["nvidia.com/gpu"], 2);
+  EXPECT_EQ(worker["resources"]["limits"]["memory"], "8Gi");
+  EXPECT_EQ(worker["volumeMounts"][0]["mountPath"], "/data");
+  EXPECT_EQ(worker["volumeMounts"][0]["readOnly"], true);
+  const json& ps = container(job, "tfReplicaSpecs", "PS");
+  EXPECT_EQ(ps["resources"]["limits"]["cpu"], "2");
+  EXPECT_EQ(worker["resources"]["limits"]["cpu"], "4");
+  const json& pod = specs["Worker"]["template"]["spec"];
+  EXPECT_EQ(pod["tolerations"],
+            json::parse(R"([{"key":"gpu","operator":"Equal","value":"true","effect":"NoSchedule"},
+                            {"key":"dedicated","operator":"Exists"}])"));
+  EXPECT_EQ(pod["nodeSelector"], json({{"pool", "gpu"}}));
+  EXPECT_EQ(pod["volumes"][0]["persistentVolumeClaim"]["claimName"], "data");
+  EXPECT_EQ(specs["Worker"]["template"]["metadata"]["labels"]["team"], "a");
+  EXPECT_EQ(job["spec"]["runPolicy"]["schedulingPolicy"]["queue"], "team-a");
+  EXPECT_EQ(job["spec"]["runPolicy"]["backoffLimit"], 3);
+  const json& annotations = job["metadata"]["annotations"];
+  EXPECT_EQ(annotations["trainctl.io/template"], "tfjob");
+  EXPECT_THAT(annotations["trainctl.io/spec-hash"].get<std::string>(),
+              MatchesRegex("[0-9a-f]{64}"));
+  EXPECT_THAT(annotations["trainctl.io/version"].get<std::string>(), MatchesRegex("[0-9.]+"));
+}
+
+TEST(RenderTest, PyTorchWorkersCountTheMaster) {
+  RunResult r =
+      run("render pytorchjob --name ddp --image reg/pt:1 --workers 4 --nproc-per-node 8 "
+          "--worker-image reg/pt:worker --master-memory 4Gi -o json -- torchrun train.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["kind"], "PyTorchJob");
+  EXPECT_EQ(job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"], 1);
+  EXPECT_EQ(job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], 3);
+  EXPECT_EQ(job["spec"]["nprocPerNode"], "8");
+  EXPECT_EQ(container(job, "pytorchReplicaSpecs", "Master")["image"], "reg/pt:1");
+  EXPECT_EQ(container(job, "pytorchReplicaSpecs", "Worker")["image"], "reg/pt:worker");
+  EXPECT_EQ(container(job, "pytorchReplicaSpecs", "Master")["resources"]["limits"]["memory"],
+            "4Gi");
+  EXPECT_EQ(container(job, "pytorchReplicaSpecs", "Master")["command"],
+            json({"torchrun", "train.py"}));
+}
+
+TEST(RenderTest, MpiJobHasOneLauncherAndTheWorkers) {
+  RunResult r =
+      run("render mpijob --name hvd --image reg/hvd:1 --workers 2 --slots-per-worker 4 "
+          "--mpi-implementation Intel -o json -- mpirun python train.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["kind"], "MPIJob");
+  EXPECT_EQ(job["apiVersion"], "kubeflow.org/v2beta1");
+  EXPECT_EQ(job["spec"]["mpiReplicaSpecs"]["Launcher"]["replicas"], 1);
+  EXPECT_EQ(job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"], 2);
+  EXPECT_EQ(job["spec"]["slotsPerWorker"], 4);
+  EXPECT_EQ(job["spec"]["mpiImplementation"], "Intel");
+  EXPECT_EQ(container(job, "mpiReplicaSpecs", "Launcher")["command"],
+            json({"mpirun", "python", "train.py"}));
+}
+
+TEST(RenderTest, IsDeterministicAndUsesGenerateNameWithoutName) {
+  const std::string args = "render tfjob --image reg/tf:1 --workers 2 --env B=2 --env A=1";
+  RunResult first = run(args);
+  RunResult second = run(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, second.out);
+  const json job = yaml_to_json(YAML::Load(first.out));
+  EXPECT_EQ(job["metadata"]["generateName"], "tfjob-");
+  EXPECT_FALSE(job["metadata"].contains("name"));
+}
+
+TEST(RenderTest, ValidationErrorsNameTheRenderedLineAndFieldWithExit2) {
+  RunResult r = run("render tfjob --name mnist --image reg/tf:1 --workers -1 --memory lots");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob \\(rendered\\):[0-9]+: "
+                                  "spec\\.tfReplicaSpecs\\.Worker\\.replicas: (.|\n)*"));
+  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob \\(rendered\\):[0-9]+: spec\\.tfReplicaSpecs\\."
+                                  "Worker\\.template\\.spec\\.containers\\[0\\]\\.resources\\."
+                                  "[a-z]+\\.memory(.|\n)*"));
+}
+
+TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
+  RunResult r = run("render tfjob --name a --image i --toleration k=v:Sometimes");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("Sometimes"));
+  RunResult env = run("render tfjob --name a --image i --env NOVALUE");
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_THAT(env.err, HasSubstr("--env"));
+}
+
+TEST(RenderTest, ValuesFilesThenFlagsThenSetWin) {
+  testing::TempDir dir;
+  const auto values = dir.write("values.yaml", "image: reg/from-file:1\nworkers: 2\ncpu: \"1\"\n");
+  RunResult r = run(fmt::format(
+      "render tfjob --name layered --values {} --cpu 3 --set workers=5 --set-string queue=007 "
+      "-o json",
+      values.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(container(job, "tfReplicaSpecs", "Worker")["image"], "reg/from-file:1");
+  EXPECT_EQ(container(job, "tfReplicaSpecs", "Worker")["resources"]["limits"]["cpu"], "3");
+  EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 5);
+  EXPECT_EQ(job["spec"]["runPolicy"]["schedulingPolicy"]["queue"], "007");
+}
+
+// ---- template ----
+
+TEST(TemplateTest, ListShowsTheShippedTemplates) {
+  RunResult r = run("template list");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex("NAME +SOURCE +PATH\n(.|\n)*"));
+  for (const char* name : {"tfjob", "pytorchjob", "mpijob"})
+    EXPECT_THAT(r.out, HasSubstr(fmt::format("{}.yaml.mustache", name)));
+}
+
+TEST(TemplateTest, ShowPrintsTheTemplateText) {
+  RunResult r = run("template show mpijob");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("kind: MPIJob"));
+  RunResult missing = run("template show nosuch");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("nosuch"));
+}
+
+TEST(TemplateTest, ExportRefusesToOverwriteWithoutForce) {
+  testing::TempDir dir;
+  const auto target = dir.path() / "mine";
+  RunResult r = run(fmt::format("template export tfjob {}", target.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto file = target / "tfjob.yaml.mustache";
+  EXPECT_THAT(testing::TempDir::read(file), HasSubstr("kind: TFJob"));
+  dir.write("mine/tfjob.yaml.mustache", "edited");
+  RunResult again = run(fmt::format("template export tfjob {}", target.string()));
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_EQ(testing::TempDir::read(file), "edited");
+  RunResult forced = run(fmt::format("template export tfjob {} --force", target.string()));
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_THAT(testing::TempDir::read(file), HasSubstr("kind: TFJob"));
+}
+
+TEST(TemplateTest, AnExportedTemplateRendersWithTemplateFlag) {
+  testing::TempDir dir;
+  dir.write("custom.yaml.mustache", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: {{name}}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 7
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: {{image}}
+)");
+  RunResult r = run(fmt::format("render tfjob --name c --image i --template {} -o json",
+                                (dir.path() / "custom.yaml.mustache").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 7);
+  EXPECT_EQ(job["metadata"]["annotations"]["trainctl.io/template"], "custom.yaml.mustache");
+}
+
+// ---- submit against the sandbox ----
+
+class SubmitTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::install_training_crds(local_.client()); }
+
+  RunResult trainctl(const std::string& args, const std::string& input = "") {
+    // Before the verb: whatever follows `--` is the job's command.
+    return run(fmt::format("--kubeconfig {} {}", local_.sandbox().kubeconfig_path().string(), args),
+               input);
+  }
+  kube::Client& client() { return local_.client(); }
+
+  bool exists(const kube::Resource& r, const std::string& name) {
+    try {
+      client().get(r, "default", name);
+      return true;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::NotFound)
+        return false;
+      throw;
+    }
+  }
+
+  testing::LocalSandbox local_;
+  testing::TempDir dir_;
+};
+
+constexpr const char* kTwoJobs = R"(apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: first
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            image: reg/pt:1
+---
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: second
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: {}
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: reg/tf:1
+)";
+
+TEST_F(SubmitTest, CreatesTheRenderedJob) {
+  const std::string flags =
+      "--name train --image reg/pt:1 --workers 3 --env EPOCHS=3 --gpus 1 -- python train.py";
+  RunResult r = trainctl("submit pytorchjob " + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "pytorchjob.kubeflow.org/train created\n");
+  const json job = client().get(kube::resources::pytorchjobs(), "default", "train");
+  EXPECT_EQ(job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"], 1);
+  EXPECT_EQ(job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], 2);
+  const json& worker = container(job, "pytorchReplicaSpecs", "Worker");
+  EXPECT_EQ(worker["image"], "reg/pt:1");
+  EXPECT_EQ(worker["command"], json({"python", "train.py"}));
+  EXPECT_EQ(worker["env"][0], json({{"name", "EPOCHS"}, {"value", "3"}}));
+  // The recorded hash is the one `render` computes for the same flags.
+  const json rendered = parse_json(run("render pytorchjob -o json " + flags));
+  const json& annotations = job["metadata"]["annotations"];
+  EXPECT_EQ(annotations["trainctl.io/template"], "pytorchjob");
+  EXPECT_EQ(annotations["trainctl.io/spec-hash"],
+            rendered["metadata"]["annotations"]["trainctl.io/spec-hash"]);
+  EXPECT_THAT(annotations["trainctl.io/spec-hash"].get<std::string>(),
+              MatchesRegex("[0-9a-f]{64}"));
+}
+
+TEST_F(SubmitTest, WithoutANameTheServerGeneratesOne) {
+  RunResult r = trainctl("submit tfjob --image reg/tf:1 -o name -- python train.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex("tfjob\\.kubeflow\\.org/tfjob-[a-z0-9]{5}\n"));
+}
+
+TEST_F(SubmitTest, DryRunClientSendsNoRequestAndPrintsJson) {
+  // Against a server where nothing listens: it must not need one.
+  RunResult r = run(
+      "submit tfjob --name dry --image reg/tf:1 --dry-run=client -o json -s https://127.0.0.1:1 "
+      "-- python train.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["metadata"]["name"], "dry");
+  RunResult sandboxed = trainctl("submit tfjob --name dry --image reg/tf:1 --dry-run=client");
+  ASSERT_EQ(sandboxed.exit_code, 0) << sandboxed.err;
+  EXPECT_THAT(sandboxed.out, HasSubstr("kind: TFJob"));
+  EXPECT_FALSE(exists(kube::resources::tfjobs(), "dry"));
+}
+
+TEST_F(SubmitTest, DryRunServerCreatesNothing) {
+  RunResult r = trainctl("submit mpijob --name srv --image reg/hvd:1 --dry-run=server -- mpirun x");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = yaml_to_json(YAML::Load(r.out));
+  EXPECT_EQ(job["metadata"]["name"], "srv");
+  EXPECT_EQ(job["metadata"]["namespace"], "default");
+  EXPECT_FALSE(exists(kube::resources::mpijobs(), "srv"));
+}
+
+TEST_F(SubmitTest, FileWithOneBadDocumentCreatesNothing) {
+  const auto file = dir_.write("jobs.yaml", fmt::format(kTwoJobs, -2));
+  RunResult r = trainctl("submit -f " + file.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, MatchesRegex(fmt::format("(.|\n)*{}:2[0-9]: spec\\.tfReplicaSpecs\\.Worker\\."
+                                              "replicas: (.|\n)*",
+                                              file.string())));
+  EXPECT_FALSE(exists(kube::resources::pytorchjobs(), "first"));
+  EXPECT_FALSE(exists(kube::resources::tfjobs(), "second"));
+}
+
+TEST_F(SubmitTest, FileFromStdinCreatesEveryDocument) {
+  RunResult r = trainctl("submit -f -", fmt::format(kTwoJobs, 2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "pytorchjob.kubeflow.org/first created\ntfjob.kubeflow.org/second created\n");
+  const json second = client().get(kube::resources::tfjobs(), "default", "second");
+  EXPECT_EQ(second["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 2);
+  EXPECT_THAT(second["metadata"]["annotations"]["trainctl.io/spec-hash"].get<std::string>(),
+              MatchesRegex("[0-9a-f]{64}"));
+}
+
+TEST_F(SubmitTest, IfExistsFailSkipReplace) {
+  const auto v1 = dir_.write("v1.yaml", fmt::format(kTwoJobs, 1));
+  const auto v2 = dir_.write("v2.yaml", fmt::format(kTwoJobs, 4));
+  ASSERT_EQ(trainctl("submit -f " + v1.string()).exit_code, 0);
+
+  RunResult fail = trainctl("submit -f " + v2.string());
+  EXPECT_EQ(fail.exit_code, 3);
+  EXPECT_THAT(fail.err, HasSubstr("already exists"));
+
+  RunResult skip = trainctl("submit --if-exists skip -f " + v2.string());
+  EXPECT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_THAT(skip.out, HasSubstr("tfjob.kubeflow.org/second unchanged"));
+  EXPECT_EQ(client().get(kube::resources::tfjobs(), "default",
+                         "second")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"],
+            1);
+
+  RunResult replace = trainctl("submit --if-exists replace -f " + v2.string());
+  EXPECT_EQ(replace.exit_code, 0) << replace.err;
+  EXPECT_THAT(replace.out, HasSubstr("tfjob.kubeflow.org/second replaced"));
+  EXPECT_EQ(client().get(kube::resources::tfjobs(), "default",
+                         "second")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"],
+            4);
+}
+
+TEST(SubmitWithoutCrdsTest, TellsToInstallWithExit3) {
+  testing::LocalSandbox local;
+  RunResult r = run(fmt::format("submit tfjob --name x --image i --kubeconfig {} -- python t.py",
+                                local.sandbox().kubeconfig_path().string()));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("run `trainctl install`"));
+  EXPECT_THAT(r.err, HasSubstr("tfjobs"));
+}
+
+}  // namespace
+}  // namespace trainctl
