@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "api/job.h"
 #include "global_flags.h"
 
 namespace trainctl::cli {
@@ -18,24 +17,5 @@ void add_delete_command(CLI::App& app, const GlobalFlags& flags);  // delete, su
 void add_submit_command(CLI::App& app, const GlobalFlags& flags);
 void add_render_command(CLI::App& app, const GlobalFlags& flags);
 void add_template_command(CLI::App& app, const GlobalFlags& flags);
-
-/// Job lookup shared by list, get and delete (get.cc): a kind's resource, the --kind flag
-/// (tfjob|pytorchjob|mpijob, any case, plural too) and one job by name across the kinds.
-struct FoundJob {
-  api::JobKind kind;
-  nlohmann::json object;
-};
-kube::Resource job_resource(api::JobKind kind);
-api::JobKind parse_kind_flag(std::string_view value);
-/// NotFound when no kind has it (with `trainctl install` advice when --kind names an unserved
-/// kind), Usage when several kinds do.
-FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view name,
-                  std::optional<api::JobKind> kind);
-/// The jobs matching `label_selector` in `ns` ("" = all namespaces), sorted by namespace/name
-/// (list.cc). Kinds the cluster does not serve are skipped unless `kind` names one: then NotFound
-/// with `trainctl install` advice.
-std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
-                                const std::string& label_selector,
-                                std::optional<api::JobKind> kind);
 
 }  // namespace trainctl::cli

@@ -9,6 +9,7 @@
 #include "api/status.h"
 #include "commands.h"
 #include "error.h"
+#include "job_lookup.h"
 
 namespace trainctl::cli {
 namespace {

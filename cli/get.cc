@@ -8,6 +8,7 @@
 #include "api/status.h"
 #include "commands.h"
 #include "error.h"
+#include "job_lookup.h"
 #include "printer.h"
 #include "text.h"
 
@@ -251,65 +252,6 @@ struct GetOptions {
 };
 
 }  // namespace
-
-kube::Resource job_resource(api::JobKind kind) {
-  switch (kind) {
-    case api::JobKind::TFJob:
-      return kube::resources::tfjobs();
-    case api::JobKind::PyTorchJob:
-      return kube::resources::pytorchjobs();
-    case api::JobKind::MPIJob:
-      break;
-  }
-  return kube::resources::mpijobs();
-}
-
-api::JobKind parse_kind_flag(std::string_view value) {
-  const std::string lower = to_lower(value);
-  for (const auto& info : api::job_kinds()) {
-    const std::string name = to_lower(info.name);
-    if (lower == name || lower == info.plural)
-      return info.kind;
-  }
-  throw Error(ErrorKind::Usage,
-              fmt::format("unknown --kind {:?}: allowed are tfjob, pytorchjob, mpijob", value));
-}
-
-FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view name,
-                  std::optional<api::JobKind> kind) {
-  std::vector<FoundJob> found;
-  for (const auto& info : api::job_kinds()) {
-    if (kind && *kind != info.kind)
-      continue;
-    const kube::Resource resource = job_resource(info.kind);
-    try {
-      found.push_back({info.kind, client.get(resource, ns, name)});
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;
-      if (kind)
-        client.require_served(resource);  // says "run `trainctl install`" when it is not
-    }
-  }
-  if (found.empty()) {
-    throw Error(ErrorKind::NotFound,
-                fmt::format("{} {:?} not found in namespace {:?}",
-                            kind ? to_lower(api::job_kind_info(*kind).name) : "job", name, ns),
-                404);
-  }
-  if (found.size() > 1) {
-    std::vector<std::string> kinds;
-    for (const auto& f : found)
-      kinds.push_back(to_lower(api::job_kind_info(f.kind).name));
-    throw Error(ErrorKind::Usage,
-                fmt::format("job {:?} is ambiguous in namespace {:?}: it exists as {}; choose one "
-                            "with --kind",
-                            name, ns, fmt::join(kinds, ", ")));
-  }
-  found[0].object["kind"] = std::string(api::job_kind_info(found[0].kind).name);
-  found[0].object["apiVersion"] = std::string(api::job_kind_info(found[0].kind).api_version);
-  return found[0];
-}
 
 void add_get_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<GetOptions>();

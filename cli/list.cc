@@ -10,6 +10,7 @@
 #include "api/status.h"
 #include "commands.h"
 #include "error.h"
+#include "job_lookup.h"
 #include "printer.h"
 #include "text.h"
 
@@ -143,39 +144,6 @@ struct ListOptions {
 };
 
 }  // namespace
-
-std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
-                                const std::string& label_selector,
-                                std::optional<api::JobKind> kind) {
-  std::vector<FoundJob> jobs;
-  for (const auto& info : api::job_kinds()) {
-    if (kind && *kind != info.kind)
-      continue;
-    const kube::Resource resource = job_resource(info.kind);
-    json list;
-    try {
-      list = client.list_all(resource, ns, {.label_selector = label_selector});
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;
-      if (!kind)
-        continue;  // the cluster does not serve this kind: nothing of it to list
-      client.require_served(resource);
-      throw;
-    }
-    for (auto& item : list.value("items", json::array())) {
-      item["kind"] = std::string(info.name);
-      item["apiVersion"] = std::string(info.api_version);
-      jobs.push_back({info.kind, std::move(item)});
-    }
-  }
-  auto key = [](const FoundJob& j) {
-    return std::tuple(meta_field(j.object, "namespace"), meta_field(j.object, "name"), j.kind);
-  };
-  std::sort(jobs.begin(), jobs.end(),
-            [&key](const FoundJob& a, const FoundJob& b) { return key(a) < key(b); });
-  return jobs;
-}
 
 void add_list_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<ListOptions>();

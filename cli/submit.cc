@@ -13,9 +13,11 @@
 #include <sstream>
 
 #include "api/manifest.h"
+#include "api/status.h"
 #include "api/validation.h"
 #include "commands.h"
 #include "error.h"
+#include "job_lookup.h"
 #include "job_values.h"
 #include "printer.h"
 
@@ -72,23 +74,9 @@ std::vector<json> read_jobs(const std::vector<std::string>& files) {
   return jobs;
 }
 
-/// The REST resource and the `-o name` prefix of a job kind.
-struct JobResource {
-  kube::Resource resource;
-  std::string name_prefix;  // "tfjob.kubeflow.org"
-};
-
-JobResource resource_of_job(const json& job) {
-  const auto kind = api::job_kind_from_name(job.value("kind", ""));
-  switch (kind.value_or(api::JobKind::TFJob)) {
-    case api::JobKind::TFJob:
-      return {kube::resources::tfjobs(), "tfjob.kubeflow.org"};
-    case api::JobKind::PyTorchJob:
-      return {kube::resources::pytorchjobs(), "pytorchjob.kubeflow.org"};
-    case api::JobKind::MPIJob:
-      return {kube::resources::mpijobs(), "mpijob.kubeflow.org"};
-  }
-  return {};
+/// The kind of a validated job document.
+api::JobKind kind_of(const json& job) {
+  return *api::job_kind_from_name(job.value("kind", ""));
 }
 
 std::string metadata_string(const json& job, const char* key) {
@@ -138,7 +126,7 @@ struct WriteFlags {
     const OutputFormat format = output.empty() ? OutputFormat::Yaml : parse_output_format(output);
     if (format == OutputFormat::Name) {
       for (const auto& job : jobs)
-        print_name(std::cout, job, resource_of_job(job).name_prefix);
+        print_name(std::cout, job, api::kind_resource_name(kind_of(job)));
       return;
     }
     if (format == OutputFormat::Json) {
@@ -182,9 +170,9 @@ struct WriteFlags {
     }
     std::set<std::string> checked;
     for (const auto& job : jobs) {
-      const JobResource r = resource_of_job(job);
-      if (checked.insert(r.resource.plural).second)
-        client->require_served(r.resource);
+      const kube::Resource r = job_resource(kind_of(job));
+      if (checked.insert(r.plural).second)
+        client->require_served(r);
     }
     const IfExists mode = if_exists_mode();
     const bool server_dry_run = dry_run == "server";
@@ -195,42 +183,41 @@ struct WriteFlags {
       const std::string name = metadata_string(jobs[i], "name");
       if (name.empty())
         continue;
-      const JobResource r = resource_of_job(jobs[i]);
+      const kube::Resource r = job_resource(kind_of(jobs[i]));
       try {
-        live[i] = client->get(r.resource, metadata_string(jobs[i], "namespace"), name);
+        live[i] = client->get(r, metadata_string(jobs[i], "namespace"), name);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::NotFound)
           throw;
       }
       if (!live[i].is_null() && mode == IfExists::Fail) {
-        throw Error(
-            ErrorKind::AlreadyExists,
-            fmt::format("{} \"{}\" already exists in namespace {} (use --if-exists "
-                        "skip or replace)",
-                        r.resource.display_name(), name, metadata_string(jobs[i], "namespace")),
-            409);
+        throw Error(ErrorKind::AlreadyExists,
+                    fmt::format("{} \"{}\" already exists in namespace {} (use --if-exists "
+                                "skip or replace)",
+                                r.display_name(), name, metadata_string(jobs[i], "namespace")),
+                    409);
       }
     }
     const kube::WriteOptions options{.dry_run = server_dry_run, .field_manager = "trainctl"};
     std::vector<json> written;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-      const JobResource r = resource_of_job(jobs[i]);
+      const kube::Resource r = job_resource(kind_of(jobs[i]));
       const std::string ns = metadata_string(jobs[i], "namespace");
       std::string verb = "created";
       json result;
       if (live[i].is_null()) {
-        result = client->create(r.resource, ns, jobs[i], options);
+        result = client->create(r, ns, jobs[i], options);
       } else if (mode == IfExists::Skip) {
         verb = "unchanged";
         result = live[i];
       } else {
         verb = "replaced";
         jobs[i]["metadata"]["resourceVersion"] = live[i]["metadata"]["resourceVersion"];
-        result = client->update(r.resource, ns, jobs[i], options);
+        result = client->update(r, ns, jobs[i], options);
       }
       if (output.empty() && !server_dry_run) {
-        std::cout << fmt::format("{}/{} {}\n", r.name_prefix, metadata_string(result, "name"),
-                                 verb);
+        std::cout << fmt::format("{}/{} {}\n", api::kind_resource_name(kind_of(jobs[i])),
+                                 metadata_string(result, "name"), verb);
       }
       written.push_back(std::move(result));
     }

@@ -4,6 +4,7 @@
 
 #include <ctime>
 
+#include "api/status.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -19,19 +20,9 @@ struct Column {
   int priority = 0;  // 1 = only with -o wide
 };
 
-std::chrono::system_clock::time_point parse_time(const std::string& s) {
-  std::tm tm{};
-  if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr)
-    return {};
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
-}
-
 std::string age(const json& obj, std::chrono::system_clock::time_point now) {
-  const std::string created = obj["metadata"].value("creationTimestamp", "");
-  if (created.empty())
-    return "<unknown>";
-  return human_duration(
-      std::chrono::duration_cast<std::chrono::seconds>(now - parse_time(created)));
+  return api::human_duration_or_none(
+      api::age_of(obj["metadata"].value("creationTimestamp", json()), now));
 }
 
 std::string str(const json& v) {
@@ -231,8 +222,9 @@ json cells_for(const std::string& gr, const json& obj, const json& printer_colum
     for (const auto& c : printer_columns) {
       json value = evaluate_json_path(obj, c.value("jsonPath", ""));
       if (c.value("type", "") == "date" && value.is_string()) {
-        value = human_duration(std::chrono::duration_cast<std::chrono::seconds>(
-            now - parse_time(value.get<std::string>())));
+        if (const auto t = api::parse_timestamp(value.get<std::string>())) {
+          value = api::human_duration(std::chrono::duration_cast<std::chrono::seconds>(now - *t));
+        }
       }
       cells.push_back(value.is_null() ? json("") : value);
       has_age = has_age || to_lower(c.value("name", "")) == "age";
@@ -249,28 +241,6 @@ json cells_for(const std::string& gr, const json& obj, const json& printer_colum
 
 bool wants_table(std::string_view accept) {
   return accept.find("as=Table") != std::string_view::npos;
-}
-
-std::string human_duration(std::chrono::seconds d) {
-  const long long s = std::max<long long>(0, d.count());
-  if (s < 120)
-    return fmt::format("{}s", s);
-  const long long m = s / 60;
-  if (m < 10)
-    return s % 60 == 0 ? fmt::format("{}m", m) : fmt::format("{}m{}s", m, s % 60);
-  if (m < 180)
-    return fmt::format("{}m", m);
-  const long long h = m / 60;
-  if (h < 8)
-    return m % 60 == 0 ? fmt::format("{}h", h) : fmt::format("{}h{}m", h, m % 60);
-  if (h < 48)
-    return fmt::format("{}h", h);
-  const long long days = h / 24;
-  if (days < 8)
-    return h % 24 == 0 ? fmt::format("{}d", days) : fmt::format("{}d{}h", days, h % 24);
-  if (days < 365 * 2)
-    return fmt::format("{}d", days);
-  return fmt::format("{}y", days / 365);
 }
 
 json evaluate_json_path(const json& object, std::string_view path) {

@@ -22,9 +22,6 @@ nlohmann::json to_table(const ResourceInfo& info, const std::vector<nlohmann::js
                         const nlohmann::json& printer_columns, std::string_view include_object,
                         std::chrono::system_clock::time_point now);
 
-/// A duration as kubectl prints ages: 45s, 3m12s, 5h, 2d3h, 400d.
-std::string human_duration(std::chrono::seconds d);
-
 /// Evaluates a printer column's simple JSONPath (`.status.phase`, `.spec.replicas`,
 /// `.status.conditions[0].type`, `.metadata.labels.team`) against an object; null when absent.
 nlohmann::json evaluate_json_path(const nlohmann::json& object, std::string_view path);

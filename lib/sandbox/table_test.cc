@@ -10,15 +10,6 @@ using std::chrono::seconds;
 
 const auto kNow = std::chrono::system_clock::from_time_t(1'800'000'000);  // 2027-01-15T08:00:00Z
 
-TEST(TableTest, AgesPrintAsKubectlPrintsThem) {
-  EXPECT_EQ(human_duration(seconds(45)), "45s");
-  EXPECT_EQ(human_duration(seconds(192)), "3m12s");
-  EXPECT_EQ(human_duration(seconds(3600 * 5)), "5h");
-  EXPECT_EQ(human_duration(seconds(3600 * 51)), "2d3h");
-  EXPECT_EQ(human_duration(seconds(86400 * 400)), "400d");
-  EXPECT_EQ(human_duration(seconds(-5)), "0s");
-}
-
 TEST(TableTest, JsonPathReadsFieldsAndIndexes) {
   const json obj = {{"status", {{"conditions", {{{"type", "Running"}}, {{"type", "Succeeded"}}}}}},
                     {"metadata", {{"labels", {{"team", "a"}}}}}};

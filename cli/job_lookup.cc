@@ -1,0 +1,109 @@
+#include "job_lookup.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "error.h"
+#include "text.h"
+
+namespace trainctl::cli {
+
+using nlohmann::json;
+
+kube::Resource job_resource(api::JobKind kind) {
+  switch (kind) {
+    case api::JobKind::TFJob:
+      return kube::resources::tfjobs();
+    case api::JobKind::PyTorchJob:
+      return kube::resources::pytorchjobs();
+    case api::JobKind::MPIJob:
+      break;
+  }
+  return kube::resources::mpijobs();
+}
+
+api::JobKind parse_kind_flag(std::string_view value) {
+  const std::string lower = to_lower(value);
+  for (const auto& info : api::job_kinds()) {
+    const std::string name = to_lower(info.name);
+    if (lower == name || lower == info.plural)
+      return info.kind;
+  }
+  throw Error(ErrorKind::Usage,
+              fmt::format("unknown --kind {:?}: allowed are tfjob, pytorchjob, mpijob", value));
+}
+
+FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view name,
+                  std::optional<api::JobKind> kind) {
+  std::vector<FoundJob> found;
+  for (const auto& info : api::job_kinds()) {
+    if (kind && *kind != info.kind)
+      continue;
+    const kube::Resource resource = job_resource(info.kind);
+    try {
+      found.push_back({info.kind, client.get(resource, ns, name)});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;
+      if (kind)
+        client.require_served(resource);  // says "run `trainctl install`" when it is not
+    }
+  }
+  if (found.empty()) {
+    throw Error(ErrorKind::NotFound,
+                fmt::format("{} {:?} not found in namespace {:?}",
+                            kind ? to_lower(api::job_kind_info(*kind).name) : "job", name, ns),
+                404);
+  }
+  if (found.size() > 1) {
+    std::vector<std::string> kinds;
+    for (const auto& f : found)
+      kinds.push_back(to_lower(api::job_kind_info(f.kind).name));
+    throw Error(ErrorKind::Usage,
+                fmt::format("job {:?} is ambiguous in namespace {:?}: it exists as {}; choose one "
+                            "with --kind",
+                            name, ns, fmt::join(kinds, ", ")));
+  }
+  found[0].object["kind"] = std::string(api::job_kind_info(found[0].kind).name);
+  found[0].object["apiVersion"] = std::string(api::job_kind_info(found[0].kind).api_version);
+  return found[0];
+}
+
+std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
+                                const std::string& label_selector,
+                                std::optional<api::JobKind> kind) {
+  std::vector<FoundJob> jobs;
+  for (const auto& info : api::job_kinds()) {
+    if (kind && *kind != info.kind)
+      continue;
+    const kube::Resource resource = job_resource(info.kind);
+    json list;
+    try {
+      list = client.list_all(resource, ns, {.label_selector = label_selector});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;
+      if (!kind)
+        continue;  // the cluster does not serve this kind: nothing of it to list
+      client.require_served(resource);
+      throw;
+    }
+    for (auto& item : list.value("items", json::array())) {
+      item["kind"] = std::string(info.name);
+      item["apiVersion"] = std::string(info.api_version);
+      jobs.push_back({info.kind, std::move(item)});
+    }
+  }
+  auto key = [](const FoundJob& j) {
+    const json& meta = j.object["metadata"];
+    return std::tuple(meta.value("namespace", ""), meta.value("name", ""), j.kind);
+  };
+  std::sort(jobs.begin(), jobs.end(),
+            [&key](const FoundJob& a, const FoundJob& b) { return key(a) < key(b); });
+  return jobs;
+}
+
+}  // namespace trainctl::cli
