@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/support/https_test_server.h"
+#include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace trainctl {
@@ -20,21 +21,14 @@ using ::testing::Not;
 /// A server URL where nothing listens.
 constexpr const char* kNoServer = "https://127.0.0.1:1";
 
-struct RunResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
+using RunResult = testing::CommandResult;
 
+/// Runs trainctl with no KUBECONFIG and no home; `out` holds both streams, as a user sees them.
 RunResult run(const std::string& args, const std::string& env = "") {
-  const std::string cmd =
-      fmt::format("env -u KUBECONFIG HOME=/nonexistent {} {} {} 2>&1", env, TRAINCTL_BINARY, args);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
-    out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  RunResult r = testing::run_command(
+      fmt::format("env -u KUBECONFIG HOME=/nonexistent {} {} {}", env, TRAINCTL_BINARY, args));
+  r.out += r.err;
+  return r;
 }
 
 class CliTest : public ::testing::Test {

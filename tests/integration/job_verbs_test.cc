@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
 
@@ -23,11 +24,7 @@ using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct RunResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
+using RunResult = testing::CommandResult;
 
 /// RFC 3339 for a time `ago` before now, as the API server writes timestamps.
 std::string timestamp_ago(std::chrono::seconds ago) {
@@ -65,20 +62,9 @@ class JobVerbsTest : public ::testing::Test {
   RunResult run(const std::string& args, std::string kubeconfig = "") {
     if (kubeconfig.empty())
       kubeconfig = local_.sandbox().kubeconfig_path().string();
-    const std::string err_path = (dir_.path() / "stderr").string();
-    const std::string cmd =
-        fmt::format("env -u KUBECONFIG HOME=/nonexistent {} --kubeconfig {} {} 2>{}",
-                    TRAINCTL_BINARY, kubeconfig, args, err_path);
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    std::string out;
-    std::array<char, 4096> buf;
-    while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
-      out.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    std::ifstream in(err_path);
-    std::stringstream err;
-    err << in.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
+    return testing::run_command(
+        fmt::format("env -u KUBECONFIG HOME=/nonexistent {} --kubeconfig {} {}", TRAINCTL_BINARY,
+                    kubeconfig, args));
   }
 
   static kube::Resource resource_of(const std::string& kind) {

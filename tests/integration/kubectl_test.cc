@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace trainctl {
@@ -34,29 +35,13 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-/// What a command printed, apart, and how it ended.
-struct Output {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
+using Output = testing::CommandResult;
 
 std::string shell_quote(const std::string& s) {
   std::string quoted = "'";
   for (char c : s)
     quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
-}
-
-/// Runs `cmd` with /bin/sh, stderr going to `err_file`.
-Output run_shell(const std::string& cmd, const fs::path& err_file) {
-  FILE* pipe = ::popen((cmd + " 2>" + shell_quote(err_file.string())).c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
-    out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, testing::TempDir::read(err_file)};
 }
 
 /// $KUBECTL, else the first executable `kubectl` on PATH; empty when there is none.
@@ -229,10 +214,9 @@ class KubectlTest : public ::testing::Test {
     }
     dir_ = std::make_unique<testing::TempDir>();
     fs::create_directories(dir_->path() / "home");
-    const Output up =
-        run_shell(fmt::format("env -u KUBECONFIG {} sandbox up --detach --port 0 --data-dir {}",
-                              TRAINCTL_BINARY, shell_quote(data_dir().string())),
-                  dir_->path() / "up.err");
+    const Output up = testing::run_command(
+        fmt::format("env -u KUBECONFIG {} sandbox up --detach --port 0 --data-dir {}",
+                    TRAINCTL_BINARY, shell_quote(data_dir().string())));
     if (up.exit_code != 0) {
       setup_error_ =
           fmt::format("trainctl sandbox up failed (exit {}):\n{}{}", up.exit_code, up.out, up.err);
@@ -242,9 +226,8 @@ class KubectlTest : public ::testing::Test {
   static void TearDownTestSuite() {
     if (dir_ == nullptr)
       return;
-    run_shell(fmt::format("{} sandbox down --data-dir {}", TRAINCTL_BINARY,
-                          shell_quote(data_dir().string())),
-              dir_->path() / "down.err");
+    testing::run_command(fmt::format("{} sandbox down --data-dir {}", TRAINCTL_BINARY,
+                                     shell_quote(data_dir().string())));
     dir_.reset();
   }
 
@@ -270,7 +253,7 @@ class KubectlTest : public ::testing::Test {
     std::string cmd;
     for (const auto& a : kubectl_argv(args))
       cmd += shell_quote(a) + " ";
-    return run_shell(cmd, dir_->path() / "kubectl.err");
+    return testing::run_command(cmd);
   }
 
   /// Writes a manifest into the suite's temp dir; returns its path for `-f`.

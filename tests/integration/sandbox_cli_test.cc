@@ -18,6 +18,7 @@
 
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
+#include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace trainctl {
@@ -27,23 +28,16 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct RunResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
+using RunResult = testing::CommandResult;
 
 /// Runs the trainctl binary with `args`; `env` (NAME=value ...) is added to an environment with
-/// no KUBECONFIG, so a test never reads or writes the kubeconfig of whoever runs it.
+/// no KUBECONFIG, so a test never reads or writes the kubeconfig of whoever runs it. `out` holds
+/// both streams.
 RunResult run(const std::string& args, const std::string& env) {
-  const std::string cmd =
-      fmt::format("env -u KUBECONFIG -u XDG_STATE_HOME {} {} {} 2>&1", env, TRAINCTL_BINARY, args);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
-    out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  RunResult r = testing::run_command(
+      fmt::format("env -u KUBECONFIG -u XDG_STATE_HOME {} {} {}", env, TRAINCTL_BINARY, args));
+  r.out += r.err;
+  return r;
 }
 
 /// Whether `pid` has not exited yet; a zombie, exited but not reaped, has.

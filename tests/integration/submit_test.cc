@@ -12,6 +12,7 @@
 #include "error.h"
 #include "kube/resource.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
 #include "yaml_json.h"
@@ -24,27 +25,15 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
 
-struct RunResult {
-  int exit_code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using RunResult = testing::CommandResult;
 
 /// Runs trainctl with `args` in a clean environment (no KUBECONFIG, no HOME, no TRAINCTL_*
 /// values), optionally feeding `input` on stdin.
 RunResult run(const std::string& args, const std::string& input = "") {
   testing::TempDir io;
-  const auto err_file = io.path() / "stderr";
   const auto in_file = io.write("stdin", input);
-  const std::string cmd = fmt::format("env -i PATH=/usr/bin:/bin HOME=/nonexistent {} {} <{} 2>{}",
-                                      TRAINCTL_BINARY, args, in_file.string(), err_file.string());
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe))
-    out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, testing::TempDir::read(err_file)};
+  return testing::run_command(fmt::format("env -i PATH=/usr/bin:/bin HOME=/nonexistent {} {} <{}",
+                                          TRAINCTL_BINARY, args, in_file.string()));
 }
 
 json parse_json(const RunResult& r) {
