@@ -46,6 +46,8 @@ bool reads_as_other_type(const std::string& s) {
 void emit(YAML::Emitter& out, const nlohmann::json& doc) {
   switch (doc.type()) {
     case nlohmann::json::value_t::object:
+      if (doc.empty())
+        out << YAML::Flow;  // `{}` on the key's line, as kubectl prints it
       out << YAML::BeginMap;
       for (const auto& [k, v] : doc.items()) {
         out << YAML::Key << k << YAML::Value;
@@ -54,6 +56,8 @@ void emit(YAML::Emitter& out, const nlohmann::json& doc) {
       out << YAML::EndMap;
       break;
     case nlohmann::json::value_t::array:
+      if (doc.empty())
+        out << YAML::Flow;
       out << YAML::BeginSeq;
       for (const auto& v : doc)
         emit(out, v);

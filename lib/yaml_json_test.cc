@@ -34,6 +34,8 @@ TEST(YamlJsonTest, RoundTripKeepsStringsThatLookLikeOtherTypes) {
 
 TEST(YamlJsonTest, EmitsBlockStyle) {
   EXPECT_EQ(json_to_yaml({{"metadata", {{"name", "x"}}}}), "metadata:\n  name: x\n");
+  EXPECT_EQ(json_to_yaml({{"a", nlohmann::json::object()}, {"b", nlohmann::json::array()}}),
+            "a: {}\nb: []\n");
 }
 
 }  // namespace
