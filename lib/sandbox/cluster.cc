@@ -706,22 +706,9 @@ struct SimulatedCluster::Impl {
         return;
       }
     }
-    const std::string uid = entry.facts.uid;
-    try {
-      json stored =
-          store.modify(kPods, entry.facts.ns, entry.facts.name, WritePart::Status, [&](json& pod) {
-            if (string_field(field(pod, "metadata"), "uid") != uid)
-              throw SkipWrite{};
-            if (!set_pod_condition(pod["status"], "PodScheduled", status, reason, message, now)) {
-              throw SkipWrite{};
-            }
-          });
-      upsert_pod(stored, false);
-    } catch (const SkipWrite&) {
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;
-    }
+    update_pod_status(entry, [&](json& pod_status) {
+      return set_pod_condition(pod_status, "PodScheduled", status, reason, message, now);
+    });
   }
 
   bool bind(PodEntry& entry, const std::string& node, TimePoint now) {
@@ -857,19 +844,14 @@ struct SimulatedCluster::Impl {
     entry.pod_host = 0;
   }
 
-  void write_status(PodEntry& entry, TimePoint now) {
+  /// Writes the pod's status through `change` (which returns whether it changed anything), unless
+  /// the pod is gone or was replaced by another of the same name meanwhile.
+  void update_pod_status(PodEntry& entry, const std::function<bool(json&)>& change) {
     const std::string uid = entry.facts.uid;
-    const std::string host_ip = own_nodes[static_cast<std::size_t>(entry.node_index)].ip;
-    const std::string ip = entry.ip;
     try {
       json stored =
           store.modify(kPods, entry.facts.ns, entry.facts.name, WritePart::Status, [&](json& pod) {
-            if (string_field(field(pod, "metadata"), "uid") != uid)
-              throw SkipWrite{};
-            json& status = pod["status"];
-            const json before = status;
-            entry.sim->write_status(status, now, host_ip, ip);
-            if (status == before)
+            if (string_field(field(pod, "metadata"), "uid") != uid || !change(pod["status"]))
               throw SkipWrite{};
           });
       upsert_pod(stored, false);
@@ -878,6 +860,15 @@ struct SimulatedCluster::Impl {
       if (e.kind() != ErrorKind::NotFound)
         throw;
     }
+  }
+
+  void write_status(PodEntry& entry, TimePoint now) {
+    const std::string host_ip = own_nodes[static_cast<std::size_t>(entry.node_index)].ip;
+    update_pod_status(entry, [&](json& status) {
+      const json before = status;
+      entry.sim->write_status(status, now, host_ip, entry.ip);
+      return status != before;
+    });
   }
 
   /// Brings one pod's simulation up to `now` and the store up to the simulation.
