@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   libcli11-dev libcurl4-openssl-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libkainjow-mustache-dev
-  python3-kubernetes nghttp2-server
+  nghttp2-server
 )
 
 missing=()
