@@ -2,24 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/expect_error.h"
+
 namespace trainctl::sandbox {
 namespace {
 
 using nlohmann::json;
-
-template <typename F>
-ApiError api_error(F&& f) {
-  try {
-    f();
-  } catch (const ApiError& e) {
-    return e;
-  } catch (const Error& e) {
-    ADD_FAILURE() << "not an ApiError: " << e.what();
-    return ApiError(e.kind(), e.http_code(), "", e.message());
-  }
-  ADD_FAILURE() << "expected an ApiError";
-  return ApiError(ErrorKind::Protocol, 0, "", "<nothing thrown>");
-}
 
 // --- merge patch ---------------------------------------------------------------------------
 
@@ -33,7 +21,7 @@ TEST(MergePatchTest, Rfc7386) {
 }
 
 TEST(MergePatchTest, NonObjectPatchIsABadRequest) {
-  auto e = api_error([] { apply_merge_patch(json::object(), json::array()); });
+  auto e = testing::expect_api_error([] { apply_merge_patch(json::object(), json::array()); });
   EXPECT_EQ(e.http_code(), 400);
   EXPECT_EQ(e.message(), "Invalid JSON Patch");
 }
@@ -61,7 +49,7 @@ TEST(JsonPatchTest, AllOperations) {
 
 TEST(JsonPatchTest, FailedOperationsAreRejectedWithTheFailingPathAsCause) {
   json doc = {{"spec", {{"replicas", 1}}}};
-  auto test = api_error([&] {
+  auto test = testing::expect_api_error([&] {
     apply_json_patch(doc,
                      json::array({{{"op", "test"}, {"path", "/spec/replicas"}, {"value", 2}}}));
   });
@@ -70,23 +58,23 @@ TEST(JsonPatchTest, FailedOperationsAreRejectedWithTheFailingPathAsCause) {
   EXPECT_EQ(test.message(), "the server rejected our request due to an error in our request");
   EXPECT_EQ(test.api_status()["details"]["causes"][0]["message"],
             "testing value /spec/replicas failed: test failed");
-  auto remove = api_error([&] {
+  auto remove = testing::expect_api_error([&] {
     apply_json_patch(doc, json::array({{{"op", "remove"}, {"path", "/spec/missing"}}}));
   });
   EXPECT_EQ(remove.api_status()["details"]["causes"][0]["message"],
             "error in remove for path: '/spec/missing': Unable to remove nonexistent key: "
             "missing: missing value");
-  auto replace = api_error([&] {
+  auto replace = testing::expect_api_error([&] {
     apply_json_patch(doc, json::array({{{"op", "replace"}, {"path", "/spec/x"}, {"value", 1}}}));
   });
   EXPECT_EQ(replace.api_status()["details"]["causes"][0]["message"],
             "replace operation does not apply: doc is missing key: /spec/x: missing value");
-  auto add = api_error([&] {
+  auto add = testing::expect_api_error([&] {
     apply_json_patch(doc, json::array({{{"op", "add"}, {"path", "/nope/x"}, {"value", 1}}}));
   });
   EXPECT_EQ(add.api_status()["details"]["causes"][0]["message"],
             "add operation does not apply: doc is missing path: \"/nope/x\": missing value");
-  auto op = api_error([&] {
+  auto op = testing::expect_api_error([&] {
     apply_json_patch(doc, json::array({{{"op", "frobnicate"}, {"path", "/spec"}}}));
   });
   EXPECT_EQ(op.api_status()["details"]["causes"][0]["message"],
@@ -94,7 +82,7 @@ TEST(JsonPatchTest, FailedOperationsAreRejectedWithTheFailingPathAsCause) {
 }
 
 TEST(JsonPatchTest, MalformedDocumentIsABadRequest) {
-  auto e = api_error([] { apply_json_patch(json::object(), {{"op", "add"}}); });
+  auto e = testing::expect_api_error([] { apply_json_patch(json::object(), {{"op", "add"}}); });
   EXPECT_EQ(e.http_code(), 400);
   EXPECT_EQ(e.message(), "json: cannot unmarshal object into Go value of type jsonpatch.Patch");
 }
@@ -194,7 +182,7 @@ TEST(StrategicMergeTest, RetainKeysAndSetElementOrder) {
 }
 
 TEST(StrategicMergeTest, ElementsWithoutTheMergeKeyAreRejected) {
-  auto e = api_error([] {
+  auto e = testing::expect_api_error([] {
     apply_strategic_merge_patch(pod_spec(), {{"spec", {{"containers", {{{"image", "x"}}}}}}});
   });
   EXPECT_EQ(e.http_code(), 400);
@@ -257,7 +245,7 @@ TEST_F(PatchStoreTest, StrategicMergeOnBuiltinsAndUnsupportedOnCustomResources) 
   EXPECT_EQ(result.object["spec"]["containers"].size(), 2u);
   store_.create("tfjobs.kubeflow.org",
                 {{"metadata", {{"name", "mnist"}, {"namespace", "default"}}}});
-  auto e = api_error([&] {
+  auto e = testing::expect_api_error([&] {
     patch(store_, "tfjobs.kubeflow.org", "default", "mnist",
           {.type = PatchType::StrategicMerge, .body = {{"spec", json::object()}}});
   });
@@ -266,12 +254,12 @@ TEST_F(PatchStoreTest, StrategicMergeOnBuiltinsAndUnsupportedOnCustomResources) 
 }
 
 TEST_F(PatchStoreTest, ResourceVersionInThePatchIsAPrecondition) {
-  auto e = api_error([&] {
+  auto e = testing::expect_api_error([&] {
     patch(store_, "pods", "default", "web",
           {.type = PatchType::Merge, .body = {{"metadata", {{"resourceVersion", "1"}}}}});
   });
   EXPECT_EQ(e.kind(), ErrorKind::Conflict);
-  EXPECT_EQ(api_error([&] {
+  EXPECT_EQ(testing::expect_api_error([&] {
               patch(store_, "pods", "default", "ghost",
                     {.type = PatchType::Merge, .body = json::object()});
             }).message(),
@@ -279,7 +267,7 @@ TEST_F(PatchStoreTest, ResourceVersionInThePatchIsAPrecondition) {
 }
 
 TEST_F(PatchStoreTest, PatchMayNotRenameTheObject) {
-  auto e = api_error([&] {
+  auto e = testing::expect_api_error([&] {
     patch(store_, "pods", "default", "web",
           {.type = PatchType::Merge, .body = {{"metadata", {{"name", "other"}}}}});
   });
@@ -343,14 +331,14 @@ TEST_F(PatchStoreTest, ApplyMergesContainersByName) {
 }
 
 TEST_F(PatchStoreTest, ApplyNeedsAFieldManager) {
-  auto e = api_error([&] {
+  auto e = testing::expect_api_error([&] {
     patch(store_, "pods", "default", "web", {.type = PatchType::Apply, .body = json::object()});
   });
   EXPECT_EQ(e.http_code(), 422);
   EXPECT_EQ(e.message(),
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required "
             "for apply patch");
-  auto force = api_error([&] {
+  auto force = testing::expect_api_error([&] {
     patch(store_, "pods", "default", "web",
           {.type = PatchType::Merge, .body = json::object(), .force = true});
   });
@@ -371,7 +359,9 @@ TEST_F(PatchStoreTest, DryRunPatchStoresNothing) {
                                .field_manager = "m",
                                .dry_run = true});
   EXPECT_TRUE(created.created);
-  EXPECT_EQ(api_error([&] { store_.get("tfjobs.kubeflow.org", "default", "dry"); }).kind(),
+  EXPECT_EQ(testing::expect_api_error([&] {
+              store_.get("tfjobs.kubeflow.org", "default", "dry");
+            }).kind(),
             ErrorKind::NotFound);
 }
 

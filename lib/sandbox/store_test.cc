@@ -7,27 +7,14 @@
 #include <set>
 #include <thread>
 
+#include "tests/support/expect_error.h"
+
 namespace trainctl::sandbox {
 namespace {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
 using Type = kube::WatchEventType;
-
-// The ApiError `f` throws; records a failure when it throws none.
-template <typename F>
-ApiError api_error(F&& f) {
-  try {
-    f();
-  } catch (const ApiError& e) {
-    return e;
-  } catch (const Error& e) {
-    ADD_FAILURE() << "not an ApiError: " << e.what();
-    return ApiError(e.kind(), e.http_code(), "", e.message());
-  }
-  ADD_FAILURE() << "expected an ApiError";
-  return ApiError(ErrorKind::Protocol, 0, "", "<nothing thrown>");
-}
 
 std::chrono::system_clock::time_point fixed_time() {
   using namespace std::chrono;
@@ -120,7 +107,7 @@ TEST_F(StoreTest, CreateFillsSystemFields) {
 
 TEST_F(StoreTest, CreateRequiresNameOrGenerateName) {
   json nameless = pod("");
-  auto e = api_error([&] { store_.create("pods", nameless); });
+  auto e = testing::expect_api_error([&] { store_.create("pods", nameless); });
   EXPECT_EQ(e.kind(), ErrorKind::Invalid);
   EXPECT_EQ(e.http_code(), 422);
   EXPECT_EQ(e.message(),
@@ -132,14 +119,14 @@ TEST_F(StoreTest, CreateRequiresNameOrGenerateName) {
 }
 
 TEST_F(StoreTest, CreateRejectsNamesThatAreNotDnsSubdomains) {
-  auto e = api_error([&] { store_.create("pods", pod("Bad_Name")); });
+  auto e = testing::expect_api_error([&] { store_.create("pods", pod("Bad_Name")); });
   EXPECT_EQ(e.message(),
             "Pod \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase "
             "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
             "and must start and end with an alphanumeric character (e.g. 'example.com', regex "
             "used for validation is "
             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
-  auto cr = api_error([&] {
+  auto cr = testing::expect_api_error([&] {
     store_.create("tfjobs.kubeflow.org",
                   {{"metadata", {{"name", "Mnist"}, {"namespace", "default"}}}});
   });
@@ -148,11 +135,13 @@ TEST_F(StoreTest, CreateRejectsNamesThatAreNotDnsSubdomains) {
 }
 
 TEST_F(StoreTest, ServiceAndNamespaceNamesAreLabels) {
-  auto svc = api_error([&] {
+  auto svc = testing::expect_api_error([&] {
     store_.create("services", {{"metadata", {{"name", "1web"}, {"namespace", "default"}}}});
   });
   EXPECT_NE(svc.message().find("a DNS-1035 label must consist of"), std::string::npos);
-  auto ns = api_error([&] { store_.create("namespaces", {{"metadata", {{"name", "team.a"}}}}); });
+  auto ns = testing::expect_api_error([&] {
+    store_.create("namespaces", {{"metadata", {{"name", "team.a"}}}});
+  });
   EXPECT_EQ(ns.message(),
             "Namespace \"team.a\" is invalid: metadata.name: Invalid value: \"team.a\": must not "
             "contain dots");
@@ -168,21 +157,21 @@ TEST_F(StoreTest, GenerateNameAppendsFiveCharacters) {
       << name;
   EXPECT_NE(name, second["metadata"]["name"].get<std::string>());
   a["metadata"]["generateName"] = "Bad_";
-  auto e = api_error([&] { store_.create("pods", a); });
+  auto e = testing::expect_api_error([&] { store_.create("pods", a); });
   EXPECT_EQ(e.api_status()["details"]["causes"][0]["field"], "metadata.generateName");
   EXPECT_EQ(e.api_status()["details"]["causes"][1]["field"], "metadata.name");
 }
 
 TEST_F(StoreTest, CreateOfExistingObjectIsAlreadyExists) {
   store_.create("pods", pod("web"));
-  auto e = api_error([&] { store_.create("pods", pod("web")); });
+  auto e = testing::expect_api_error([&] { store_.create("pods", pod("web")); });
   EXPECT_EQ(e.kind(), ErrorKind::AlreadyExists);
   EXPECT_EQ(e.http_code(), 409);
   EXPECT_EQ(e.message(), "pods \"web\" already exists");
   EXPECT_EQ(e.api_status()["details"], (json{{"name", "web"}, {"kind", "pods"}}));
   store_.create("tfjobs.kubeflow.org",
                 {{"metadata", {{"name", "mnist"}, {"namespace", "default"}}}});
-  auto cr = api_error([&] {
+  auto cr = testing::expect_api_error([&] {
     store_.create("tfjobs.kubeflow.org",
                   {{"metadata", {{"name", "mnist"}, {"namespace", "default"}}}});
   });
@@ -190,10 +179,10 @@ TEST_F(StoreTest, CreateOfExistingObjectIsAlreadyExists) {
 }
 
 TEST_F(StoreTest, NamespacedObjectsNeedAnExistingNamespace) {
-  auto missing = api_error([&] { store_.create("pods", pod("web", {}, "nope")); });
+  auto missing = testing::expect_api_error([&] { store_.create("pods", pod("web", {}, "nope")); });
   EXPECT_EQ(missing.kind(), ErrorKind::NotFound);
   EXPECT_EQ(missing.message(), "namespaces \"nope\" not found");
-  auto unset = api_error([&] { store_.create("pods", pod("web", {}, "")); });
+  auto unset = testing::expect_api_error([&] { store_.create("pods", pod("web", {}, "")); });
   EXPECT_EQ(unset.message(), "Pod \"web\" is invalid: metadata.namespace: Required value");
   // Cluster-scoped objects drop a namespace silently.
   json node = store_.create("nodes", {{"metadata", {{"name", "n1"}, {"namespace", "default"}}}});
@@ -204,7 +193,7 @@ TEST_F(StoreTest, NamespacedObjectsNeedAnExistingNamespace) {
 TEST_F(StoreTest, CreateWithResourceVersionIsRefused) {
   json p = pod("web");
   p["metadata"]["resourceVersion"] = "12";
-  auto e = api_error([&] { store_.create("pods", p); });
+  auto e = testing::expect_api_error([&] { store_.create("pods", p); });
   EXPECT_EQ(e.http_code(), 500);
   EXPECT_EQ(e.message(), "resourceVersion should not be set on objects to be created");
 }
@@ -216,9 +205,11 @@ TEST_F(StoreTest, DryRunCreateValidatesButStoresNothing) {
   EXPECT_FALSE(result["metadata"].contains("resourceVersion"));
   EXPECT_TRUE(result["metadata"].contains("uid"));
   EXPECT_EQ(store_.current_resource_version(), rv);
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "web"); }).kind(), ErrorKind::NotFound);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "web"); }).kind(),
+            ErrorKind::NotFound);
   EXPECT_TRUE(drain(*w).empty());
-  EXPECT_EQ(api_error([&] { store_.create("pods", pod("Bad"), true); }).kind(), ErrorKind::Invalid);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.create("pods", pod("Bad"), true); }).kind(),
+            ErrorKind::Invalid);
 }
 
 TEST_F(StoreTest, PodStatusStartsPendingWithItsQosClass) {
@@ -243,7 +234,9 @@ TEST_F(StoreTest, CustomResourceStatusIsDroppedOnCreateOnlyWithStatusSubresource
 }
 
 TEST_F(StoreTest, InvalidLabelsAreRejected) {
-  auto e = api_error([&] { store_.create("pods", pod("web", {{"app", "not valid"}})); });
+  auto e = testing::expect_api_error([&] {
+    store_.create("pods", pod("web", {{"app", "not valid"}}));
+  });
   EXPECT_EQ(e.message().substr(0, 80),
             "Pod \"web\" is invalid: metadata.labels: Invalid value: \"not valid\": a valid label");
 }
@@ -261,7 +254,7 @@ TEST_F(StoreTest, NamespacesGetPhaseFinalizerAndNameLabel) {
 // --- update --------------------------------------------------------------------------------
 
 TEST_F(StoreTest, UpdateOfMissingObjectIsNotFoundExceptForCreateOnUpdateTypes) {
-  auto e = api_error([&] { store_.update("pods", pod("ghost")); });
+  auto e = testing::expect_api_error([&] { store_.update("pods", pod("ghost")); });
   EXPECT_EQ(e.kind(), ErrorKind::NotFound);
   EXPECT_EQ(e.message(), "pods \"ghost\" not found");
   json svc = store_.update("services", {{"metadata", {{"name", "web"}, {"namespace", "default"}}}});
@@ -276,7 +269,7 @@ TEST_F(StoreTest, StaleResourceVersionIsAConflict) {
   store_.update("pods", first);
   json stale = created;
   stale["metadata"]["labels"]["a"] = "2";
-  auto e = api_error([&] { store_.update("pods", stale); });
+  auto e = testing::expect_api_error([&] { store_.update("pods", stale); });
   EXPECT_EQ(e.kind(), ErrorKind::Conflict);
   EXPECT_EQ(e.http_code(), 409);
   EXPECT_EQ(e.message(),
@@ -294,7 +287,7 @@ TEST_F(StoreTest, UnconditionalUpdateIsForBuiltinsOnly) {
   json cr = store_.create("tfjobs.kubeflow.org",
                           {{"metadata", {{"name", "mnist"}, {"namespace", "default"}}}});
   cr["metadata"].erase("resourceVersion");
-  auto e = api_error([&] { store_.update("tfjobs.kubeflow.org", cr); });
+  auto e = testing::expect_api_error([&] { store_.update("tfjobs.kubeflow.org", cr); });
   EXPECT_EQ(e.message(),
             "tfjobs.kubeflow.org \"mnist\" is invalid: metadata.resourceVersion: Invalid value: "
             "0x0: must be specified for an update");
@@ -310,7 +303,7 @@ TEST_F(StoreTest, SystemFieldsCannotBeChanged) {
   EXPECT_EQ(updated["metadata"]["creationTimestamp"], "2024-05-01T12:00:00Z");
   EXPECT_EQ(updated["metadata"]["generation"], 1);
   updated["metadata"]["uid"] = "another";
-  auto e = api_error([&] { store_.update("pods", updated); });
+  auto e = testing::expect_api_error([&] { store_.update("pods", updated); });
   EXPECT_EQ(e.message(),
             "Pod \"web\" is invalid: metadata.uid: Invalid value: \"another\": field is immutable");
 }
@@ -379,12 +372,12 @@ TEST_F(StoreTest, ModifyRunsUnderTheLockAndAbortsOnThrow) {
                              }),
                Error);
   EXPECT_EQ(store_.current_resource_version(), rv);
-  auto e = api_error([&] {
+  auto e = testing::expect_api_error([&] {
     store_.modify("pods", "default", "web", WritePart::Main,
                   [](json& p) { p["metadata"]["resourceVersion"] = "1"; });
   });
   EXPECT_EQ(e.kind(), ErrorKind::Conflict);
-  EXPECT_EQ(api_error([&] {
+  EXPECT_EQ(testing::expect_api_error([&] {
               store_.modify("pods", "default", "nope", WritePart::Main, [](json&) {});
             }).message(),
             "pods \"nope\" not found");
@@ -398,27 +391,27 @@ TEST_F(StoreTest, DeleteReturnsTheObjectAndWatchersSeeANewVersion) {
   DeleteResult result = store_.remove_detailed("pods", "default", "web");
   EXPECT_TRUE(result.deleted);
   EXPECT_GT(rv_of(result.object), rv_of(created));
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "web"); }).message(),
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "web"); }).message(),
             "pods \"web\" not found");
   auto events = drain(*w);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].type, Type::Deleted);
   EXPECT_EQ(events[0].object["metadata"]["resourceVersion"],
             result.object["metadata"]["resourceVersion"]);
-  EXPECT_EQ(api_error([&] { store_.remove("pods", "default", "web"); }).kind(),
+  EXPECT_EQ(testing::expect_api_error([&] { store_.remove("pods", "default", "web"); }).kind(),
             ErrorKind::NotFound);
 }
 
 TEST_F(StoreTest, DeletePreconditions) {
   json created = store_.create("pods", pod("web"));
   const std::string uid = created["metadata"]["uid"];
-  auto bad_uid = api_error(
+  auto bad_uid = testing::expect_api_error(
       [&] { store_.remove("pods", "default", "web", DeleteRequest{.precondition_uid = "x"}); });
   EXPECT_EQ(bad_uid.message(),
             "Operation cannot be fulfilled on Pod \"web\": the UID in the precondition (x) does "
             "not match the UID in record (" +
                 uid + "). The object might have been deleted and then recreated");
-  auto bad_rv = api_error([&] {
+  auto bad_rv = testing::expect_api_error([&] {
     store_.remove("pods", "default", "web", DeleteRequest{.precondition_resource_version = "1"});
   });
   EXPECT_EQ(bad_rv.kind(), ErrorKind::Conflict);
@@ -430,7 +423,7 @@ TEST_F(StoreTest, DeletePreconditions) {
 
 TEST_F(StoreTest, InvalidPropagationPolicy) {
   store_.create("pods", pod("web"));
-  EXPECT_EQ(api_error([&] {
+  EXPECT_EQ(testing::expect_api_error([&] {
               store_.remove("pods", "default", "web", DeleteRequest{.propagation_policy = "Now"});
             }).message(),
             "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: "
@@ -451,7 +444,7 @@ TEST_F(StoreTest, FinalizersHoldTheObjectUntilAnUpdateRemovesThem) {
 
   json adding = held.object;
   adding["metadata"]["finalizers"].push_back("example.com/more");
-  EXPECT_EQ(api_error([&] { store_.update("pods", adding); }).message(),
+  EXPECT_EQ(testing::expect_api_error([&] { store_.update("pods", adding); }).message(),
             "Pod \"web\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be "
             "added if the object is being deleted, found new finalizers "
             "[]string{\"example.com/more\"}");
@@ -460,7 +453,8 @@ TEST_F(StoreTest, FinalizersHoldTheObjectUntilAnUpdateRemovesThem) {
   json release = held.object;
   release["metadata"].erase("finalizers");
   store_.update("pods", release);
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "web"); }).kind(), ErrorKind::NotFound);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "web"); }).kind(),
+            ErrorKind::NotFound);
   auto events = drain(*w);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].type, Type::Deleted);
@@ -471,7 +465,7 @@ TEST_F(StoreTest, CreatingOverATerminatingObjectSaysItIsBeingDeleted) {
   p["metadata"]["finalizers"] = {"example.com/hold"};
   store_.create("pods", p);
   store_.remove("pods", "default", "web");
-  EXPECT_EQ(api_error([&] { store_.create("pods", pod("web")); }).message(),
+  EXPECT_EQ(testing::expect_api_error([&] { store_.create("pods", pod("web")); }).message(),
             "object is being deleted: pods \"web\" already exists");
 }
 
@@ -486,10 +480,12 @@ TEST_F(StoreTest, BackgroundDeletionCollectsDependents) {
   store_.create("pods", shared);
 
   store_.remove("tfjobs.kubeflow.org", "default", "mnist");
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "mnist-worker-0"); }).kind(),
-            ErrorKind::NotFound);
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "mnist-worker-1"); }).kind(),
-            ErrorKind::NotFound);
+  EXPECT_EQ(
+      testing::expect_api_error([&] { store_.get("pods", "default", "mnist-worker-0"); }).kind(),
+      ErrorKind::NotFound);
+  EXPECT_EQ(
+      testing::expect_api_error([&] { store_.get("pods", "default", "mnist-worker-1"); }).kind(),
+      ErrorKind::NotFound);
   // A dependent with another live owner only loses the reference.
   json survivor = store_.get("pods", "default", "shared");
   ASSERT_EQ(survivor["metadata"]["ownerReferences"].size(), 1u);
@@ -509,14 +505,18 @@ TEST_F(StoreTest, ForegroundDeletionWaitsForBlockingDependents) {
                                                DeleteRequest{.propagation_policy = "Foreground"});
   EXPECT_FALSE(result.deleted);
   EXPECT_EQ(result.object["metadata"]["finalizers"], json::array({"foregroundDeletion"}));
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "free"); }).kind(), ErrorKind::NotFound);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "free"); }).kind(),
+            ErrorKind::NotFound);
   EXPECT_TRUE(store_.get("pods", "default", "held")["metadata"].contains("deletionTimestamp"));
   EXPECT_NO_THROW(store_.get("tfjobs.kubeflow.org", "default", "mnist"));
 
   store_.modify("pods", "default", "held", WritePart::Main,
                 [](json& p) { p["metadata"].erase("finalizers"); });
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "held"); }).kind(), ErrorKind::NotFound);
-  EXPECT_EQ(api_error([&] { store_.get("tfjobs.kubeflow.org", "default", "mnist"); }).kind(),
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "held"); }).kind(),
+            ErrorKind::NotFound);
+  EXPECT_EQ(testing::expect_api_error([&] {
+              store_.get("tfjobs.kubeflow.org", "default", "mnist");
+            }).kind(),
             ErrorKind::NotFound);
   std::vector<Type> types;
   for (const auto& e : drain(*w))
@@ -544,7 +544,8 @@ TEST_F(StoreTest, JobsOrphanTheirPodsByDefault) {
   job = store_.create("jobs.batch", {{"metadata", {{"name", "b"}, {"namespace", "default"}}}});
   store_.create("pods", owned_by(pod("b-1"), job));
   store_.remove("jobs.batch", "default", "b", DeleteRequest{.propagation_policy = "Background"});
-  EXPECT_EQ(api_error([&] { store_.get("pods", "default", "b-1"); }).kind(), ErrorKind::NotFound);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "b-1"); }).kind(),
+            ErrorKind::NotFound);
 }
 
 TEST_F(StoreTest, DeletingANamespaceDeletesItsContent) {
@@ -559,9 +560,11 @@ TEST_F(StoreTest, DeletingANamespaceDeletesItsContent) {
   DeleteResult result = store_.remove_detailed("namespaces", "", "team-a");
   EXPECT_FALSE(result.deleted);
   EXPECT_EQ(result.object["status"]["phase"], "Terminating");
-  EXPECT_EQ(api_error([&] { store_.get("pods", "team-a", "p1"); }).kind(), ErrorKind::NotFound);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "team-a", "p1"); }).kind(),
+            ErrorKind::NotFound);
   EXPECT_NO_THROW(store_.get("pods", "default", "other"));
-  auto forbidden = api_error([&] { store_.create("pods", pod("p3", {}, "team-a")); });
+  auto forbidden =
+      testing::expect_api_error([&] { store_.create("pods", pod("p3", {}, "team-a")); });
   EXPECT_EQ(forbidden.http_code(), 403);
   EXPECT_EQ(forbidden.message(),
             "pods \"p3\" is forbidden: unable to create new content in namespace team-a because "
@@ -569,7 +572,8 @@ TEST_F(StoreTest, DeletingANamespaceDeletesItsContent) {
 
   store_.modify("pods", "team-a", "p2", WritePart::Main,
                 [](json& p) { p["metadata"].erase("finalizers"); });
-  EXPECT_EQ(api_error([&] { store_.get("namespaces", "", "team-a"); }).kind(), ErrorKind::NotFound);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("namespaces", "", "team-a"); }).kind(),
+            ErrorKind::NotFound);
   auto events = drain(*w);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.front().type, Type::Modified);
@@ -577,7 +581,7 @@ TEST_F(StoreTest, DeletingANamespaceDeletesItsContent) {
 }
 
 TEST_F(StoreTest, SystemNamespacesCannotBeDeleted) {
-  auto e = api_error([&] { store_.remove("namespaces", "", "default"); });
+  auto e = testing::expect_api_error([&] { store_.remove("namespaces", "", "default"); });
   EXPECT_EQ(e.http_code(), 403);
   EXPECT_EQ(e.message(), "namespaces \"default\" is forbidden: this namespace may not be deleted");
 }
@@ -677,7 +681,7 @@ TEST_F(StoreTest, ContinueTokensExpireWithTheWindow) {
   ListPage first = small.list("pods", ListRequest{.limit = 1});
   for (const char* name : {"q1", "q2", "q3", "q4"})
     small.create("pods", pod(name));
-  auto e = api_error(
+  auto e = testing::expect_api_error(
       [&] { small.list("pods", ListRequest{.limit = 1, .continue_token = first.continue_token}); });
   EXPECT_EQ(e.kind(), ErrorKind::Gone);
   EXPECT_EQ(e.http_code(), 410);
@@ -689,9 +693,10 @@ TEST_F(StoreTest, ContinueTokensExpireWithTheWindow) {
   ListPage rest = small.list("pods", ListRequest{.continue_token = resume});
   EXPECT_EQ(rest.items.front()["metadata"]["name"], "p2");
 
-  EXPECT_EQ(
-      api_error([&] { small.list("pods", ListRequest{.continue_token = "garbage!"}); }).kind(),
-      ErrorKind::BadRequest);
+  EXPECT_EQ(testing::expect_api_error([&] {
+              small.list("pods", ListRequest{.continue_token = "garbage!"});
+            }).kind(),
+            ErrorKind::BadRequest);
 }
 
 TEST_F(StoreTest, ListAtAResourceVersion) {
@@ -703,7 +708,8 @@ TEST_F(StoreTest, ListAtAResourceVersion) {
   ASSERT_EQ(exact.items.size(), 1u);
   EXPECT_EQ(exact.resource_version, at);
   EXPECT_EQ(store_.list("pods", ListRequest{.resource_version = at}).items.size(), 2u);
-  auto e = api_error([&] { store_.list("pods", ListRequest{.resource_version = "999999"}); });
+  auto e = testing::expect_api_error(
+      [&] { store_.list("pods", ListRequest{.resource_version = "999999"}); });
   EXPECT_EQ(e.http_code(), 504);
   EXPECT_EQ(e.message(),
             "Too large resource version: 999999, current: " + store_.current_resource_version());
@@ -752,8 +758,8 @@ TEST_F(StoreTest, WatchFromBeforeTheWindowIsGone) {
   small.ensure_namespace("default");
   for (const char* name : {"a", "b", "c"})
     small.create("pods", pod(name));
-  auto e =
-      api_error([&] { small.watch("pods", "", LabelSelector{}, FieldSelector{}, "2", false); });
+  auto e = testing::expect_api_error(
+      [&] { small.watch("pods", "", LabelSelector{}, FieldSelector{}, "2", false); });
   EXPECT_EQ(e.kind(), ErrorKind::Gone);
   EXPECT_EQ(e.http_code(), 410);
   EXPECT_EQ(e.api_status()["reason"], "Expired");
@@ -902,7 +908,8 @@ TEST_F(StoreTest, ClosingAndUnregisteringEndWatches) {
   EXPECT_EQ(events[0].type, Type::Deleted);
   EXPECT_TRUE(cr->closed());
   EXPECT_FALSE(store_.resource("tfjobs.kubeflow.org"));
-  EXPECT_EQ(api_error([&] { store_.list("tfjobs.kubeflow.org", {}); }).http_code(), 404);
+  EXPECT_EQ(testing::expect_api_error([&] { store_.list("tfjobs.kubeflow.org", {}); }).http_code(),
+            404);
 }
 
 TEST_F(StoreTest, ConcurrentWritersGetDistinctVersions) {

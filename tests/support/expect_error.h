@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "error.h"
+#include "sandbox/store.h"
 
 namespace trainctl::testing {
 
@@ -19,6 +20,22 @@ Error expect_error(F&& f) {
   }
   ADD_FAILURE() << "expected a trainctl::Error";
   return Error(ErrorKind::Protocol, "<no error was thrown>");
+}
+
+/// The same for the sandbox's ApiError, whose Status (reason, details, causes) tests inspect;
+/// a plain Error is a failure too.
+template <typename F>
+sandbox::ApiError expect_api_error(F&& f) {
+  try {
+    std::forward<F>(f)();
+  } catch (const sandbox::ApiError& e) {
+    return e;
+  } catch (const Error& e) {
+    ADD_FAILURE() << "not an ApiError: " << e.what();
+    return sandbox::ApiError(e.kind(), e.http_code(), "", e.message());
+  }
+  ADD_FAILURE() << "expected an ApiError";
+  return sandbox::ApiError(ErrorKind::Protocol, 0, "", "<nothing thrown>");
 }
 
 }  // namespace trainctl::testing
