@@ -1,27 +1,13 @@
 // trainctl: distributed training jobs on Kubernetes.
-#include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "commands.h"
+#include "app.h"
 #include "error.h"
-#include "global_flags.h"
 
 int main(int argc, char** argv) {
   using namespace trainctl;
-  CLI::App app{"trainctl: submit and run distributed training jobs on Kubernetes", "trainctl"};
-  app.require_subcommand(1);
-  app.fallthrough();  // global flags may follow the verb, as with kubectl
-  cli::GlobalFlags flags;
-  cli::add_global_flags(app, flags);
-  cli::add_version_command(app, flags);
-  cli::add_config_command(app, flags);
-  cli::add_sandbox_command(app, flags);
-  cli::add_list_command(app, flags);
-  cli::add_get_command(app, flags);
-  cli::add_delete_command(app, flags);
-  cli::add_submit_command(app, flags);
-  cli::add_render_command(app, flags);
-  cli::add_template_command(app, flags);
+  cli::Application application = cli::make_application();
+  CLI::App& app = *application.app;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

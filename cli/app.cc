@@ -1,0 +1,29 @@
+#include "app.h"
+
+#include "commands.h"
+
+namespace trainctl::cli {
+
+Application make_application() {
+  Application result{
+      std::make_unique<CLI::App>("trainctl: submit and run distributed training jobs on Kubernetes",
+                                 "trainctl"),
+      std::make_unique<GlobalFlags>()};
+  CLI::App& app = *result.app;
+  GlobalFlags& flags = *result.flags;
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags may follow the verb, as with kubectl
+  add_global_flags(app, flags);
+  add_version_command(app, flags);
+  add_config_command(app, flags);
+  add_sandbox_command(app, flags);
+  add_list_command(app, flags);
+  add_get_command(app, flags);
+  add_delete_command(app, flags);
+  add_submit_command(app, flags);
+  add_render_command(app, flags);
+  add_template_command(app, flags);
+  return result;
+}
+
+}  // namespace trainctl::cli
