@@ -23,6 +23,13 @@ Application make_application() {
   add_submit_command(app, flags);
   add_render_command(app, flags);
   add_template_command(app, flags);
+  add_controller_command(app, flags);
+  add_logs_command(app, flags);
+  add_wait_command(app, flags);
+  add_why_command(app, flags);
+  add_queue_command(app, flags);
+  add_install_command(app, flags);
+  add_completion_command(app, flags);
   return result;
 }
 

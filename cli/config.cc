@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
 #include "printer.h"
 #include "yaml_json.h"
@@ -109,7 +110,8 @@ void add_config_command(CLI::App& app, const GlobalFlags& flags) {
   view_cmd->add_flag("--raw", view->raw, "Show tokens, passwords and certificate data");
   view_cmd->add_flag("--resolved", view->resolved,
                      "Show the connection trainctl will use after flags and in-cluster config");
-  view_cmd->add_option("-o,--output", view->output, "yaml (default) or json");
+  view_cmd->add_option("-o,--output", view->output, "yaml (default) or json")
+      ->check(one_of({"yaml", "json"}));
   view_cmd->callback([view, &flags] { view->Run(flags); });
 
   config->add_subcommand("current-context", "Print the current context")->callback([&flags] {
@@ -120,7 +122,9 @@ void add_config_command(CLI::App& app, const GlobalFlags& flags) {
 
   auto name = std::make_shared<std::string>();
   auto* use = config->add_subcommand("use-context", "Set the current context");
-  use->add_option("NAME", *name, "Context name")->required();
+  use->add_option("NAME", *name, "Context name")
+      ->required()
+      ->check(completes(ValueSource::Contexts));
   use->callback([name, &flags] {
     const auto config =
         kube::load_kubeconfig(flags.overrides, kube::ConfigEnvironment::from_process());

@@ -8,32 +8,15 @@
 
 #include "api/status.h"
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
+#include "job_follow.h"
 #include "job_lookup.h"
 
 namespace trainctl::cli {
 namespace {
 
 using nlohmann::json;
-
-/// A duration flag: a number with unit s, m or h ("90s", "5m", "2h"); a bare number is seconds.
-std::chrono::seconds parse_timeout(const std::string& text) {
-  size_t used = 0;
-  long long n = -1;
-  try {
-    n = std::stoll(text, &used);
-  } catch (const std::exception&) {
-  }
-  const std::string unit = text.substr(used);
-  const long long scale = unit.empty() || unit == "s" ? 1
-                          : unit == "m"               ? 60
-                          : unit == "h"               ? 3600
-                                                      : 0;
-  if (n < 0 || scale == 0)
-    throw Error(ErrorKind::Usage,
-                fmt::format("invalid --timeout {:?}: use e.g. 90s, 5m or 2h", text));
-  return std::chrono::seconds(n * scale);
-}
 
 std::string name_of(const FoundJob& job) {
   return job.object.value("metadata", json::object()).value("name", "");
@@ -56,7 +39,7 @@ struct DeleteOptions {
     namespace_ = flags.rest_config().default_namespace;
     if (!kind_flag.empty())
       kind = parse_kind_flag(kind_flag);
-    wait_timeout = parse_timeout(timeout);
+    wait_timeout = std::chrono::ceil<std::chrono::seconds>(parse_duration("--timeout", timeout));
   }
 
   void Validate() const {
@@ -193,8 +176,11 @@ void add_suspend_command(CLI::App& app, const GlobalFlags& flags, bool suspend) 
       std::string(opts->verb()),
       suspend ? "Suspend jobs: their pods are deleted, the jobs kept (spec.runPolicy.suspend)"
               : "Resume suspended jobs: their pods are created again");
-  cmd->add_option("jobs", opts->names, "Job names")->required();
-  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob");
+  cmd->add_option("jobs", opts->names, "Job names")
+      ->required()
+      ->check(completes(ValueSource::Jobs));
+  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
+      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
   cmd->callback([opts, &flags] {
     opts->Complete(flags);
     opts->Validate();
@@ -207,10 +193,11 @@ void add_suspend_command(CLI::App& app, const GlobalFlags& flags, bool suspend) 
 void add_delete_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<DeleteOptions>();
   auto* cmd = app.add_subcommand("delete", "Delete jobs by name, by label selector, or all");
-  cmd->add_option("jobs", opts->names, "Job names");
+  cmd->add_option("jobs", opts->names, "Job names")->check(completes(ValueSource::Jobs));
   cmd->add_option("-l,--selector", opts->selector, "Delete the jobs matching this label selector");
   cmd->add_flag("--all", opts->all, "Delete every job in the namespace");
-  cmd->add_option("--kind", opts->kind_flag, "Only this kind: tfjob, pytorchjob, mpijob");
+  cmd->add_option("--kind", opts->kind_flag, "Only this kind: tfjob, pytorchjob, mpijob")
+      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
   cmd->add_flag("--ignore-not-found", opts->ignore_not_found,
                 "Succeed when a named job does not exist");
   cmd->add_flag("--wait", opts->wait, "Wait until the jobs and their pods are gone");

@@ -7,7 +7,9 @@
 
 #include "api/status.h"
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
+#include "job_follow.h"
 #include "job_lookup.h"
 #include "printer.h"
 #include "text.h"
@@ -17,9 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
-constexpr std::string_view kReplicaTypeLabel = "training.kubeflow.org/replica-type";
-constexpr std::string_view kReplicaIndexLabel = "training.kubeflow.org/replica-index";
 constexpr size_t kMaxEvents = 10;
 
 std::string str(const json& object, const json::json_pointer& path) {
@@ -31,21 +30,6 @@ std::string str(const json& object, const json::json_pointer& path) {
 
 std::string or_none(std::string s) {
   return s.empty() ? "<none>" : s;
-}
-
-std::string label(const json& object, std::string_view key) {
-  const json& labels = object.value("metadata", json::object()).value("labels", json::object());
-  const auto it = labels.find(key);
-  return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-/// "worker-1" from the replica-type and replica-index labels; the pod name when they are missing.
-std::string replica_name(const json& pod) {
-  const std::string type = label(pod, kReplicaTypeLabel);
-  if (type.empty())
-    return pod["metadata"].value("name", "");
-  const std::string index = label(pod, kReplicaIndexLabel);
-  return index.empty() ? to_lower(type) : fmt::format("{}-{}", to_lower(type), index);
 }
 
 int restarts(const json& pod) {
@@ -67,32 +51,6 @@ std::string exit_code_of(const json& pod) {
     }
   }
   return "<none>";
-}
-
-/// The time an event last happened: lastTimestamp, eventTime, then creationTimestamp.
-json event_time(const json& event) {
-  for (const char* field : {"lastTimestamp", "eventTime", "firstTimestamp"}) {
-    if (event.contains(field) && event[field].is_string())
-      return event[field];
-  }
-  return event.value("metadata", json::object()).value("creationTimestamp", json());
-}
-
-std::optional<std::chrono::system_clock::time_point> event_timestamp(const json& event) {
-  const json t = event_time(event);
-  return t.is_string() ? api::parse_timestamp(t.get<std::string>()) : std::nullopt;
-}
-
-/// Pods in replica order: by type, then index as a number ("worker-2" before "worker-10").
-bool replica_order(const json& a, const json& b) {
-  auto key = [](const json& pod) {
-    const std::string index = label(pod, kReplicaIndexLabel);
-    const bool numeric =
-        !index.empty() && index.size() < 9 && std::all_of(index.begin(), index.end(), ::isdigit);
-    return std::tuple(to_lower(label(pod, kReplicaTypeLabel)), numeric ? std::stoi(index) : -1,
-                      pod["metadata"].value("name", ""));
-  };
-  return key(a) < key(b);
 }
 
 /// `Name:   value` lines, values aligned, as kubectl describe prints them.
@@ -153,7 +111,7 @@ struct GetOptions {
     print_conditions(found.object, now);
     const json pods = client
                           ->list_all(kube::resources::pods(), namespace_,
-                                     {.label_selector = fmt::format("{}={}", kJobNameLabel, job)})
+                                     {.label_selector = replica_selector(job)})
                           .value("items", json::array());
     print_replicas(pods, now);
     print_podgroup(*client);
@@ -226,19 +184,7 @@ struct GetOptions {
     std::vector<std::string> names{job};
     for (const auto& pod : pods)
       names.push_back(pod["metadata"].value("name", ""));
-    std::vector<json> events;
-    for (const auto& name : names) {
-      const json list =
-          client.list_all(kube::resources::events(), namespace_,
-                          {.field_selector = fmt::format("involvedObject.name={}", name)});
-      for (const auto& e : list.value("items", json::array()))
-        events.push_back(e);
-    }
-    std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
-      return event_timestamp(a) < event_timestamp(b);
-    });
-    if (events.size() > kMaxEvents)
-      events.erase(events.begin(), events.end() - kMaxEvents);
+    const std::vector<json> events = recent_events(client, namespace_, names, kMaxEvents);
     Table table{{"TYPE", "REASON", "OBJECT", "AGE", "MESSAGE"}, {}};
     for (const auto& e : events) {
       table.rows.push_back(
@@ -256,9 +202,13 @@ struct GetOptions {
 void add_get_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<GetOptions>();
   auto* cmd = app.add_subcommand("get", "Show one job: status, conditions, replicas and events");
-  cmd->add_option("job", opts->job, "The job's name")->required();
-  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob");
-  cmd->add_option("-o,--output", opts->output, "Output format: json, yaml or name");
+  cmd->add_option("job", opts->job, "The job's name")
+      ->required()
+      ->check(completes(ValueSource::Jobs));
+  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
+      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  cmd->add_option("-o,--output", opts->output, "Output format: json, yaml or name")
+      ->check(one_of({"json", "yaml", "name"}));
   cmd->callback([opts, &flags] {
     opts->Complete(flags);
     opts->Validate();

@@ -1,15 +1,21 @@
 #include "global_flags.h"
 
+#include "docs.h"
+
 namespace trainctl::cli {
 
 void add_global_flags(CLI::App& app, GlobalFlags& flags) {
   auto& o = flags.overrides;
   const char* group = "Connection (as kubectl)";
   app.add_option("--kubeconfig", o.kubeconfig, "Path to the kubeconfig file to use")->group(group);
-  app.add_option("--context", o.context, "The kubeconfig context to use")->group(group);
+  app.add_option("--context", o.context, "The kubeconfig context to use")
+      ->group(group)
+      ->check(completes(ValueSource::Contexts));
   app.add_option("--cluster", o.cluster, "The kubeconfig cluster to use")->group(group);
   app.add_option("--user", o.user, "The kubeconfig user to use")->group(group);
-  app.add_option("-n,--namespace", o.namespace_, "The namespace to work in")->group(group);
+  app.add_option("-n,--namespace", o.namespace_, "The namespace to work in")
+      ->group(group)
+      ->check(completes(ValueSource::Namespaces));
   app.add_option("-s,--server", o.server, "The address and port of the API server")->group(group);
   app.add_option("--token", o.token, "Bearer token for authentication")->group(group);
   app.add_option("--certificate-authority", o.certificate_authority,

@@ -10,6 +10,7 @@
 
 #include "api/manifest.h"
 #include "api/validation.h"
+#include "docs.h"
 #include "error.h"
 #include "render/render.h"
 #include "render/values.h"
@@ -254,7 +255,8 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
                                            "MPI slots per worker (default: --gpus, else 1)")
                                 ->group(job));
     cmd.add_option("--mpi-implementation", f.mpi_implementation, "OpenMPI, Intel or MPICH")
-        ->group(job);
+        ->group(job)
+        ->check(one_of({"OpenMPI", "Intel", "MPICH"}));
   }
   const char* res = "Resources (every replica; per role with --<role>-<key>)";
   given("gpus", cmd.add_option("--gpus", f.gpus, "nvidia.com/gpu limit per replica")->group(res));
@@ -287,9 +289,12 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
       ->group(pod);
   cmd.add_option("--working-dir", f.working_dir, "Working directory of the containers")->group(pod);
   cmd.add_option("--restart-policy", f.restart_policy, "Always, OnFailure, Never or ExitCode")
-      ->group(pod);
+      ->group(pod)
+      ->check(one_of({"Always", "OnFailure", "Never", "ExitCode"}));
   const char* run = "Run policy";
-  cmd.add_option("--queue", f.queue, "Queue (schedulingPolicy.queue)")->group(run);
+  cmd.add_option("--queue", f.queue, "Queue (schedulingPolicy.queue)")
+      ->group(run)
+      ->check(completes(ValueSource::Queues));
   cmd.add_option("--priority-class", f.priority_class, "schedulingPolicy.priorityClass")
       ->group(run);
   given("minAvailable",
@@ -303,7 +308,9 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
       cmd.add_option("--active-deadline", f.active_deadline, "activeDeadlineSeconds")->group(run));
   given("ttlSecondsAfterFinished",
         cmd.add_option("--ttl", f.ttl, "ttlSecondsAfterFinished")->group(run));
-  cmd.add_option("--clean-pod-policy", f.clean_pod_policy, "None, Running or All")->group(run);
+  cmd.add_option("--clean-pod-policy", f.clean_pod_policy, "None, Running or All")
+      ->group(run)
+      ->check(one_of({"None", "Running", "All"}));
   const char* tpl = "Template and values";
   cmd.add_option("--template", f.template_file, "Render this template file instead")->group(tpl);
   cmd.add_option("--values", f.values_files, "YAML values file (repeatable, later wins)")

@@ -9,6 +9,7 @@
 
 #include "api/status.h"
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
 #include "job_lookup.h"
 #include "printer.h"
@@ -151,12 +152,17 @@ void add_list_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->alias("ls");
   cmd->add_flag("-A,--all-namespaces", opts->all_namespaces, "List jobs in every namespace");
   cmd->add_option("-l,--selector", opts->selector, "Label selector, e.g. team=a,app!=x");
-  cmd->add_option("--kind", opts->kind_flag, "Only this kind: tfjob, pytorchjob, mpijob");
-  cmd->add_option("--queue", opts->queue, "Only jobs in this queue");
+  cmd->add_option("--kind", opts->kind_flag, "Only this kind: tfjob, pytorchjob, mpijob")
+      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  cmd->add_option("--queue", opts->queue, "Only jobs in this queue")
+      ->check(completes(ValueSource::Queues));
   cmd->add_option("--status", opts->status,
                   "Only jobs with this status: Pending, Created, Running, Restarting, Succeeded, "
-                  "Failed, Suspended");
-  cmd->add_option("-o,--output", opts->output, "Output format: wide, json, yaml or name");
+                  "Failed, Suspended")
+      ->check(one_of(
+          {"Pending", "Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"}));
+  cmd->add_option("-o,--output", opts->output, "Output format: wide, json, yaml or name")
+      ->check(one_of({"wide", "json", "yaml", "name"}));
   cmd->callback([opts, &flags] {
     opts->Complete(flags);
     opts->Validate();

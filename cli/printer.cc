@@ -57,6 +57,23 @@ void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat f
   }
 }
 
+void print_documents(std::ostream& out, const std::vector<nlohmann::json>& docs,
+                     OutputFormat format) {
+  if (format == OutputFormat::Json) {
+    print_document(out,
+                   docs.size() == 1
+                       ? docs[0]
+                       : nlohmann::json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", docs}},
+                   format);
+    return;
+  }
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    if (i > 0)
+      out << "---\n";
+    print_document(out, docs[i], format);
+  }
+}
+
 void print_name(std::ostream& out, const nlohmann::json& object, std::string_view resource) {
   out << resource << '/' << object.value("metadata", nlohmann::json::object()).value("name", "")
       << '\n';

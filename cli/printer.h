@@ -24,6 +24,10 @@ struct Table {
 void print_table(std::ostream& out, const Table& table);
 /// Prints a document as pretty JSON (two-space indent) or YAML.
 void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat format);
+/// Prints several documents: YAML as a stream separated by `---`, JSON as one object or, for
+/// several, a v1 List as kubectl prints them.
+void print_documents(std::ostream& out, const std::vector<nlohmann::json>& docs,
+                     OutputFormat format);
 /// `<resource>/<name>` for -o name, e.g. "tfjob.kubeflow.org/mnist".
 void print_name(std::ostream& out, const nlohmann::json& object, std::string_view resource);
 

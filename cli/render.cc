@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
 #include "job_values.h"
 #include "printer.h"
@@ -54,7 +55,8 @@ void add_render_command(CLI::App& app, const GlobalFlags& flags) {
         fmt::format("Render a {} from the {} template", api::job_kind_info(kinds[i]).name,
                     template_name(kinds[i])));
     add_job_flags(*cmd, job);
-    cmd->add_option("-o,--output", opts->output, "yaml (default) or json");
+    cmd->add_option("-o,--output", opts->output, "yaml (default) or json")
+        ->check(one_of({"yaml", "json"}));
     opts->kind_commands[i] = cmd;
   }
   render->callback([opts, &flags] { opts->Run(flags); });

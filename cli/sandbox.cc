@@ -72,8 +72,8 @@ struct UpOptions {
   void Validate() const {
     if (port < 0 || port > 65535)
       throw Error(ErrorKind::Usage, "--port must be 0..65535");
-    if (nodes < 1 || nodes > 255)
-      throw Error(ErrorKind::Usage, "--nodes must be 1..255");
+    if (nodes < 1 || nodes > sandbox::kMaxNodes)
+      throw Error(ErrorKind::Usage, fmt::format("--nodes must be 1..{}", sandbox::kMaxNodes));
     if (node_gpus < 0)
       throw Error(ErrorKind::Usage, "--node-gpus must be >= 0");
   }

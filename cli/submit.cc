@@ -3,6 +3,7 @@
 //
 // A job given no name gets `metadata.generateName: <kind>-` and the server picks the suffix.
 // Values: .trainctl.yaml < user config < TRAINCTL_* < --values < flags < --set < --set-string.
+// --wait follows the created jobs to their end (submit_wait.h).
 #include <fmt/format.h>
 
 #include <array>
@@ -16,10 +17,13 @@
 #include "api/status.h"
 #include "api/validation.h"
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
+#include "job_follow.h"
 #include "job_lookup.h"
 #include "job_values.h"
 #include "printer.h"
+#include "submit_wait.h"
 
 namespace trainctl::cli {
 namespace {
@@ -129,22 +133,11 @@ struct WriteFlags {
         print_name(std::cout, job, api::kind_resource_name(kind_of(job)));
       return;
     }
-    if (format == OutputFormat::Json) {
-      print_document(std::cout,
-                     jobs.size() == 1
-                         ? jobs[0]
-                         : json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", jobs}},
-                     format);
-      return;
-    }
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      if (i > 0)
-        std::cout << "---\n";
-      print_document(std::cout, jobs[i], format);
-    }
+    print_documents(std::cout, jobs, format);
   }
 
-  void Run(const GlobalFlags& flags, std::vector<json> jobs) const {
+  /// Creates (or skips/replaces) the jobs and returns them as the server has them.
+  std::vector<json> Run(const GlobalFlags& flags, std::vector<json> jobs) const {
     const std::string& ns_flag = flags.overrides.namespace_;
     if (dry_run == "client") {
       for (auto& job : jobs) {
@@ -152,7 +145,7 @@ struct WriteFlags {
           job["metadata"]["namespace"] = ns_flag;
       }
       print(jobs);
-      return;
+      return jobs;
     }
     auto client = flags.client();
     std::string default_ns = client->config().default_namespace;
@@ -223,6 +216,7 @@ struct WriteFlags {
     }
     if (!output.empty() || server_dry_run)
       print(written);
+    return written;
   }
 };
 
@@ -231,10 +225,13 @@ void add_write_flags(CLI::App& cmd, WriteFlags& w) {
          "--dry-run", w.dry_run,
          "client: print the job, send nothing; server: let the server check it (dryRun=All)")
       ->expected(0, 1)
-      ->default_str("client");
-  cmd.add_option("-o,--output", w.output, "yaml, json or name (dry runs default to yaml)");
+      ->default_str("client")
+      ->check(one_of({"client", "server"}));
+  cmd.add_option("-o,--output", w.output, "yaml, json or name (dry runs default to yaml)")
+      ->check(one_of({"yaml", "json", "name"}));
   cmd.add_option("--if-exists", w.if_exists,
-                 "When a job of that name exists: fail (default), skip or replace");
+                 "When a job of that name exists: fail (default), skip or replace")
+      ->check(one_of({"fail", "skip", "replace"}));
 }
 
 struct SubmitOptions {
@@ -242,22 +239,31 @@ struct SubmitOptions {
   std::array<CLI::App*, 3> kind_commands{};
   std::vector<std::string> files;
   WriteFlags write;
+  SubmitWaitFlags follow;
 
   void Run(const GlobalFlags& flags) {
     write.Validate();
+    if (follow.wait && write.dry_run != "none")
+      throw Error(ErrorKind::Usage, "submit: --wait cannot be combined with --dry-run");
+    if (!follow.timeout.empty())
+      parse_duration("--timeout", follow.timeout);  // reject a bad value before creating anything
     const std::string& ns = flags.overrides.namespace_;
+    std::vector<json> written;
     for (std::size_t i = 0; i < kinds.size(); ++i) {
       if (kind_commands[i]->parsed()) {
         if (!files.empty())
           throw Error(ErrorKind::Usage, "submit: give either a job kind or -f, not both");
         const RenderedJob job = render_job(kinds[i], kinds[i].values(ns));
-        write.Run(flags, {job.object});
-        return;
+        written = write.Run(flags, {job.object});
       }
     }
-    if (files.empty())
-      throw Error(ErrorKind::Usage, "submit: give a job kind (tfjob, pytorchjob, mpijob) or -f");
-    write.Run(flags, read_jobs(files));
+    if (written.empty()) {
+      if (files.empty())
+        throw Error(ErrorKind::Usage, "submit: give a job kind (tfjob, pytorchjob, mpijob) or -f");
+      written = write.Run(flags, read_jobs(files));
+    }
+    if (follow.wait)
+      wait_for_submitted(*flags.client(), follow, written, !write.output.empty());
   }
 };
 
@@ -270,6 +276,7 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
   submit->require_subcommand(0, 1);
   submit->add_option("-f,--filename", opts->files, "Manifest file, - for stdin (repeatable)");
   add_write_flags(*submit, opts->write);
+  add_submit_wait_flags(*submit, opts->follow);
   const api::JobKind kinds[] = {api::JobKind::TFJob, api::JobKind::PyTorchJob,
                                 api::JobKind::MPIJob};
   for (std::size_t i = 0; i < 3; ++i) {
@@ -281,6 +288,7 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
                     template_name(kinds[i])));
     add_job_flags(*cmd, job);
     add_write_flags(*cmd, opts->write);
+    add_submit_wait_flags(*cmd, opts->follow);
     opts->kind_commands[i] = cmd;
   }
   submit->callback([opts, &flags] { opts->Run(flags); });

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
 #include "job_values.h"
 #include "printer.h"
@@ -44,14 +45,17 @@ void add_template_command(CLI::App& app, const GlobalFlags&) {
   auto show_name = std::make_shared<std::string>();
   auto* show = tpl->add_subcommand("show", "Print a template");
   show->add_option("NAME", *show_name, "Template name (tfjob, pytorchjob, mpijob, ...)")
-      ->required();
+      ->required()
+      ->check(completes(ValueSource::Templates));
   show->callback([show_name] {
     std::cout << render::read_template(render::find_template(template_search(), *show_name));
   });
 
   auto opts = std::make_shared<ExportOptions>();
   auto* exp = tpl->add_subcommand("export", "Copy a template into DIR to edit");
-  exp->add_option("NAME", opts->name, "Template name")->required();
+  exp->add_option("NAME", opts->name, "Template name")
+      ->required()
+      ->check(completes(ValueSource::Templates));
   exp->add_option("DIR", opts->dir, "Directory to write NAME.yaml.mustache into")->required();
   exp->add_flag("--force", opts->force, "Overwrite an existing file");
   exp->callback([opts] { opts->Run(); });

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
 #include "printer.h"
 
@@ -48,7 +49,8 @@ void add_version_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<VersionOptions>();
   auto* cmd = app.add_subcommand("version", "Print the client and server versions");
   cmd->add_flag("--client", opts->client_only, "Print only the client version");
-  cmd->add_option("-o,--output", opts->output, "Output format: json or yaml");
+  cmd->add_option("-o,--output", opts->output, "Output format: json or yaml")
+      ->check(one_of({"json", "yaml"}));
   cmd->callback([opts, &flags] { opts->Run(flags); });
 }
 

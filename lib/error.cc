@@ -80,6 +80,8 @@ int exit_code(ErrorKind kind) {
       return 2;
     case ErrorKind::WaitTimeout:
       return 4;
+    case ErrorKind::JobOutcome:
+      return 1;
     default:
       return 3;
   }
@@ -125,6 +127,8 @@ std::string_view to_string(ErrorKind kind) {
       return "Protocol";
     case ErrorKind::WaitTimeout:
       return "WaitTimeout";
+    case ErrorKind::JobOutcome:
+      return "JobOutcome";
   }
   return "Unknown";
 }

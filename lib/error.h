@@ -33,6 +33,9 @@ enum class ErrorKind {
   Protocol,
   // A wait ran out of time (exit code 4).
   WaitTimeout,
+  // The awaited job ended otherwise than waited for (exit code 1): it failed, or it succeeded
+  // when its failure was awaited.
+  JobOutcome,
 };
 
 /// The one error type of trainctl: a kind to branch on and a message a person can act on.

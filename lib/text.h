@@ -15,4 +15,8 @@ std::optional<std::string> base64_decode(std::string_view in);
 std::string_view trim(std::string_view s);
 std::string to_lower(std::string_view s);
 
+/// `length` random characters from apimachinery's name-suffix alphabet (no vowels, no look-alike
+/// digits), as generateName and client-go identities use.
+std::string random_suffix(std::size_t length = 5);
+
 }  // namespace trainctl

@@ -125,4 +125,11 @@ std::string json_to_yaml(const nlohmann::json& doc) {
   return s;
 }
 
+std::string string_at(const nlohmann::json& object, const nlohmann::json::json_pointer& path) {
+  if (!object.contains(path))
+    return "";
+  const nlohmann::json& value = object.at(path);
+  return value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
+}
+
 }  // namespace trainctl

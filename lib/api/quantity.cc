@@ -142,7 +142,49 @@ std::int64_t scale_up(std::string_view digits, int pow2, std::int64_t pow10) {
   return value > static_cast<unsigned __int128>(kMax) ? kMax : static_cast<std::int64_t>(value);
 }
 
+/// Quantity.String() of a DecimalSI quantity: thousandths as "m", else the largest power of
+/// 1000 that divides the value.
+std::string decimal_quantity(std::int64_t milli) {
+  if (milli % 1000 != 0)
+    return fmt::format("{}m", milli);
+  std::int64_t value = milli / 1000;
+  static constexpr std::string_view kSuffixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  std::size_t i = 0;
+  while (value != 0 && value % 1000 == 0 && i + 1 < std::size(kSuffixes)) {
+    value /= 1000;
+    ++i;
+  }
+  return fmt::format("{}{}", value, kSuffixes[i]);
+}
+
+/// The same for BinarySI, which Go writes as DecimalSI below 1Ki or with a fraction.
+std::string binary_quantity(std::int64_t milli) {
+  std::int64_t value = milli / 1000;
+  if (milli % 1000 != 0 || value < 1024)
+    return decimal_quantity(milli);
+  static constexpr std::string_view kSuffixes[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  std::size_t i = 0;
+  while (value % 1024 == 0 && i + 1 < std::size(kSuffixes)) {
+    value /= 1024;
+    ++i;
+  }
+  return fmt::format("{}{}", value, kSuffixes[i]);
+}
+
+bool counted_in_bytes(std::string_view resource) {
+  return resource == "memory" || resource == "ephemeral-storage" || resource == "storage" ||
+         resource.starts_with("hugepages-");
+}
+
 }  // namespace
+
+std::string format_quantity(std::string_view resource, std::int64_t milli) {
+  std::string decimal = decimal_quantity(milli);
+  if (!counted_in_bytes(resource))
+    return decimal;
+  std::string binary = binary_quantity(milli);
+  return binary.size() <= decimal.size() ? binary : decimal;
+}
 
 std::int64_t parse_quantity_milli(std::string_view text) {
   if (text.empty())

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 namespace trainctl::api {
@@ -17,5 +18,10 @@ std::int64_t parse_quantity_milli(std::string_view text);
 /// The same for a value as it appears in an object: a string, or a number when a manifest said
 /// `cpu: 2` (the API server accepts both).
 std::int64_t quantity_milli(const nlohmann::json& value);
+
+/// Writes thousandths of `resource`'s unit back as a quantity, in canonical form as
+/// Quantity.String() writes it: "1500m", "2", "4k"; memory and storage in binary units when
+/// that is as short ("512Mi", "1Ti"). parse_quantity_milli reads back the same value.
+std::string format_quantity(std::string_view resource, std::int64_t milli);
 
 }  // namespace trainctl::api

@@ -267,4 +267,13 @@ std::string human_duration_or_none(std::optional<std::chrono::seconds> d) {
   return d ? human_duration(*d) : "<none>";
 }
 
+std::string format_timestamp(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 }  // namespace trainctl::api

@@ -52,6 +52,9 @@ std::int64_t job_gpus(const nlohmann::json& job);
 /// and offsets accepted); nullopt when it does not parse.
 std::optional<std::chrono::system_clock::time_point> parse_timestamp(std::string_view text);
 
+/// A time as the API server writes metav1.Time: "2024-05-01T12:00:00Z" (UTC, whole seconds).
+std::string format_timestamp(std::chrono::system_clock::time_point t);
+
 /// How long the job ran: status.startTime to status.completionTime, or to `now` while it has not
 /// completed; nullopt before it started.
 std::optional<std::chrono::seconds> job_duration(const nlohmann::json& job,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <kainjow/mustache.hpp>
 #include <regex>
 
@@ -87,6 +88,30 @@ std::vector<nlohmann::json> volume_entries(const nlohmann::json& values) {
   return out;
 }
 
+/// A CPU or memory value as Kubernetes spells a quantity: a string. Numbers from `--set` or a
+/// values file (`cpu: 4`, `memory: 1.5`) become their decimal text; the validator parses it.
+nlohmann::json quantity_text(const nlohmann::json& v) {
+  return v.is_string() ? v : nlohmann::json(v.dump());
+}
+
+/// The `nvidia.com/gpu` count as device plugins take it: an integer. 2, 2.0 and "2" all give 2;
+/// anything else is Error(Validation) naming `field`.
+long long gpu_count(const nlohmann::json& v, std::string_view field) {
+  double n = -1;
+  if (v.is_number()) {
+    n = v.get<double>();
+  } else if (v.is_string()) {
+    const std::string& text = v.get_ref<const std::string&>();
+    if (!text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == text.npos)
+      n = std::stod(text);
+  }
+  if (n >= 0 && n < 1e9 && n == std::floor(n))
+    return static_cast<long long>(n);
+  throw Error(
+      ErrorKind::Validation,
+      fmt::format("{}: {} is not a whole number of GPUs (nvidia.com/gpu)", field, v.dump()));
+}
+
 nlohmann::json role_settings(const nlohmann::json& values, const std::string& role,
                              const std::vector<nlohmann::json>& volumes) {
   nlohmann::json eff = nlohmann::json::object();
@@ -102,12 +127,17 @@ nlohmann::json role_settings(const nlohmann::json& values, const std::string& ro
   nlohmann::json resources = nlohmann::json::object();
   for (const char* key : {"cpu", "memory"}) {
     if (is_set(eff, key)) {
-      resources["limits"][key] = eff[key];
-      resources["requests"][key] = eff[key];
+      resources["limits"][key] = quantity_text(eff[key]);
+      resources["requests"][key] = quantity_text(eff[key]);
     }
   }
-  if (is_set(eff, "gpus") && eff["gpus"] != 0)
-    resources["limits"]["nvidia.com/gpu"] = eff["gpus"];
+  if (is_set(eff, "gpus")) {
+    const bool own =
+        values.contains(role) && values[role].is_object() && values[role].contains("gpus");
+    const long long gpus = gpu_count(eff["gpus"], own ? role + ".gpus" : "gpus");
+    if (gpus > 0)
+      resources["limits"]["nvidia.com/gpu"] = gpus;
+  }
   if (!resources.empty())
     eff["resources"] = resources;
   nlohmann::json mounts = nlohmann::json::array();
@@ -165,8 +195,8 @@ nlohmann::json derived_settings(const nlohmann::json& values,
   }
   if (is_set(values, "slotsPerWorker"))
     d["slotsPerWorker"] = values["slotsPerWorker"];
-  else if (is_set(values, "gpus") && values["gpus"].is_number() && values["gpus"] > 0)
-    d["slotsPerWorker"] = values["gpus"];
+  else if (is_set(values, "gpus") && gpu_count(values["gpus"], "gpus") > 0)
+    d["slotsPerWorker"] = gpu_count(values["gpus"], "gpus");
   bool scheduling = false;
   for (const char* key : kSchedulingKeys)
     scheduling = scheduling || is_set(values, key);

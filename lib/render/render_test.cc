@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "render/templates.h"
+#include "tests/support/expect_error.h"
 #include "yaml_json.h"
 
 namespace trainctl::render {
@@ -46,10 +47,39 @@ TEST(RenderContext, RolesInheritAndOverride) {
   EXPECT_EQ(ctx["roles"]["worker"]["image"], "w:2");
   EXPECT_EQ(ctx["roles"]["ps"]["image"], "registry/train:1.2");
   EXPECT_EQ(ctx["roles"]["worker"]["resources"], json::parse(R"({
-      "limits": {"cpu": 4, "memory": "64Gi", "nvidia.com/gpu": 8},
-      "requests": {"cpu": 4, "memory": "64Gi"}})"));
+      "limits": {"cpu": "4", "memory": "64Gi", "nvidia.com/gpu": 8},
+      "requests": {"cpu": "4", "memory": "64Gi"}})"));
   EXPECT_FALSE(ctx["roles"]["launcher"]["resources"]["limits"].contains("nvidia.com/gpu"));
   EXPECT_EQ(ctx["roles"]["worker"]["env"][1], json::parse(R"({"name":"SEED","value":"7"})"));
+}
+
+TEST(RenderContext, ResourcesAreKubernetesQuantities) {
+  // GPUs are an integer count however they were given; CPU and memory are quantity strings.
+  for (const json& gpus : {json(2), json(2.0), json("2")}) {
+    json v = json::parse(R"({"cpu": 0.5, "memory": "16Gi"})");
+    v["gpus"] = gpus;
+    const json limits = render_context(v)["roles"]["worker"]["resources"]["limits"];
+    EXPECT_EQ(limits["nvidia.com/gpu"], 2) << gpus;
+    EXPECT_TRUE(limits["nvidia.com/gpu"].is_number_integer()) << gpus;
+    EXPECT_EQ(limits["cpu"], "0.5");
+    EXPECT_EQ(limits["memory"], "16Gi");
+  }
+  const json none = render_context(json::parse(R"({"gpus": "0"})"))["roles"]["worker"];
+  EXPECT_FALSE(none.contains("resources"));
+  EXPECT_EQ(render_context(json::parse(R"({"gpus": "4"})"))["derived"]["slotsPerWorker"], 4);
+}
+
+TEST(RenderContext, AGpuCountThatIsNoWholeNumberIsAValidationError) {
+  for (const char* values : {R"({"gpus": 1.5})", R"({"gpus": "two"})", R"({"gpus": -1})",
+                             R"({"worker": {"gpus": "1.5"}})"}) {
+    const Error e = testing::expect_error([&] { render_context(json::parse(values)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Validation) << values;
+    EXPECT_NE(e.message().find("gpus: "), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("whole number of GPUs"), std::string::npos) << e.message();
+  }
+  const Error e =
+      testing::expect_error([] { render_context(json::parse(R"({"worker": {"gpus": "x"}})")); });
+  EXPECT_NE(e.message().find("worker.gpus: \"x\""), std::string::npos) << e.message();
 }
 
 TEST(RenderTfJob, FullValues) {
@@ -79,7 +109,7 @@ TEST(RenderTfJob, FullValues) {
   EXPECT_EQ(worker["resources"]["limits"]["nvidia.com/gpu"], 8);
   EXPECT_EQ(worker["resources"]["requests"]["memory"], "64Gi");
   const json& ps = specs["PS"]["template"]["spec"]["containers"][0];
-  EXPECT_EQ(ps["resources"]["limits"], json::parse(R"({"cpu":4,"memory":"64Gi"})"));
+  EXPECT_EQ(ps["resources"]["limits"], json::parse(R"({"cpu":"4","memory":"64Gi"})"));
   EXPECT_EQ(specs["PS"]["template"]["metadata"]["labels"]["team"], "a");
   EXPECT_EQ(job["spec"]["runPolicy"], json::parse(R"({
       "cleanPodPolicy": "Running", "backoffLimit": 0,

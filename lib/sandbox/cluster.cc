@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "api/quantity.h"
+#include "api/resources.h"
 #include "error.h"
 #include "sandbox/store.h"
 
@@ -20,8 +21,18 @@ using api::parse_quantity_milli;
 using api::quantity_milli;
 namespace {
 
+// Node N owns the /24 "<subnet>.0/24" of the cluster CIDR 10.244.0.0/14 (as kubeadm allocates
+// per-node ranges), which leaves room for kMaxNodes nodes.
+std::string node_subnet(int index) {
+  return fmt::format("10.{}.{}", 244 + index / 256, index % 256);
+}
+
+using api::add;
+using api::amount;
+using api::container_requests;
+using api::pod_requests;
 using nlohmann::json;
-using Resources = std::map<std::string, std::int64_t>;  // thousandths of each resource's unit
+using Resources = api::ResourceList;
 
 constexpr const char* kPods = "pods";
 constexpr const char* kNodes = "nodes";
@@ -95,74 +106,6 @@ bool tolerates(const Toleration& t, const Taint& taint) {
 bool tolerated(const std::vector<Toleration>& tolerations, const Taint& taint) {
   return std::any_of(tolerations.begin(), tolerations.end(),
                      [&](const Toleration& t) { return tolerates(t, taint); });
-}
-
-void add(Resources& into, const Resources& more) {
-  for (const auto& [name, value] : more)
-    into[name] += value;
-}
-
-void max_into(Resources& into, const Resources& other) {
-  for (const auto& [name, value] : other)
-    into[name] = std::max(into[name], value);
-}
-
-std::int64_t get(const Resources& r, const std::string& name) {
-  auto it = r.find(name);
-  return it == r.end() ? 0 : it->second;
-}
-
-/// A container's requests, defaulted from its limits per resource as the API server does.
-Resources container_requests(const json& container) {
-  const json& resources = field(container, "resources");
-  const json& requests = field(resources, "requests");
-  const json& limits = field(resources, "limits");
-  Resources r;
-  if (requests.is_object()) {
-    for (auto it = requests.begin(); it != requests.end(); ++it)
-      r[it.key()] = quantity_milli(it.value());
-  }
-  if (limits.is_object()) {
-    for (auto it = limits.begin(); it != limits.end(); ++it) {
-      if (!requests.is_object() || !requests.contains(it.key()))
-        r[it.key()] = quantity_milli(it.value());
-    }
-  }
-  return r;
-}
-
-/// What a pod holds on its node, as resourcehelper.PodRequests computes it: app containers and
-/// native sidecars together, or the largest init container plus the sidecars started before
-/// it, whichever is more; plus the pod overhead.
-Resources pod_requests(const json& spec) {
-  Resources total;
-  const json& containers = field(spec, "containers");
-  if (containers.is_array()) {
-    for (const auto& c : containers)
-      add(total, container_requests(c));
-  }
-  Resources sidecars, init_peak;
-  const json& init = field(spec, "initContainers");
-  if (init.is_array()) {
-    for (const auto& c : init) {
-      Resources r = container_requests(c);
-      if (string_field(c, "restartPolicy") == "Always") {
-        add(total, r);
-        add(sidecars, r);
-        max_into(init_peak, sidecars);
-      } else {
-        add(r, sidecars);
-        max_into(init_peak, r);
-      }
-    }
-  }
-  max_into(total, init_peak);
-  const json& overhead = field(spec, "overhead");
-  if (overhead.is_object()) {
-    for (auto it = overhead.begin(); it != overhead.end(); ++it)
-      total[it.key()] += quantity_milli(it.value());
-  }
-  return total;
 }
 
 /// What the scheduler counts when it scores: app containers with cpu and memory defaulted to
@@ -380,12 +323,12 @@ std::vector<std::string> unfit_reasons(const PodFacts& pod, const NodeView& node
   if (!matches_node(pod, node))
     return {"node(s) didn't match Pod's node affinity/selector"};
   std::vector<std::string> reasons;
-  if ((node.pod_count + 1) * 1000 > get(node.allocatable, "pods"))
+  if ((node.pod_count + 1) * 1000 > amount(node.allocatable, "pods"))
     reasons.push_back("Too many pods");
   for (const auto& [name, value] : pod.requests) {
     if (value <= 0 || name == "pods")
       continue;
-    if (value > get(node.allocatable, name) - get(node.used, name))
+    if (value > amount(node.allocatable, name) - amount(node.used, name))
       reasons.push_back("Insufficient " + name);
   }
   return reasons;
@@ -397,11 +340,11 @@ double free_score(const PodFacts& pod, const NodeView& node) {
   double sum = 0;
   int dimensions = 0;
   for (const char* name : {"cpu", "memory", "nvidia.com/gpu"}) {
-    const std::int64_t allocatable = get(node.allocatable, name);
+    const std::int64_t allocatable = amount(node.allocatable, name);
     if (allocatable <= 0)
       continue;
     const std::int64_t free =
-        allocatable - get(node.used_score, name) - get(pod.score_requests, name);
+        allocatable - amount(node.used_score, name) - amount(pod.score_requests, name);
     sum += static_cast<double>(std::max<std::int64_t>(free, 0)) / static_cast<double>(allocatable);
     ++dimensions;
   }
@@ -551,7 +494,7 @@ struct SimulatedCluster::Impl {
                    {"node.kubernetes.io/instance-type", options.instance_type}};
     for (const auto& [key, value] : options.node_labels)
       labels[key] = value;
-    const std::string cidr = fmt::format("10.244.{}.0/24", node.index);
+    const std::string cidr = node_subnet(node.index) + ".0/24";
     json spec = {{"podCIDR", cidr},
                  {"podCIDRs", json::array({cidr})},
                  {"providerID", "sandbox://" + node.name}};
@@ -827,11 +770,11 @@ struct SimulatedCluster::Impl {
       node.hosts_in_use.insert(host);
       node.next_host = host + 1 > kLastPodHost ? kFirstPodHost : host + 1;
       entry.pod_host = host;
-      entry.ip = fmt::format("10.244.{}.{}", entry.node_index, entry.pod_host);
+      entry.ip = fmt::format("{}.{}", node_subnet(entry.node_index), entry.pod_host);
       return;
     }
     entry.pod_host = node.next_host;  // exhausted: share an address rather than stall
-    entry.ip = fmt::format("10.244.{}.{}", entry.node_index, entry.pod_host);
+    entry.ip = fmt::format("{}.{}", node_subnet(entry.node_index), entry.pod_host);
   }
 
   void release_ip(PodEntry& entry) {
@@ -1085,9 +1028,9 @@ struct SimulatedCluster::Impl {
 // ---- public API ----
 
 SimulatedCluster::SimulatedCluster(Store& store, ClusterOptions options, kube::Clock& clock) {
-  if (options.nodes < 0 || options.nodes > 255)
-    throw Error(ErrorKind::Validation,
-                fmt::format("node count must be between 0 and 255, not {}", options.nodes));
+  if (options.nodes < 0 || options.nodes > kMaxNodes)
+    throw Error(ErrorKind::Validation, fmt::format("node count must be between 0 and {}, not {}",
+                                                   kMaxNodes, options.nodes));
   if (options.pods_per_node < 1 || options.pods_per_node > kLastPodHost - kFirstPodHost + 1)
     throw Error(ErrorKind::Validation,
                 fmt::format("pods per node must be between 1 and {}, not {}",
@@ -1111,7 +1054,7 @@ SimulatedCluster::SimulatedCluster(Store& store, ClusterOptions options, kube::C
     Impl::OwnNode node;
     node.name = impl_->options.node_name_prefix + std::to_string(i);
     node.index = i;
-    node.ip = fmt::format("10.244.{}.1", i);
+    node.ip = node_subnet(i) + ".1";
     impl_->own_nodes.push_back(std::move(node));
   }
   ensure_resource(store, {"", "v1", kPods, "Pod", true, true});

@@ -22,9 +22,12 @@ namespace trainctl::sandbox {
 
 class Store;
 
+/// Simulated nodes a cluster may have: one /24 pod range each in 10.244.0.0/14.
+inline constexpr int kMaxNodes = 1024;
+
 /// The shape of the simulated cluster.
 struct ClusterOptions {
-  int nodes = 4;  // at most 255: node N owns 10.244.N.0/24
+  int nodes = 4;  // at most kMaxNodes; node N owns a /24 of 10.244.0.0/14
   std::string node_cpu = "32";
   std::string node_memory = "256Gi";
   int node_gpus = 8;  // nvidia.com/gpu; 0 leaves the resource off the nodes

@@ -131,8 +131,16 @@ TEST_F(ClusterTest, RegistersNodesWithCapacityConditionsAndLabels) {
   EXPECT_EQ((*condition(later, "Ready"))["lastTransitionTime"], "2027-01-15T08:00:00Z");
 }
 
-TEST_F(ClusterTest, RejectsImpossibleShapes) {
+TEST_F(ClusterTest, NodesBeyond256GetPodRangesInTheNextOctet) {
   options_.nodes = 300;
+  cluster().step();
+  const json node = store_.get("nodes", "", "sandbox-node-299");
+  EXPECT_EQ(node["spec"]["podCIDR"], "10.245.43.0/24");
+  EXPECT_EQ(node["status"]["addresses"][0]["address"], "10.245.43.1");
+}
+
+TEST_F(ClusterTest, RejectsImpossibleShapes) {
+  options_.nodes = kMaxNodes + 1;
   EXPECT_THROW(SimulatedCluster(store_, options_, clock_), Error);
   options_.nodes = 2;
   options_.node_memory = "lots";

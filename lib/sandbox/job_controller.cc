@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <random>
 
+#include "api/status.h"
 #include "error.h"
+#include "text.h"
 
 namespace trainctl::sandbox {
 
@@ -16,16 +17,6 @@ namespace {
 constexpr const char* kJobs = "jobs.batch";
 constexpr const char* kUidLabel = "batch.kubernetes.io/controller-uid";
 constexpr const char* kNameLabel = "batch.kubernetes.io/job-name";
-
-std::string random_suffix() {
-  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-  thread_local std::mt19937 rng{std::random_device{}()};
-  std::uniform_int_distribution<int> pick(0, sizeof kAlphabet - 2);
-  std::string s;
-  for (int i = 0; i < 5; ++i)
-    s += kAlphabet[pick(rng)];
-  return s;
-}
 
 bool has_condition(const json& job, const std::string& type) {
   for (const auto& c : job.value("status", json::object()).value("conditions", json::array())) {
@@ -128,7 +119,7 @@ void JobController::reconcile(const json& job, const std::vector<json>& pods) {
     }
   }
   const std::string ns = meta["namespace"];
-  const std::string now = format_timestamp(store_.now());
+  const std::string now = api::format_timestamp(store_.now());
   std::optional<json> finished;
   if (succeeded >= completions) {
     finished = condition("Complete", "CompletionsReached",

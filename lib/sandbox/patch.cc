@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "api/status.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -713,7 +714,7 @@ PatchResult patch(Store& store, const std::string& group_resource, const std::st
       throw bad_request("metadata.managedFields must be nil");
   }
 
-  const std::string time = format_timestamp(store.now());
+  const std::string time = api::format_timestamp(store.now());
   auto mutate = [&](json& obj) {
     json patched;
     switch (request.type) {

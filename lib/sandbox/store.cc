@@ -12,6 +12,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "api/status.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -96,15 +97,6 @@ json status_object(const Error& error) {
   if (auto reason = reason_for(error.kind()); !reason.empty())
     status["reason"] = reason;
   return status;
-}
-
-std::string format_timestamp(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 namespace {
@@ -702,15 +694,7 @@ struct StoreCore {
     return terminating(o) && has_finalizer(o, kFinalizerForeground);
   }
 
-  std::string now_text() const { return format_timestamp(options.now()); }
-
-  std::string random_suffix() {
-    static constexpr std::string_view kAlphabet = "bcdfghjklmnpqrstvwxz2456789";
-    std::string out;
-    for (int i = 0; i < 5; ++i)
-      out += kAlphabet[rng() % kAlphabet.size()];
-    return out;
-  }
+  std::string now_text() const { return api::format_timestamp(options.now()); }
 
   std::string new_uid() {
     std::array<unsigned char, 16> b{};

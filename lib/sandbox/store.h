@@ -284,7 +284,4 @@ class Store {
   std::shared_ptr<StoreCore> core_;
 };
 
-/// RFC 3339 UTC with seconds, as metav1.Time serializes: "2024-05-01T12:00:00Z".
-std::string format_timestamp(std::chrono::system_clock::time_point t);
-
 }  // namespace trainctl::sandbox

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/background_command.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
@@ -29,6 +30,7 @@ namespace trainctl {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::BackgroundCommand;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Clock = std::chrono::steady_clock;
@@ -65,73 +67,6 @@ std::vector<std::string> lines_of(const std::string& text) {
     lines.push_back(line);
   return lines;
 }
-
-/// A command left running (kubectl get -w) whose stdout and stderr are collected until stop().
-class BackgroundCommand {
- public:
-  explicit BackgroundCommand(const std::vector<std::string>& argv) {
-    std::vector<char*> args;
-    for (const auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    std::array<int, 2> fds{};
-    if (::pipe2(fds.data(), O_CLOEXEC) != 0)
-      throw std::runtime_error("pipe2 failed");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::dup2(fds[1], STDERR_FILENO);
-      ::execvp(args[0], args.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    fd_ = fds[0];
-    reader_ = std::thread([this] {
-      std::array<char, 4096> buf;
-      ssize_t n = 0;
-      while ((n = ::read(fd_, buf.data(), buf.size())) > 0) {
-        std::lock_guard lock(mu_);
-        out_.append(buf.data(), static_cast<size_t>(n));
-      }
-    });
-  }
-  ~BackgroundCommand() { stop(); }
-  BackgroundCommand(const BackgroundCommand&) = delete;
-  BackgroundCommand& operator=(const BackgroundCommand&) = delete;
-
-  /// Waits at most `limit` for `text` to appear in the output.
-  bool wait_for(const std::string& text, milliseconds limit) const {
-    const auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-      if (output().find(text) != std::string::npos)
-        return true;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    return output().find(text) != std::string::npos;
-  }
-
-  std::string output() const {
-    std::lock_guard lock(mu_);
-    return out_;
-  }
-
-  void stop() {
-    if (pid_ <= 0)
-      return;
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    reader_.join();
-    ::close(fd_);
-  }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::thread reader_;
-  mutable std::mutex mu_;
-  std::string out_;
-};
 
 /// A Pod the sandbox's kubelet runs as scripted by its annotations.
 std::string pod_yaml(const std::string& name, int run_seconds, int exit_code = 0,

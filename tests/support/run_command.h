@@ -36,4 +36,15 @@ inline CommandResult run_command(const std::string& command) {
   return result;
 }
 
+/// Runs `binary args` the way a user with nothing configured would: a clean environment (no
+/// KUBECONFIG, no HOME, no TRAINCTL_* values), `input` on stdin, in `cwd` when given.
+inline CommandResult run_clean(const std::string& binary, const std::string& args,
+                               const std::string& input = "", const std::string& cwd = "") {
+  TempDir io;
+  const auto in = io.write("stdin", input);
+  const std::string cd = cwd.empty() ? "" : "cd '" + cwd + "' && ";
+  return run_command(cd + "env -i PATH=/usr/bin:/bin HOME=/nonexistent " + binary + " " + args +
+                     " <" + in.string());
+}
+
 }  // namespace trainctl::testing

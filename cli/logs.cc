@@ -1,0 +1,123 @@
+// trainctl logs JOB: the logs of every replica of a job, interleaved line by line behind a
+// `[worker-1] ` prefix; with -f it follows new pods, recreated pods and restarted containers until
+// the job has finished.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "api/status.h"
+#include "commands.h"
+#include "docs.h"
+#include "error.h"
+#include "job_follow.h"
+#include "job_lookup.h"
+#include "text.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+/// After the job finished, how long the streams may take to deliver their last lines: a replica
+/// that never ends by itself (a parameter server) does not hold `logs -f` up for longer.
+constexpr std::chrono::seconds kDrainGrace{3};
+
+struct LogsOptions {
+  std::string job;
+  std::string kind_flag;
+  std::string replica;
+  bool follow = false;
+  std::string since;
+  std::int64_t tail = -1;
+  bool timestamps = false;
+  bool previous = false;
+  bool prefix = true;
+
+  LogSelection selection;
+  std::optional<api::JobKind> kind;
+
+  void Complete(const GlobalFlags& flags) {
+    selection.ns = flags.rest_config().default_namespace;
+    selection.job = job;
+    selection.replica = to_lower(replica);
+    selection.timestamps = timestamps;
+    selection.previous = previous;
+    if (tail >= 0)
+      selection.tail_lines = tail;
+    if (!since.empty()) {
+      const auto d = parse_duration("--since", since);
+      selection.since_seconds =
+          std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(d).count());
+    }
+    if (!kind_flag.empty())
+      kind = parse_kind_flag(kind_flag);
+  }
+
+  void Validate() const {
+    if (follow && previous)
+      throw Error(ErrorKind::Usage, "logs: --previous cannot be combined with -f/--follow");
+  }
+
+  void Run(const GlobalFlags& flags) {
+    auto client = flags.client();
+    const FoundJob found = find_job(*client, selection.ns, job, kind);
+    selection.kind = found.kind;
+    FollowOutput out(std::cout, prefix, prefix && color_allowed(STDOUT_FILENO), /*live=*/false);
+    if (!follow) {
+      if (print_job_logs(*client, selection, out) == 0 && !selection.replica.empty()) {
+        throw Error(
+            ErrorKind::NotFound,
+            fmt::format("replica {:?} of {} {:?} not found in namespace {:?}", selection.replica,
+                        api::kind_resource_name(found.kind), job, selection.ns),
+            404);
+      }
+      return;
+    }
+    PodWatch pods(*client, selection.ns, job);
+    LogFollower follower(*client, selection, out, pods);
+    pods.start();
+    watch_job(*client, job_resource(found.kind), selection.ns, job, std::nullopt,
+              [](const json* j) { return j != nullptr && !job_finished(*j); });
+    follower.drain(kDrainGrace);
+    pods.stop();
+    follower.stop();
+  }
+};
+
+}  // namespace
+
+void add_logs_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<LogsOptions>();
+  auto* cmd = app.add_subcommand(
+      "logs", "Print the logs of every replica of a job, each line prefixed with its replica");
+  cmd->add_option("job", opts->job, "The job's name")
+      ->required()
+      ->check(completes(ValueSource::Jobs));
+  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
+      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  cmd->add_option("--replica", opts->replica,
+                  "Only this replica, named <type>-<index> as in the prefix (e.g. worker-1)");
+  cmd->add_flag("-f,--follow", opts->follow,
+                "Stream the logs of all replicas as they are written, following pods that are "
+                "created or restarted later, until the job has finished");
+  cmd->add_option("--since", opts->since,
+                  "Only lines newer than this duration, e.g. 30s, 5m, 1h (the first run of each "
+                  "replica)");
+  cmd->add_option("--tail", opts->tail, "Only the last N lines of each replica (-1 = all)")
+      ->default_str("-1");
+  cmd->add_flag("--timestamps", opts->timestamps, "Start each line with its RFC 3339 timestamp");
+  cmd->add_flag("-p,--previous", opts->previous,
+                "The log of each replica's previous container run (after a restart)");
+  cmd->add_flag("--prefix,!--no-prefix", opts->prefix,
+                "Prefix each line with [<replica>], coloured on a terminal unless NO_COLOR is set "
+                "(default on; --no-prefix turns it off)");
+  cmd->callback([opts, &flags] {
+    opts->Complete(flags);
+    opts->Validate();
+    opts->Run(flags);
+  });
+}
+
+}  // namespace trainctl::cli

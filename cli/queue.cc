@@ -1,0 +1,414 @@
+// trainctl queue create | list | get | update | open | close | delete: Volcano Queues
+// (scheduling.volcano.sh/v1beta1, cluster-scoped), the quotas gangs are admitted against.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "api/quantity.h"
+#include "api/status.h"
+#include "commands.h"
+#include "docs.h"
+#include "error.h"
+#include "printer.h"
+#include "yaml_json.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kQueueResource = "queue.scheduling.volcano.sh";
+constexpr std::string_view kDefaultQueue = "default";
+
+/// A queue's state: status.state, which Volcano's queue controller keeps; a queue it has not seen
+/// yet is Open.
+std::string queue_state(const json& queue) {
+  const std::string state = string_at(queue, "/status/state"_json_pointer);
+  return state.empty() ? "Open" : state;
+}
+
+int status_count(const json& queue, const char* field) {
+  const json& v = queue.value("status", json::object()).value(field, json(0));
+  return v.is_number_integer() ? v.get<int>() : 0;
+}
+
+/// `cpu=64,memory=512Gi,nvidia.com/gpu=16`, or <none>.
+std::string format_resources(const json& list) {
+  if (!list.is_object() || list.empty())
+    return "<none>";
+  std::vector<std::string> parts;
+  for (auto it = list.begin(); it != list.end(); ++it)
+    parts.push_back(
+        fmt::format("{}={}", it.key(), it->is_string() ? it->get<std::string>() : it->dump()));
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+Table queue_table(const std::vector<json>& queues, bool wide) {
+  Table t{{"NAME", "STATE", "WEIGHT", "CAPABILITY", "ALLOCATED", "PENDING", "RUNNING", "AGE"}, {}};
+  if (wide) {
+    t.headers.insert(t.headers.end() - 1, {"INQUEUE", "COMPLETED", "RECLAIMABLE"});
+  }
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& q : queues) {
+    const json& spec = q.value("spec", json::object());
+    std::vector<std::string> row = {
+        string_at(q, "/metadata/name"_json_pointer),
+        queue_state(q),
+        spec.contains("weight") ? spec["weight"].dump() : "<none>",
+        format_resources(spec.value("capability", json())),
+        format_resources(q.value("status", json::object()).value("allocated", json())),
+        std::to_string(status_count(q, "pending")),
+        std::to_string(status_count(q, "running"))};
+    if (wide) {
+      row.push_back(std::to_string(status_count(q, "inqueue")));
+      row.push_back(std::to_string(status_count(q, "completed")));
+      row.push_back(spec.contains("reclaimable") ? spec["reclaimable"].dump() : "<none>");
+    }
+    row.push_back(api::human_duration_or_none(
+        api::age_of(q["metadata"].value("creationTimestamp", json()), now)));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+/// Prints `queue.scheduling.volcano.sh/NAME VERB`, or the object in the -o format.
+void report(const json& queue, std::string_view verb, OutputFormat format) {
+  if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
+    print_document(std::cout, queue, format);
+  } else if (format == OutputFormat::Name) {
+    print_name(std::cout, queue, kQueueResource);
+  } else {
+    std::cout << fmt::format("{}/{} {}\n", kQueueResource,
+                             string_at(queue, "/metadata/name"_json_pointer), verb);
+  }
+}
+
+/// The flags that set a queue's spec, shared by create and update.
+struct QueueSpecFlags {
+  std::string cpu;
+  std::string memory;
+  std::string gpu;
+  std::vector<std::string> capability;  // res=q, or res- to remove it (update)
+  int weight = 1;
+  bool reclaimable = true;
+  CLI::Option* weight_option = nullptr;
+  CLI::Option* reclaimable_option = nullptr;
+
+  void add_to(CLI::App& cmd, bool allow_removal) {
+    cmd.add_option("--cpu", cpu,
+                   "CPU the queue's jobs may hold in total (capability.cpu), e.g. 64");
+    cmd.add_option("--memory", memory,
+                   "Memory the queue's jobs may hold in total (capability.memory), e.g. 512Gi");
+    cmd.add_option("--gpu", gpu,
+                   "GPUs the queue's jobs may hold in total (capability[nvidia.com/gpu])");
+    cmd.add_option("--capability", capability,
+                   allow_removal ? "Any resource limit as RESOURCE=QUANTITY (repeatable), e.g. "
+                                   "amd.com/gpu=8; RESOURCE- removes a limit"
+                                 : "Any resource limit as RESOURCE=QUANTITY (repeatable), e.g. "
+                                   "amd.com/gpu=8");
+    weight_option = cmd.add_option(
+        "--weight", weight,
+        "The queue's share of the cluster relative to other queues (Volcano proportion; "
+        "trainctl's builtin admission does not use it)");
+    reclaimable_option =
+        cmd.add_flag("--reclaimable,!--no-reclaimable", reclaimable,
+                     "Whether other queues may reclaim resources this queue holds beyond its share "
+                     "(default: reclaimable)");
+  }
+
+  /// The capability changes the flags ask for: quantities checked, `null` for a removal.
+  json capability_changes(bool allow_removal) const {
+    json changes = json::object();
+    const auto set = [&changes](const std::string& resource, const std::string& quantity,
+                                std::string_view flag) {
+      try {
+        if (api::parse_quantity_milli(quantity) < 0)
+          throw Error(ErrorKind::Usage, "must not be negative");
+      } catch (const Error& e) {
+        throw Error(ErrorKind::Usage,
+                    fmt::format("invalid {} {:?}: {}", flag, quantity, e.message()));
+      }
+      changes[resource] = quantity;
+    };
+    if (!cpu.empty())
+      set("cpu", cpu, "--cpu");
+    if (!memory.empty())
+      set("memory", memory, "--memory");
+    if (!gpu.empty()) {
+      set("nvidia.com/gpu", gpu, "--gpu");
+      if (api::parse_quantity_milli(gpu) % 1000 != 0)
+        throw Error(ErrorKind::Usage, fmt::format("invalid --gpu {:?}: GPUs are whole", gpu));
+    }
+    for (const auto& entry : capability) {
+      const auto eq = entry.find('=');
+      if (eq == std::string::npos && allow_removal && entry.size() > 1 && entry.back() == '-') {
+        changes[entry.substr(0, entry.size() - 1)] = nullptr;
+        continue;
+      }
+      if (eq == std::string::npos || eq == 0)
+        throw Error(ErrorKind::Usage,
+                    fmt::format("invalid --capability {:?}: use RESOURCE=QUANTITY{}", entry,
+                                allow_removal ? " or RESOURCE-" : ""));
+      set(entry.substr(0, eq), entry.substr(eq + 1), "--capability");
+    }
+    return changes;
+  }
+
+  void validate() const {
+    if (weight < 1)
+      throw Error(ErrorKind::Usage, fmt::format("invalid --weight {}: must be at least 1", weight));
+  }
+};
+
+struct CreateOptions {
+  std::string name;
+  QueueSpecFlags spec;
+  std::string output;
+  bool dry_run = false;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete() { format = parse_output_format(output); }
+  void Validate() const { spec.validate(); }
+
+  void Run(const GlobalFlags& flags) const {
+    json queue = {{"apiVersion", kube::resources::queues().api_version()},
+                  {"kind", "Queue"},
+                  {"metadata", {{"name", name}}},
+                  {"spec",
+                   {{"weight", spec.weight},
+                    {"reclaimable", spec.reclaimable},
+                    {"capability", spec.capability_changes(false)}}}};
+    if (!dry_run)
+      queue = flags.client()->create(kube::resources::queues(), "", queue);
+    report(queue, dry_run ? "created (dry run)" : "created", format);
+  }
+};
+
+struct UpdateOptions {
+  std::string name;
+  QueueSpecFlags spec;
+  std::string output;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete() { format = parse_output_format(output); }
+
+  void Validate() const {
+    spec.validate();
+    if (patch().empty()) {
+      throw Error(ErrorKind::Usage,
+                  "update needs at least one of --cpu, --memory, --gpu, --capability, --weight, "
+                  "--reclaimable/--no-reclaimable");
+    }
+  }
+
+  /// A merge patch of the spec fields the flags name; removed capabilities become null.
+  json patch() const {
+    json spec_patch = json::object();
+    const json capability = spec.capability_changes(true);
+    if (!capability.empty())
+      spec_patch["capability"] = capability;
+    if (spec.weight_option->count() > 0)
+      spec_patch["weight"] = spec.weight;
+    if (spec.reclaimable_option->count() > 0)
+      spec_patch["reclaimable"] = spec.reclaimable;
+    return spec_patch.empty() ? json::object() : json{{"spec", spec_patch}};
+  }
+
+  void Run(const GlobalFlags& flags) const {
+    const json queue =
+        flags.client()->patch(kube::resources::queues(), "", name, kube::PatchType::Merge, patch());
+    report(queue, "configured", format);
+  }
+};
+
+struct ListOptions {
+  std::string output;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete() { format = parse_output_format(output); }
+
+  void Run(const GlobalFlags& flags) const {
+    const json list = flags.client()->list_all(kube::resources::queues(), "");
+    const std::vector<json> queues = list.value("items", json::array());
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
+      print_document(std::cout,
+                     {{"apiVersion", "v1"},
+                      {"kind", "List"},
+                      {"metadata", {{"resourceVersion", ""}}},
+                      {"items", queues}},
+                     format);
+      return;
+    }
+    if (queues.empty()) {
+      std::cerr << "No queues found.\n";
+      return;
+    }
+    if (format == OutputFormat::Name) {
+      for (const auto& q : queues)
+        print_name(std::cout, q, kQueueResource);
+      return;
+    }
+    print_table(std::cout, queue_table(queues, format == OutputFormat::Wide));
+  }
+};
+
+struct GetOptions {
+  std::string name;
+  std::string output;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete() { format = parse_output_format(output); }
+
+  void Run(const GlobalFlags& flags) const {
+    const json queue = flags.client()->get(kube::resources::queues(), "", name);
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml)
+      print_document(std::cout, queue, format);
+    else if (format == OutputFormat::Name)
+      print_name(std::cout, queue, kQueueResource);
+    else
+      print_table(std::cout, queue_table({queue}, format == OutputFormat::Wide));
+  }
+};
+
+/// open and close write status.state through the status subresource, as Volcano's queue
+/// controller does when it executes an open or close command. A queue that still has admitted
+/// or running gangs is Closing until they are done; either way it admits no new ones.
+struct StateOptions {
+  std::string name;
+  bool open = true;
+
+  void Run(const GlobalFlags& flags) const {
+    auto client = flags.client();
+    const json queue = client->get(kube::resources::queues(), "", name);
+    const bool busy = status_count(queue, "inqueue") + status_count(queue, "running") > 0;
+    const std::string state = open ? "Open" : busy ? "Closing" : "Closed";
+    const json updated = client->patch(kube::resources::queues(), "", name, kube::PatchType::Merge,
+                                       {{"status", {{"state", state}}}}, {.subresource = "status"});
+    report(updated,
+           open                 ? "opened"
+           : state == "Closing" ? "closing"
+                                : "closed",
+           OutputFormat::Table);
+  }
+};
+
+struct DeleteOptions {
+  std::string name;
+  bool ignore_not_found = false;
+
+  void Validate() const {
+    if (name == kDefaultQueue)
+      throw Error(ErrorKind::Usage, "the default queue cannot be deleted (Volcano keeps it)");
+  }
+
+  /// Volcano deletes only Closed queues, so no admitted gang loses its queue.
+  void Run(const GlobalFlags& flags) const {
+    auto client = flags.client();
+    try {
+      const json queue = client->get(kube::resources::queues(), "", name);
+      if (const std::string state = queue_state(queue); state != "Closed") {
+        throw Error(ErrorKind::Validation,
+                    fmt::format("queue {:?} is {}: only Closed queues can be deleted; run "
+                                "`trainctl queue close {}` first",
+                                name, state, name));
+      }
+      client->remove(kube::resources::queues(), "", name);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound || !ignore_not_found)
+        throw;
+      return;
+    }
+    std::cout << fmt::format("{} {:?} deleted\n", kQueueResource, name);
+  }
+};
+
+void add_name(CLI::App& cmd, std::string& name) {
+  cmd.add_option("name", name, "The queue's name")
+      ->required()
+      ->check(completes(ValueSource::Queues));
+}
+
+void add_output(CLI::App& cmd, std::string& output, std::vector<std::string> formats) {
+  std::string text = "Output format: ";
+  for (std::size_t i = 0; i < formats.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == formats.size() ? " or " : ", ") + formats[i];
+  cmd.add_option("-o,--output", output, text)->check(one_of(formats));
+}
+
+}  // namespace
+
+void add_queue_command(CLI::App& app, const GlobalFlags& flags) {
+  auto* queue = app.add_subcommand(
+      "queue",
+      "Manage Volcano queues (scheduling.volcano.sh/v1beta1): the quotas whole gangs are "
+      "admitted against");
+  queue->require_subcommand(1);
+
+  auto create = std::make_shared<CreateOptions>();
+  auto* cmd = queue->add_subcommand(
+      "create", "Create a queue with a capability (the resources its jobs may hold)");
+  cmd->add_option("name", create->name, "The queue's name")->required();
+  create->spec.add_to(*cmd, false);
+  cmd->add_flag("--dry-run", create->dry_run, "Print what would be created; send nothing");
+  add_output(*cmd, create->output, {"json", "yaml", "name"});
+  cmd->callback([create, &flags] {
+    create->Complete();
+    create->Validate();
+    create->Run(flags);
+  });
+
+  auto list = std::make_shared<ListOptions>();
+  cmd = queue->add_subcommand(
+      "list",
+      "List queues: state, weight, capability, what admitted jobs hold, and how many "
+      "jobs are pending and running");
+  cmd->alias("ls");
+  add_output(*cmd, list->output, {"wide", "json", "yaml", "name"});
+  cmd->callback([list, &flags] {
+    list->Complete();
+    list->Run(flags);
+  });
+
+  auto get = std::make_shared<GetOptions>();
+  cmd = queue->add_subcommand("get", "Show one queue");
+  add_name(*cmd, get->name);
+  add_output(*cmd, get->output, {"wide", "json", "yaml", "name"});
+  cmd->callback([get, &flags] {
+    get->Complete();
+    get->Run(flags);
+  });
+
+  auto update = std::make_shared<UpdateOptions>();
+  cmd = queue->add_subcommand("update", "Change a queue's capability, weight or reclaimable flag");
+  add_name(*cmd, update->name);
+  update->spec.add_to(*cmd, true);
+  add_output(*cmd, update->output, {"json", "yaml", "name"});
+  cmd->callback([update, &flags] {
+    update->Complete();
+    update->Validate();
+    update->Run(flags);
+  });
+
+  for (const bool open : {true, false}) {
+    auto state = std::make_shared<StateOptions>();
+    state->open = open;
+    cmd = queue->add_subcommand(
+        open ? "open" : "close",
+        open ? "Open a queue: it admits jobs again"
+             : "Close a queue: it admits no new jobs; admitted ones run to the end");
+    add_name(*cmd, state->name);
+    cmd->callback([state, &flags] { state->Run(flags); });
+  }
+
+  auto remove = std::make_shared<DeleteOptions>();
+  cmd = queue->add_subcommand("delete", "Delete a Closed queue");
+  add_name(*cmd, remove->name);
+  cmd->add_flag("--ignore-not-found", remove->ignore_not_found,
+                "Succeed when the queue does not exist");
+  cmd->callback([remove, &flags] {
+    remove->Validate();
+    remove->Run(flags);
+  });
+}
+
+}  // namespace trainctl::cli

@@ -1,0 +1,226 @@
+// trainctl wait JOB --for=created|running|succeeded|failed|finished|deleted: blocks on a WATCH of
+// the job until the condition holds, the job ends so that it never will, or --timeout passes.
+//
+// Exit codes (DESIGN.md): 0 the condition holds; 1 the job ended otherwise (Failed while waiting
+// for succeeded or finished, Succeeded while waiting for failed, finished while waiting for
+// running); 3 API errors and a job that does not exist (except for created and deleted); 4 timeout.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <iostream>
+
+#include "api/status.h"
+#include "commands.h"
+#include "docs.h"
+#include "error.h"
+#include "job_follow.h"
+#include "job_lookup.h"
+#include "printer.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+enum class WaitFor { Created, Running, Succeeded, Failed, Finished, Deleted };
+
+constexpr std::array<std::pair<std::string_view, WaitFor>, 6> kConditions = {{
+    {"created", WaitFor::Created},
+    {"running", WaitFor::Running},
+    {"succeeded", WaitFor::Succeeded},
+    {"failed", WaitFor::Failed},
+    {"finished", WaitFor::Finished},
+    {"deleted", WaitFor::Deleted},
+}};
+
+/// What one observation of the job means for the wait.
+enum class Verdict { Waiting, Met, Unreachable };
+
+/// The message of the job's current status condition ("TFJob default/x is running."), or "".
+std::string status_message(const json& job) {
+  const std::string status = api::job_status(job);
+  for (const auto& c : job.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == status && c.value("status", "") == "True")
+      return c.value("message", "");
+  }
+  return "";
+}
+
+/// Judges one observation; `why` says what happened when the condition became unreachable.
+Verdict judge(WaitFor target, const json* job, std::string& why) {
+  if (target == WaitFor::Created)
+    return job != nullptr ? Verdict::Met : Verdict::Waiting;
+  if (target == WaitFor::Deleted)
+    return job == nullptr ? Verdict::Met : Verdict::Waiting;
+  if (job == nullptr) {
+    why = "was deleted";
+    return Verdict::Unreachable;
+  }
+  const std::string status = api::job_status(*job);
+  const std::string message = status_message(*job);
+  const std::string detail = message.empty() ? status : fmt::format("{}: {}", status, message);
+  switch (target) {
+    case WaitFor::Running:
+      if (status == "Running")
+        return Verdict::Met;
+      why = fmt::format("finished ({}) and will not be Running", detail);
+      return job_finished(*job) ? Verdict::Unreachable : Verdict::Waiting;
+    case WaitFor::Succeeded:
+      why = fmt::format("failed ({}), it will not succeed", detail);
+      return status == "Succeeded" ? Verdict::Met
+             : status == "Failed"  ? Verdict::Unreachable
+                                   : Verdict::Waiting;
+    case WaitFor::Failed:
+      why = fmt::format("succeeded ({}), it did not fail", detail);
+      return status == "Failed"      ? Verdict::Met
+             : status == "Succeeded" ? Verdict::Unreachable
+                                     : Verdict::Waiting;
+    case WaitFor::Finished:
+      why = fmt::format("finished but failed ({})", detail);
+      return status == "Succeeded" ? Verdict::Met
+             : status == "Failed"  ? Verdict::Unreachable
+                                   : Verdict::Waiting;
+    default:
+      return Verdict::Waiting;
+  }
+}
+
+struct WaitOptions {
+  std::string job;
+  std::string kind_flag;
+  std::string for_flag;
+  std::string timeout = "30s";
+  std::string output;
+
+  std::string namespace_;
+  std::optional<api::JobKind> kind;
+  WaitFor target = WaitFor::Finished;
+  std::optional<std::chrono::milliseconds> wait_for;  // nullopt: no limit
+  std::optional<OutputFormat> format;
+
+  void Complete(const GlobalFlags& flags) {
+    namespace_ = flags.rest_config().default_namespace;
+    if (!kind_flag.empty())
+      kind = parse_kind_flag(kind_flag);
+    if (!timeout.starts_with('-'))  // negative: wait as long as it takes
+      wait_for = parse_duration("--timeout", timeout);
+    if (!output.empty())
+      format = parse_output_format(output);
+  }
+
+  void Validate() {
+    const auto it = std::find_if(kConditions.begin(), kConditions.end(),
+                                 [&](const auto& c) { return c.first == for_flag; });
+    if (it == kConditions.end()) {
+      throw Error(ErrorKind::Usage,
+                  fmt::format("--for: {:?} is not one of created, running, succeeded, failed, "
+                              "finished, deleted",
+                              for_flag));
+    }
+    target = it->second;
+    if (format && *format != OutputFormat::Name && *format != OutputFormat::Json)
+      throw Error(ErrorKind::Usage, "wait prints -o name or json");
+  }
+
+  void Run(const GlobalFlags& flags) const {
+    auto client = flags.client();
+    std::optional<api::JobKind> found_kind = kind;
+    try {
+      found_kind = find_job(*client, namespace_, job, kind).kind;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;
+      if (target == WaitFor::Deleted) {
+        print(kind, nullptr);
+        return;
+      }
+      if (target != WaitFor::Created && !kind)
+        throw;
+      if (target != WaitFor::Created) {  // kubectl's wording
+        const kube::Resource r = job_resource(*kind);
+        throw Error(ErrorKind::NotFound,
+                    fmt::format("{}.{} {:?} not found", r.plural, r.group, job), 404);
+      }
+      if (!kind) {
+        throw Error(ErrorKind::Usage,
+                    fmt::format("wait --for=created: job {:?} does not exist yet, so give its "
+                                "--kind (tfjob, pytorchjob or mpijob)",
+                                job));
+      }
+    }
+    const kube::Resource resource = job_resource(*found_kind);
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    if (wait_for)
+      deadline = std::chrono::steady_clock::now() + *wait_for;
+    Verdict verdict = Verdict::Waiting;
+    std::string why;
+    json last;
+    const bool settled =
+        watch_job(*client, resource, namespace_, job, deadline, [&](const json* j) {
+          last = j != nullptr ? *j : json();
+          verdict = judge(target, j, why);
+          return verdict == Verdict::Waiting;
+        });
+    const std::string name = fmt::format("{}/{}", api::kind_resource_name(*found_kind), job);
+    if (!settled) {
+      throw Error(ErrorKind::WaitTimeout,
+                  fmt::format("timed out after {} waiting for {} to be {}",
+                              api::human_duration(std::chrono::ceil<std::chrono::seconds>(
+                                  wait_for.value_or(std::chrono::milliseconds(0)))),
+                              name, for_flag));
+    }
+    if (verdict == Verdict::Unreachable) {
+      if (last.is_null())
+        throw Error(ErrorKind::NotFound, fmt::format("{} {}", name, why), 404);
+      throw Error(ErrorKind::JobOutcome, fmt::format("{} {}", name, why));
+    }
+    print(found_kind, last.is_null() ? nullptr : &last);
+  }
+
+  void print(std::optional<api::JobKind> k, const json* object) const {
+    const std::string resource = k ? api::kind_resource_name(*k) : "job";
+    if (!format) {
+      std::cout << fmt::format("{}/{} condition met\n", resource, job);
+      return;
+    }
+    if (*format == OutputFormat::Name)
+      std::cout << fmt::format("{}/{}\n", resource, job);
+    else if (object != nullptr)
+      print_document(std::cout, *object, *format);
+  }
+};
+
+}  // namespace
+
+void add_wait_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<WaitOptions>();
+  auto* cmd = app.add_subcommand(
+      "wait",
+      "Wait until a job is created, running, succeeded, failed, finished or deleted; exit 0 when "
+      "it is, 1 when the job ended otherwise, 4 on timeout");
+  cmd->add_option("job", opts->job, "The job's name")
+      ->required()
+      ->check(completes(ValueSource::Jobs));
+  cmd->add_option("--for", opts->for_flag,
+                  "The condition: created, running, succeeded, failed, finished (succeeded exits "
+                  "0, failed exits 1) or deleted")
+      ->required()
+      ->check(one_of({"created", "running", "succeeded", "failed", "finished", "deleted"}));
+  cmd->add_option("--timeout", opts->timeout,
+                  "How long to wait, e.g. 90s, 10m, 2h; 0 checks once, a negative value waits "
+                  "without limit")
+      ->default_str("30s");
+  cmd->add_option("--kind", opts->kind_flag,
+                  "Only look for this kind: tfjob, pytorchjob, mpijob (needed with "
+                  "--for=created when the job does not exist yet)")
+      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  cmd->add_option("-o,--output", opts->output, "name or json instead of the `condition met` line");
+  cmd->callback([opts, &flags] {
+    opts->Complete(flags);
+    opts->Validate();
+    opts->Run(flags);
+  });
+}
+
+}  // namespace trainctl::cli

@@ -1,0 +1,287 @@
+// trainctl why JOB: one diagnosis of why a job is not running. Reads the job, its pods, PodGroup,
+// Queue and Warning events once, and prints the findings, most likely blocker first.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "api/quantity.h"
+#include "api/status.h"
+#include "commands.h"
+#include "docs.h"
+#include "error.h"
+#include "job_follow.h"
+#include "job_lookup.h"
+#include "text.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxEvents = 20;
+
+/// Container waiting reasons that keep a replica from running until someone acts.
+constexpr std::string_view kStuckReasons[] = {
+    "ImagePullBackOff", "ErrImagePull",         "CrashLoopBackOff", "CreateContainerConfigError",
+    "InvalidImageName", "CreateContainerError", "RunContainerError"};
+
+/// One thing that may keep the job from running; a lower rank is a likelier blocker.
+struct Finding {
+  int rank;
+  std::string text;
+};
+
+json get_or_null(kube::Client& client, const kube::Resource& r, std::string_view ns,
+                 std::string_view name) {
+  try {
+    return client.get(r, ns, name);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)  // missing, or Volcano's CRDs not installed
+      throw;
+    return nullptr;
+  }
+}
+
+std::string str(const json& object, const json::json_pointer& path) {
+  if (!object.contains(path) || !object.at(path).is_string())
+    return "";
+  return object.at(path).get<std::string>();
+}
+
+/// The job's current status condition as `Running (TFJobRunning: message)`.
+std::string status_line(const json& job) {
+  const std::string status = api::job_status(job);
+  for (const auto& c : job.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") != status || c.value("status", "") != "True")
+      continue;
+    const std::string reason = c.value("reason", "");
+    const std::string message = c.value("message", "");
+    if (reason.empty() && message.empty())
+      break;
+    return fmt::format("{} ({}{}{})", status, reason,
+                       !reason.empty() && !message.empty() ? ": " : "", message);
+  }
+  return status;
+}
+
+void queue_findings(const json& queue, const json& podgroup, std::vector<Finding>& findings) {
+  const std::string name = str(queue, "/metadata/name"_json_pointer);
+  std::string state = str(queue, "/status/state"_json_pointer);
+  if (state.empty())
+    state = str(queue, "/spec/state"_json_pointer);
+  if (state == "Closed" || state == "Closing") {
+    findings.push_back({1, fmt::format("queue {:?} is {}: it admits no new jobs (reopen it, or "
+                                       "submit to another queue)",
+                                       name, state)});
+  }
+  const json capability = queue.value("spec", json::object()).value("capability", json::object());
+  const json allocated = queue.value("status", json::object()).value("allocated", json::object());
+  const json needed =
+      podgroup.is_object()
+          ? podgroup.value("spec", json::object()).value("minResources", json::object())
+          : json::object();
+  for (const auto& [resource, cap_value] : capability.items()) {
+    const std::int64_t cap = api::quantity_milli(cap_value);
+    const std::int64_t used =
+        allocated.contains(resource) ? api::quantity_milli(allocated[resource]) : 0;
+    const std::int64_t need = needed.contains(resource) ? api::quantity_milli(needed[resource]) : 0;
+    if (need > 0 && used + need > cap) {
+      findings.push_back(
+          {1,
+           fmt::format("queue {:?} cannot admit the job: {} {} allocated + {} needed exceeds its "
+                       "capability {}",
+                       name, resource, api::format_quantity(resource, used),
+                       api::format_quantity(resource, need), api::format_quantity(resource, cap))});
+    } else if (used >= cap) {
+      findings.push_back({1, fmt::format("queue {:?} is full: {} {} of {} allocated", name,
+                                         resource, api::format_quantity(resource, used),
+                                         api::format_quantity(resource, cap))});
+    }
+  }
+}
+
+void podgroup_findings(const json& podgroup, std::vector<Finding>& findings) {
+  const std::string phase = str(podgroup, "/status/phase"_json_pointer);
+  if (phase == "Running" || phase == "Completed")
+    return;
+  const std::string name = str(podgroup, "/metadata/name"_json_pointer);
+  bool explained = false;
+  for (const auto& c :
+       podgroup.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("status", "") != "True" || c.value("type", "") == "Scheduled")
+      continue;
+    findings.push_back(
+        {2, fmt::format("podgroup {} is {}: {}: {}", name, phase.empty() ? "Pending" : phase,
+                        c.value("type", ""), c.value("message", c.value("reason", "")))});
+    explained = true;
+  }
+  if (!explained) {
+    findings.push_back(
+        {2, fmt::format("podgroup {} is {}: its gang of {} pods is not admitted yet", name,
+                        phase.empty() ? "Pending" : phase,
+                        podgroup.value("spec", json::object()).value("minMember", 0))});
+  }
+}
+
+void pod_findings(const std::vector<json>& pods, std::vector<Finding>& findings) {
+  for (const auto& pod : pods) {
+    const std::string replica = replica_name(pod);
+    const std::string pod_name = str(pod, "/metadata/name"_json_pointer);
+    const json status = pod.value("status", json::object());
+    for (const auto& c : status.value("conditions", json::array())) {
+      if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
+        findings.push_back({3, fmt::format("{} (pod {}) cannot be scheduled: {}", replica, pod_name,
+                                           c.value("message", c.value("reason", "")))});
+      }
+    }
+    for (const auto& cs : status.value("containerStatuses", json::array())) {
+      const json waiting = cs.value("state", json::object()).value("waiting", json::object());
+      const std::string reason = waiting.value("reason", "");
+      if (std::find(std::begin(kStuckReasons), std::end(kStuckReasons), reason) ==
+          std::end(kStuckReasons))
+        continue;
+      const std::string message = waiting.value("message", "");
+      findings.push_back(
+          {3, fmt::format("{} (pod {}): container {} is waiting: {}{}{}", replica, pod_name,
+                          cs.value("name", ""), reason, message.empty() ? "" : ": ", message)});
+    }
+  }
+}
+
+/// Replicas the spec asks for that have no pod: `worker-2` for index 2 of 4 workers.
+void missing_pod_findings(const json& job, const std::vector<json>& pods,
+                          std::vector<Finding>& findings) {
+  std::vector<std::string> have;
+  for (const auto& pod : pods)
+    have.push_back(replica_name(pod));
+  std::vector<std::string> missing;
+  int expected = 0;
+  for (const auto& totals : api::replica_totals(job)) {
+    for (int i = 0; i < totals.replicas; ++i, ++expected) {
+      const std::string name = fmt::format("{}-{}", to_lower(totals.type), i);
+      if (std::find(have.begin(), have.end(), name) == have.end())
+        missing.push_back(name);
+    }
+  }
+  if (missing.empty())
+    return;
+  if (pods.empty()) {
+    findings.push_back({4,
+                        "no pods exist for the job: no operator has created them (is `trainctl "
+                        "controller` running, and does spec.runPolicy.managedBy name another "
+                        "controller?)"});
+    return;
+  }
+  findings.push_back({4, fmt::format("{} of {} replica pods do not exist: {}", missing.size(),
+                                     expected, fmt::join(missing, ", "))});
+}
+
+struct WhyOptions {
+  std::string job;
+  std::string kind_flag;
+
+  std::string namespace_;
+  std::optional<api::JobKind> kind;
+
+  void Complete(const GlobalFlags& flags) {
+    namespace_ = flags.rest_config().default_namespace;
+    if (!kind_flag.empty())
+      kind = parse_kind_flag(kind_flag);
+  }
+
+  void Run(const GlobalFlags& flags) const {
+    auto client = flags.client();
+    const FoundJob found = find_job(*client, namespace_, job, kind);
+    const json& j = found.object;
+    const std::string name = fmt::format("{}/{}", api::kind_resource_name(found.kind), job);
+    if (job_finished(j)) {
+      const json completion = j.value("status", json::object()).value("completionTime", json());
+      std::cout << fmt::format(
+          "{} has finished: {}{}\n", name, status_line(j),
+          completion.is_string() ? " at " + completion.get<std::string>() : "");
+      return;
+    }
+    std::vector<json> pods = client
+                                 ->list_all(kube::resources::pods(), namespace_,
+                                            {.label_selector = replica_selector(job)})
+                                 .value("items", json::array());
+    std::sort(pods.begin(), pods.end(), replica_order);
+    std::vector<Finding> findings = diagnose(*client, j, pods);
+    std::stable_sort(findings.begin(), findings.end(),
+                     [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
+    std::cout << fmt::format("{} is {}\n", name, status_line(j));
+    if (findings.empty()) {
+      std::cout << (api::job_status(j) == "Running" ? "Nothing keeps it from running.\n"
+                                                    : "No blocker found.\n");
+      return;
+    }
+    std::cout << fmt::format("Most likely blocker: {}\n", findings[0].text);
+    std::cout << "Findings:\n";
+    for (std::size_t i = 0; i < findings.size(); ++i)
+      std::cout << fmt::format("  {}. {}\n", i + 1, findings[i].text);
+  }
+
+  std::vector<Finding> diagnose(kube::Client& client, const json& j,
+                                const std::vector<json>& pods) const {
+    std::vector<Finding> findings;
+    if (api::job_status(j) == "Suspended" || j.value("spec", json::object())
+                                                 .value("runPolicy", json::object())
+                                                 .value("suspend", false)) {
+      findings.push_back({0, fmt::format("the job is suspended (spec.runPolicy.suspend): `trainctl "
+                                         "resume {}` lets it run",
+                                         job)});
+    }
+    const json podgroup = get_or_null(client, kube::resources::podgroups(), namespace_, job);
+    std::string queue_name = api::job_queue(j);
+    if (podgroup.is_object()) {
+      podgroup_findings(podgroup, findings);
+      if (const std::string q = str(podgroup, "/spec/queue"_json_pointer); !q.empty())
+        queue_name = q;
+    }
+    if (!queue_name.empty()) {
+      const json queue = get_or_null(client, kube::resources::queues(), "", queue_name);
+      if (queue.is_null())
+        findings.push_back({1, fmt::format("queue {:?} does not exist", queue_name)});
+      else
+        queue_findings(queue, podgroup, findings);
+    }
+    pod_findings(pods, findings);
+    missing_pod_findings(j, pods, findings);
+    std::vector<std::string> names{job};
+    for (const auto& pod : pods)
+      names.push_back(str(pod, "/metadata/name"_json_pointer));
+    for (const auto& e : recent_events(client, namespace_, names, kMaxEvents)) {
+      if (e.value("type", "") != "Warning")
+        continue;
+      findings.push_back(
+          {5, fmt::format("event {} on {}/{}: {}", e.value("reason", ""),
+                          to_lower(str(e, "/involvedObject/kind"_json_pointer)),
+                          str(e, "/involvedObject/name"_json_pointer), e.value("message", ""))});
+    }
+    return findings;
+  }
+};
+
+}  // namespace
+
+void add_why_command(CLI::App& app, const GlobalFlags& flags) {
+  auto opts = std::make_shared<WhyOptions>();
+  auto* cmd = app.add_subcommand(
+      "why",
+      "Explain why a job is not running: its conditions, PodGroup and queue admission, "
+      "unschedulable or stuck pods, missing pods and Warning events, likeliest blocker first");
+  cmd->add_option("job", opts->job, "The job's name")
+      ->required()
+      ->check(completes(ValueSource::Jobs));
+  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
+      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  cmd->callback([opts, &flags] {
+    opts->Complete(flags);
+    opts->Run(flags);
+  });
+}
+
+}  // namespace trainctl::cli

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A CI job that trains and gates the pipeline on the outcome: submit a manifest, wait for it to
+# finish (streaming the replicas' logs), keep a JSON report and every replica's final logs as
+# build artifacts, and turn trainctl's exit code into what the pipeline should do:
+#   0 the job Succeeded        -> pass
+#   1 the job Failed           -> fail (the report and logs say why)
+#   2 usage/validation error   -> fail fast: the manifest or the flags are wrong, nothing was sent
+#   3 API/connection error     -> retry later: the cluster or the credentials are the problem
+#   4 timeout while waiting    -> fail, and delete the job so it stops using GPUs
+# No prompts, and no colours or live progress line when stdout is not a terminal.
+#
+# Usage: examples/ci-pipeline.sh [MANIFEST] [ARTIFACT_DIR]
+# Against the local sandbox:
+#   trainctl sandbox up --detach && export KUBECONFIG=~/.local/state/trainctl/sandbox/kubeconfig
+#   examples/ci-pipeline.sh examples/pytorch-ddp.yaml /tmp/ci-artifacts
+set -uo pipefail
+
+manifest=${1:-examples/pytorch-ddp.yaml}
+artifacts=${2:-artifacts}
+timeout=${TRAIN_TIMEOUT:-30m}
+trainctl=${TRAINCTL:-trainctl}
+mkdir -p "$artifacts"
+
+# Validate offline first and learn the job's name (prints e.g. pytorchjob.kubeflow.org/bert-ddp).
+job=$("$trainctl" submit -f "$manifest" --dry-run=client -o name) || exit $?
+job=${job##*/}
+
+"$trainctl" submit -f "$manifest" --if-exists replace \
+  --wait --logs --timeout "$timeout" \
+  --report "$artifacts/run.json" --save-logs "$artifacts/logs"
+status=$?
+
+case $status in
+  0)
+    echo "$job succeeded; report: $artifacts/run.json"
+    ;;
+  1)
+    echo "$job failed; report: $artifacts/run.json, replica logs: $artifacts/logs" >&2
+    ;;
+  2)
+    echo "the manifest or the flags are invalid (see above); nothing was submitted" >&2
+    ;;
+  3)
+    echo "could not reach the cluster or was refused by it; retry the pipeline later" >&2
+    ;;
+  4)
+    echo "no result after $timeout; deleting the job so it frees its GPUs" >&2
+    "$trainctl" delete "$job" --ignore-not-found || true
+    ;;
+  *)
+    echo "unexpected exit code $status from trainctl" >&2
+    ;;
+esac
+exit "$status"

@@ -1,0 +1,89 @@
+#include "api/resources.h"
+
+#include <algorithm>
+
+#include "api/quantity.h"
+
+namespace trainctl::api {
+namespace {
+
+using nlohmann::json;
+
+const json& member(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object())
+    return kNull;
+  const auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
+}
+
+void max_into(ResourceList& into, const ResourceList& other) {
+  for (const auto& [name, value] : other)
+    into[name] = std::max(into[name], value);
+}
+
+}  // namespace
+
+void add(ResourceList& into, const ResourceList& more) {
+  for (const auto& [name, value] : more)
+    into[name] += value;
+}
+
+std::int64_t amount(const ResourceList& list, const std::string& resource) {
+  const auto it = list.find(resource);
+  return it == list.end() ? 0 : it->second;
+}
+
+ResourceList parse_resource_list(const json& object) {
+  ResourceList list;
+  if (!object.is_object())
+    return list;
+  for (auto it = object.begin(); it != object.end(); ++it)
+    list[it.key()] = quantity_milli(it.value());
+  return list;
+}
+
+json resource_list_json(const ResourceList& list) {
+  json result = json::object();
+  for (const auto& [name, milli] : list)
+    result[name] = format_quantity(name, milli);
+  return result;
+}
+
+ResourceList container_requests(const json& container) {
+  const json& resources = member(container, "resources");
+  const json& requests = member(resources, "requests");
+  ResourceList result = parse_resource_list(requests);
+  for (const auto& [name, milli] : parse_resource_list(member(resources, "limits")))
+    result.try_emplace(name, milli);
+  return result;
+}
+
+ResourceList pod_requests(const json& pod_spec) {
+  ResourceList total;
+  const json& containers = member(pod_spec, "containers");
+  if (containers.is_array()) {
+    for (const auto& c : containers)
+      add(total, container_requests(c));
+  }
+  ResourceList sidecars, init_peak;
+  const json& init = member(pod_spec, "initContainers");
+  if (init.is_array()) {
+    for (const auto& c : init) {
+      ResourceList r = container_requests(c);
+      if (member(c, "restartPolicy") == "Always") {
+        add(total, r);
+        add(sidecars, r);
+        max_into(init_peak, sidecars);
+      } else {
+        add(r, sidecars);
+        max_into(init_peak, r);
+      }
+    }
+  }
+  max_into(total, init_peak);
+  add(total, parse_resource_list(member(pod_spec, "overhead")));
+  return total;
+}
+
+}  // namespace trainctl::api

@@ -1,0 +1,62 @@
+#include "api/resources.h"
+
+#include <gtest/gtest.h>
+
+#include "api/quantity.h"
+
+namespace trainctl::api {
+namespace {
+
+using nlohmann::json;
+
+TEST(FormatQuantityTest, WritesCanonicalQuantities) {
+  EXPECT_EQ(format_quantity("cpu", 1500), "1500m");
+  EXPECT_EQ(format_quantity("cpu", 2000), "2");
+  EXPECT_EQ(format_quantity("cpu", 0), "0");
+  EXPECT_EQ(format_quantity("cpu", 4'000'000), "4k");
+  EXPECT_EQ(format_quantity("nvidia.com/gpu", 2'048'000), "2048");
+  EXPECT_EQ(format_quantity("memory", parse_quantity_milli("512Mi")), "512Mi");
+  EXPECT_EQ(format_quantity("memory", parse_quantity_milli("1Ti")), "1Ti");
+  EXPECT_EQ(format_quantity("memory", parse_quantity_milli("64G")), "64G");
+  EXPECT_EQ(format_quantity("memory", parse_quantity_milli("1000")), "1k");
+  EXPECT_EQ(format_quantity("hugepages-2Mi", parse_quantity_milli("2Mi")), "2Mi");
+}
+
+TEST(FormatQuantityTest, ReadsBackTheSameValue) {
+  for (const char* text : {"1536Mi", "3500m", "1.5Gi", "7", "100k", "1e3", "0.25"}) {
+    for (const char* resource : {"cpu", "memory"}) {
+      const std::int64_t milli = parse_quantity_milli(text);
+      EXPECT_EQ(parse_quantity_milli(format_quantity(resource, milli)), milli)
+          << resource << " " << text;
+    }
+  }
+}
+
+TEST(ResourceListTest, ParsesAddsAndWritesLists) {
+  ResourceList total = parse_resource_list({{"cpu", "500m"}, {"memory", "1Gi"}});
+  add(total, parse_resource_list({{"cpu", 2}, {"nvidia.com/gpu", "4"}}));
+  EXPECT_EQ(amount(total, "cpu"), 2500);
+  EXPECT_EQ(amount(total, "ephemeral-storage"), 0);
+  EXPECT_EQ(resource_list_json(total),
+            json({{"cpu", "2500m"}, {"memory", "1Gi"}, {"nvidia.com/gpu", "4"}}));
+  EXPECT_TRUE(parse_resource_list(nullptr).empty());
+}
+
+TEST(ResourceListTest, PodRequestsDefaultFromLimitsAndCountInitContainersAtTheirPeak) {
+  const json spec = {
+      {"initContainers",
+       {{{"name", "setup"}, {"resources", {{"requests", {{"cpu", "4"}}}}}},
+        {{"name", "proxy"},
+         {"restartPolicy", "Always"},
+         {"resources", {{"requests", {{"cpu", "100m"}}}}}}}},
+      {"containers",
+       {{{"name", "main"},
+         {"resources",
+          {{"requests", {{"cpu", "1"}}}, {"limits", {{"cpu", "2"}, {"nvidia.com/gpu", "1"}}}}}}}}};
+  const ResourceList requests = pod_requests(spec);
+  EXPECT_EQ(amount(requests, "cpu"), 4000);  // the init container's 4 beats 1 + 100m
+  EXPECT_EQ(amount(requests, "nvidia.com/gpu"), 1000);
+}
+
+}  // namespace
+}  // namespace trainctl::api

@@ -1,0 +1,119 @@
+#include "controller/cluster_env.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "api/status.h"
+#include "controller/objects.h"
+#include "controller/replica_pod.h"
+#include "text.h"
+
+namespace trainctl::controller {
+namespace {
+
+using nlohmann::json;
+
+json env_var(std::string_view name, std::string value) {
+  return {{"name", name}, {"value", std::move(value)}};
+}
+
+/// spec.nprocPerNode as a number; 1 for "auto", "cpu", "gpu" or anything else that is not one,
+/// as the operator's getNprocPerNodeInt.
+int nproc_per_node(const json& spec) {
+  const json& value = spec.value("nprocPerNode", json());
+  if (value.is_number_integer())
+    return value.get<int>();
+  if (!value.is_string())
+    return 1;
+  const std::string& text = value.get_ref<const std::string&>();
+  int n = 1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  return ec == std::errc() && end == text.data() + text.size() ? n : 1;
+}
+
+/// A JSON scalar as the operator formats the string it stands for ("auto", 4 -> "4").
+std::string scalar_text(const json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+void append_elastic_env(json& env, const json& job, const json& elastic) {
+  const std::string name = job.at("metadata").value("name", "");
+  const std::string host = elastic.value("rdzvHost", name + "-worker-0");
+  const int port = elastic.value("rdzvPort", replica_port(job, "Worker"));
+  env.push_back(env_var("PET_RDZV_ENDPOINT", fmt::format("{}:{}", host, port)));
+  env.push_back(env_var("PET_RDZV_BACKEND", elastic.value("rdzvBackend", "c10d")));
+  const int workers = replica_count(job, "Worker");
+  env.push_back(env_var("PET_NNODES", fmt::format("{}:{}", elastic.value("minReplicas", workers),
+                                                  elastic.value("maxReplicas", workers))));
+  if (elastic.contains("maxRestarts"))
+    env.push_back(env_var("PET_MAX_RESTARTS", scalar_text(elastic["maxRestarts"])));
+  if (elastic.contains("nProcPerNode"))
+    env.push_back(env_var("PET_NPROC_PER_NODE", scalar_text(elastic["nProcPerNode"])));
+  if (elastic.contains("rdzvId"))
+    env.push_back(env_var("PET_RDZV_ID", scalar_text(elastic["rdzvId"])));
+  if (elastic.contains("rdzvConf") && elastic["rdzvConf"].is_array()) {
+    std::string conf;
+    for (const json& kv : elastic["rdzvConf"])
+      conf += fmt::format("{}{}={}", conf.empty() ? "" : ",", kv.value("key", ""),
+                          kv.value("value", ""));
+    env.push_back(env_var("PET_RDZV_CONF", conf));
+  }
+  if (elastic.value("standalone", false))
+    env.push_back(env_var("PET_STANDALONE", ""));
+}
+
+}  // namespace
+
+std::string tf_config(const json& job, std::string_view type, int index,
+                      const PlanOptions& options) {
+  if (total_replicas(job) == 1)
+    return "";
+  const json& meta = job.at("metadata");
+  const std::string name = meta.value("name", "");
+  const std::string ns = meta.value("namespace", "");
+  const std::string domain = options.cluster_domain.empty() ? "" : "." + options.cluster_domain;
+  const bool host = host_network(job);
+  json cluster = json::object();  // keys sorted, as Go encodes a map
+  for (const auto& [other, spec] : job.at("spec").at("tfReplicaSpecs").items()) {
+    const int port = replica_port(job, other);
+    json& endpoints = cluster[to_lower(other)] = json::array();
+    for (int i = 0; i < replica_count(job, other); ++i) {
+      const bool own = host && other == type && i == index;
+      endpoints.push_back(fmt::format("{}.{}.svc{}:{}", replica_name(name, other, i), ns, domain,
+                                      own ? host_port(job, other, i) : port));
+    }
+  }
+  return fmt::format(R"({{"cluster":{},"task":{{"type":{},"index":{}}},"environment":"cloud"}})",
+                     cluster.dump(), json(to_lower(type)).dump(), index);
+}
+
+json pytorch_env(const json& job, std::string_view type, int index) {
+  const json& spec = job.at("spec");
+  json env = json::array({env_var("PYTHONUNBUFFERED", "1")});
+  const int total = total_replicas(job);
+  if (has_replica_type(job, "Master")) {
+    const std::string master = replica_name(job.at("metadata").value("name", ""), "Master", 0);
+    const bool own_host_port = host_network(job) && type == "Master" && index == 0;
+    const std::string port =
+        std::to_string(own_host_port ? host_port(job, "Master", 0) : replica_port(job, "Master"));
+    const std::string rank = std::to_string(type == "Worker" ? index + 1 : index);
+    env.push_back(env_var("MASTER_PORT", port));
+    env.push_back(env_var("PET_MASTER_PORT", port));
+    env.push_back(env_var("MASTER_ADDR", master));
+    env.push_back(env_var("PET_MASTER_ADDR", master));
+    env.push_back(env_var("WORLD_SIZE", std::to_string(total * nproc_per_node(spec))));
+    env.push_back(env_var("RANK", rank));
+    env.push_back(
+        env_var("PET_NPROC_PER_NODE", scalar_text(spec.value("nprocPerNode", json("auto")))));
+    env.push_back(env_var("PET_NODE_RANK", rank));
+  }
+  const json& elastic = spec.value("elasticPolicy", json());
+  if (elastic.is_object())
+    append_elastic_env(env, job, elastic);
+  else
+    env.push_back(env_var("PET_NNODES", std::to_string(total)));
+  return env;
+}
+
+}  // namespace trainctl::controller

@@ -1,0 +1,119 @@
+#include "controller/executor.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "api/status.h"
+#include "error.h"
+
+namespace trainctl::controller {
+using nlohmann::json;
+
+void declare_executor_metrics(MetricsRegistry& metrics) {
+  metrics.declare_counter("trainctl_api_writes_total",
+                          "Writes the controller sent, by verb and resource.",
+                          {"verb", "resource"});
+  metrics.declare_counter("trainctl_events_total", "Kubernetes Events recorded, by reason.",
+                          {"type", "reason"});
+}
+
+Executor::Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log,
+                   std::string component)
+    : client_(client), metrics_(metrics), log_(log), component_(std::move(component)) {}
+
+void Executor::count(std::string_view verb, const kube::Resource& resource) {
+  metrics_.increment("trainctl_api_writes_total", {std::string(verb), resource.plural});
+}
+
+void Executor::perform(const Action& action) {
+  switch (action.type) {
+    case Action::Type::Create:
+      count("create", action.resource);
+      try {
+        client_.create(action.resource, action.namespace_, action.object);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::AlreadyExists)
+          throw;
+      }
+      return;
+    case Action::Type::Delete: {
+      count("delete", action.resource);
+      kube::DeleteOptions options{.propagation_policy = "Background"};
+      if (!action.uid.empty())
+        options.precondition_uid = action.uid;
+      try {
+        client_.remove(action.resource, action.namespace_, action.name, options);
+      } catch (const Error& e) {
+        // Gone already, or replaced by a newer object with the same name (uid precondition).
+        if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::Conflict)
+          throw;
+      }
+      return;
+    }
+    case Action::Type::Update:
+      count("update", action.resource);
+      client_.update(action.resource, action.namespace_, action.object);
+      return;
+    case Action::Type::UpdateStatus:
+      count("update_status", action.resource);
+      client_.update_status(action.resource, action.namespace_, action.object);
+      return;
+    case Action::Type::Patch:
+      count("patch", action.resource);
+      client_.patch(action.resource, action.namespace_, action.name, kube::PatchType::Merge,
+                    action.object);
+      return;
+  }
+}
+
+void Executor::record(const EventRecord& event) {
+  static std::atomic<std::uint64_t> sequence{0};
+  const auto now = std::chrono::system_clock::now();
+  const std::string ns = event.involved_object.value("namespace", "");
+  // client-go names events <object>.<unique hex>; the suffix only has to be unique.
+  const std::string name = fmt::format(
+      "{}.{:x}{:x}", event.involved_object.value("name", "object"),
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
+      sequence++);
+  const json object{{"apiVersion", "v1"},
+                    {"kind", "Event"},
+                    {"metadata", {{"name", name}, {"namespace", ns}}},
+                    {"involvedObject", event.involved_object},
+                    {"type", event.type},
+                    {"reason", event.reason},
+                    {"message", event.message},
+                    {"source", {{"component", component_}}},
+                    {"reportingComponent", component_},
+                    {"firstTimestamp", api::format_timestamp(now)},
+                    {"lastTimestamp", api::format_timestamp(now)},
+                    {"count", 1}};
+  try {
+    count("create", kube::resources::events());
+    client_.create(kube::resources::events(), ns, object);
+    metrics_.increment("trainctl_events_total", {event.type, event.reason});
+  } catch (const Error& e) {
+    log_.error("could not record event", {{"reason", event.reason}, {"error", e.what()}});
+  }
+}
+
+void Executor::apply(const Plan& plan) {
+  for (const auto& action : plan.actions)
+    perform(action);
+  for (const auto& event : plan.events)
+    record(event);
+}
+
+void Executor::stop_sidecar(const SidecarStop& stop) {
+  const kube::ExecOutcome outcome = client_.exec(
+      stop.namespace_, stop.pod, {.container = stop.container, .command = stop.command});
+  log_.info("asked the Istio sidecar to quit", {{"pod", stop.namespace_ + "/" + stop.pod},
+                                                {"exit_code", std::to_string(outcome.exit_code)}});
+  count("patch", kube::resources::pods());
+  client_.patch(
+      kube::resources::pods(), stop.namespace_, stop.pod, kube::PatchType::Merge,
+      {{"metadata", {{"annotations", {{std::string(sidecar_stop_annotation), "true"}}}}}});
+}
+
+}  // namespace trainctl::controller

@@ -1,0 +1,44 @@
+#pragma once
+
+// Applies plans through the API client. Writes are idempotent where Kubernetes allows: creating
+// an object that exists and deleting one that is gone count as done, so a controller restarted
+// at any point repeats at most harmless requests.
+
+#include <string>
+
+#include "controller/metrics.h"
+#include "controller/plan.h"
+#include "controller/sidecar.h"
+#include "kube/client.h"
+#include "log.h"
+
+namespace trainctl::controller {
+
+/// Declares trainctl_api_writes_total{verb,resource} and the event counters on `metrics`.
+void declare_executor_metrics(MetricsRegistry& metrics);
+
+class Executor {
+ public:
+  /// `component` is the event source (reportingController).
+  Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log, std::string component);
+
+  /// Performs the actions in order, then records the events. Throws the first error that is not
+  /// "already done" (a Conflict means the cache was stale: the caller retries); events that
+  /// cannot be recorded are logged, never fatal.
+  void apply(const Plan& plan);
+
+  /// Asks an Istio sidecar to quit (pods/exec) and marks the pod so it is asked only once.
+  void stop_sidecar(const SidecarStop& stop);
+
+ private:
+  void perform(const Action& action);
+  void record(const EventRecord& event);
+  void count(std::string_view verb, const kube::Resource& resource);
+
+  kube::Client& client_;
+  MetricsRegistry& metrics_;
+  Logger& log_;
+  std::string component_;
+};
+
+}  // namespace trainctl::controller

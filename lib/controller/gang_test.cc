@@ -1,0 +1,334 @@
+#include "controller/gang.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "api/status.h"
+
+namespace trainctl::controller {
+namespace {
+
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+const auto kNow = *api::parse_timestamp("2024-05-01T12:00:00Z");
+
+json container(const std::string& name, json resources) {
+  return {{"name", name}, {"image", "train:1"}, {"resources", std::move(resources)}};
+}
+
+json replica(int replicas, json containers) {
+  return {{"replicas", replicas},
+          {"template", {{"spec", {{"containers", std::move(containers)}}}}}};
+}
+
+json tf_job(json replica_specs, json scheduling_policy = json()) {
+  json job = {{"apiVersion", "kubeflow.org/v1"},
+              {"kind", "TFJob"},
+              {"metadata", {{"name", "mnist"}, {"namespace", "team-a"}, {"uid", "uid-1"}}},
+              {"spec", {{"tfReplicaSpecs", std::move(replica_specs)}}}};
+  if (!scheduling_policy.is_null())
+    job["spec"]["runPolicy"]["schedulingPolicy"] = std::move(scheduling_policy);
+  return job;
+}
+
+TEST(PodGroupTest, NamedOwnedAndSizedLikeTheJob) {
+  const json gpu_worker = container("tensorflow", {{"limits", {{"nvidia.com/gpu", 8}}}});
+  const json group = pod_group(tf_job({{"PS", replica(1, {container("tensorflow", json())})},
+                                       {"Worker", replica(4, {gpu_worker})}}));
+  EXPECT_EQ(group["apiVersion"], "scheduling.volcano.sh/v1beta1");
+  EXPECT_EQ(group["kind"], "PodGroup");
+  EXPECT_EQ(group["metadata"]["name"], "mnist");
+  EXPECT_EQ(group["metadata"]["namespace"], "team-a");
+  EXPECT_EQ(group["metadata"]["labels"]["training.kubeflow.org/job-name"], "mnist");
+  EXPECT_EQ(group["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+  EXPECT_EQ(group["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(group["spec"]["minMember"], 5);
+  EXPECT_EQ(group["spec"]["queue"], "default");
+  EXPECT_FALSE(group["spec"].contains("priorityClassName"));
+  // Limits stand in for requests when a container names none.
+  EXPECT_EQ(group["spec"]["minResources"], json({{"nvidia.com/gpu", "32"}}));
+}
+
+TEST(PodGroupTest, MinResourcesCountTheFirstMinMemberPodsInReplicaTypeOrder) {
+  const json chief = container("tensorflow", {{"requests", {{"cpu", "2"}, {"memory", "4Gi"}}}});
+  // Requests win over limits; limits are not merged in when requests are given.
+  const json worker = container("tensorflow", {{"requests", {{"cpu", "500m"}}},
+                                               {"limits", {{"cpu", "1"}, {"memory", "1Gi"}}}});
+  const json sidecar = container("logger", {{"requests", {{"cpu", "250m"}, {"memory", "512Mi"}}}});
+  const json group =
+      pod_group(tf_job({{"Worker", replica(10, {worker, sidecar})}, {"Chief", replica(1, {chief})}},
+                       {{"minAvailable", 3}, {"queue", "team-a"}, {"priorityClass", "high"}}));
+  EXPECT_EQ(group["spec"]["minMember"], 3);
+  EXPECT_EQ(group["spec"]["queue"], "team-a");
+  EXPECT_EQ(group["spec"]["priorityClassName"], "high");
+  // Chief first (2 cpu, 4Gi), then two workers of 750m and 512Mi each.
+  EXPECT_EQ(group["spec"]["minResources"], json({{"cpu", "3500m"}, {"memory", "5Gi"}}));
+}
+
+TEST(PodGroupTest, SchedulingPolicyMinResourcesAreTakenAsGiven) {
+  const json group = pod_group(tf_job({{"Worker", replica(2, {container("tensorflow", json())})}},
+                                      {{"minResources", {{"nvidia.com/gpu", "16"}}}}));
+  EXPECT_EQ(group["spec"]["minResources"], json({{"nvidia.com/gpu", "16"}}));
+  EXPECT_EQ(group["spec"]["minMember"], 2);
+}
+
+TEST(PodGroupTest, MpiJobCountsTheLauncherFirst) {
+  json job = {{"apiVersion", "kubeflow.org/v2beta1"},
+              {"kind", "MPIJob"},
+              {"metadata", {{"name", "pi"}, {"namespace", "team-a"}, {"uid", "u"}}},
+              {"spec",
+               {{"runPolicy", {{"schedulingPolicy", {{"minAvailable", 2}}}}},
+                {"mpiReplicaSpecs",
+                 {{"Worker", replica(4, {container("w", {{"requests", {{"cpu", "4"}}}})})},
+                  {"Launcher", replica(1, {container("l", {{"requests", {{"cpu", "1"}}}})})}}}}}};
+  EXPECT_EQ(pod_group(job)["spec"]["minResources"], json({{"cpu", "5"}}));
+}
+
+TEST(PodGroupTest, AdmittedMeansInqueueOrLater) {
+  EXPECT_FALSE(pod_group_admitted(json::object()));
+  EXPECT_FALSE(pod_group_admitted({{"status", {{"phase", "Pending"}}}}));
+  EXPECT_TRUE(pod_group_admitted({{"status", {{"phase", "Inqueue"}}}}));
+  EXPECT_TRUE(pod_group_admitted({{"status", {{"phase", "Running"}}}}));
+}
+
+// ---- admission ----
+
+json group(const std::string& name, const std::string& queue, json min_resources,
+           const std::string& created = "2024-05-01T11:00:00Z", const std::string& phase = "",
+           int min_member = 2) {
+  json g = {
+      {"apiVersion", "scheduling.volcano.sh/v1beta1"},
+      {"kind", "PodGroup"},
+      {"metadata",
+       {{"name", name},
+        {"namespace", "team-a"},
+        {"uid", "uid-" + name},
+        {"creationTimestamp", created},
+        {"resourceVersion", "7"}}},
+      {"spec",
+       {{"minMember", min_member}, {"queue", queue}, {"minResources", std::move(min_resources)}}}};
+  if (!phase.empty())
+    g["status"]["phase"] = phase;
+  return g;
+}
+
+json queue(const std::string& name, json capability, const std::string& state = "Open") {
+  json q = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+            {"kind", "Queue"},
+            {"metadata", {{"name", name}, {"resourceVersion", "3"}}},
+            {"spec", {{"weight", 1}, {"capability", std::move(capability)}}}};
+  if (!state.empty())
+    q["status"]["state"] = state;
+  return q;
+}
+
+json node(const std::string& name, int gpus, bool ready = true) {
+  return {{"metadata", {{"name", name}}},
+          {"status",
+           {{"allocatable", {{"cpu", "32"}, {"memory", "256Gi"}, {"nvidia.com/gpu", gpus}}},
+            {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}}}}};
+}
+
+json pod(const std::string& name, const std::string& group_name, const std::string& node_name,
+         const std::string& phase, int gpus) {
+  return {{"metadata",
+           {{"name", name},
+            {"namespace", "team-a"},
+            {"annotations", {{"scheduling.k8s.io/group-name", group_name}}}}},
+          {"spec",
+           {{"nodeName", node_name},
+            {"containers", {container("main", {{"limits", {{"nvidia.com/gpu", gpus}}}})}}}},
+          {"status", {{"phase", phase}}}};
+}
+
+/// The PodGroup written by `result` for `name`, or null when it was not written.
+json written_group(const AdmissionResult& result, const std::string& name) {
+  for (const auto& a : result.actions) {
+    if (a.resource.plural == "podgroups" && a.name == name) {
+      EXPECT_EQ(a.type, Action::Type::Update);  // the CRD has no status subresource
+      EXPECT_EQ(a.namespace_, "team-a");
+      return a.object;
+    }
+  }
+  return nullptr;
+}
+
+json written_queue(const AdmissionResult& result, const std::string& name) {
+  for (const auto& a : result.actions) {
+    if (a.resource.plural == "queues" && a.name == name) {
+      EXPECT_EQ(a.type, Action::Type::UpdateStatus);
+      return a.object;
+    }
+  }
+  return nullptr;
+}
+
+std::string phase_of(const json& group) {
+  return group.is_null() ? "<not written>" : group["status"].value("phase", "");
+}
+
+json unschedulable(const json& group) {
+  for (const auto& c : group["status"].value("conditions", json::array())) {
+    if (c["type"] == "Unschedulable")
+      return c;
+  }
+  return nullptr;
+}
+
+TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
+  const AdmissionResult result = admit({group("a", "team-a", {{"nvidia.com/gpu", "8"}})},
+                                       {queue("team-a", {{"nvidia.com/gpu", "16"}})},
+                                       {node("n1", 8), node("n2", 8)}, {}, kNow);
+  const json a = written_group(result, "a");
+  EXPECT_EQ(phase_of(a), "Inqueue");
+  EXPECT_EQ(a["metadata"]["resourceVersion"], "7");  // a conditional whole-object update
+  EXPECT_EQ(a["spec"]["minMember"], 2);
+  ASSERT_EQ(result.events.size(), 1u);
+  EXPECT_EQ(result.events[0].reason, "Enqueued");
+  EXPECT_EQ(result.events[0].involved_object["name"], "a");
+
+  const json q = written_queue(result, "team-a");
+  ASSERT_FALSE(q.is_null());
+  EXPECT_EQ(q["status"]["state"], "Open");
+  EXPECT_EQ(q["status"]["inqueue"], 1);
+  EXPECT_EQ(q["status"]["pending"], 0);
+  EXPECT_EQ(q["status"]["allocated"], json({{"nvidia.com/gpu", "8"}}));
+}
+
+TEST(AdmitTest, QuotaExhaustionKeepsTheWholeGangPendingWithAMessage) {
+  // Group a already holds 12 of the queue's 16 GPUs; b wants 8 and fits the cluster.
+  const AdmissionResult result =
+      admit({group("a", "team-a", {{"nvidia.com/gpu", "12"}}, "2024-05-01T10:00:00Z", "Inqueue"),
+             group("b", "team-a", {{"nvidia.com/gpu", "8"}, {"cpu", "4"}})},
+            {queue("team-a", {{"nvidia.com/gpu", "16"}})},
+            {node("n1", 8), node("n2", 8), node("n3", 8), node("n4", 8)}, {}, kNow);
+  const json b = written_group(result, "b");
+  EXPECT_EQ(phase_of(b), "Pending");
+  const json c = unschedulable(b);
+  ASSERT_FALSE(c.is_null());
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "NotEnoughResources");
+  // cpu is not limited by the queue's capability, so only the GPUs are named.
+  EXPECT_EQ(c["message"], "queue team-a: nvidia.com/gpu 8 requested, 4 of 16 free");
+  EXPECT_EQ(c["lastTransitionTime"], "2024-05-01T12:00:00Z");
+  ASSERT_EQ(result.events.size(), 1u);
+  EXPECT_EQ(result.events[0].type, "Warning");
+  EXPECT_EQ(result.events[0].reason, "Unschedulable");
+  EXPECT_EQ(written_queue(result, "team-a")["status"]["pending"], 1);
+}
+
+TEST(AdmitTest, OlderGroupsGoFirstAndALaterSmallerOneStillFits) {
+  // 16 GPUs in the cluster: the oldest (12) goes in, the next (8) does not, the newest (4) does.
+  const AdmissionResult result =
+      admit({group("newest", "default", {{"nvidia.com/gpu", "4"}}, "2024-05-01T11:30:00Z"),
+             group("middle", "default", {{"nvidia.com/gpu", "8"}}, "2024-05-01T11:10:00Z"),
+             group("oldest", "default", {{"nvidia.com/gpu", "12"}}, "2024-05-01T11:00:00Z")},
+            {queue("default", json::object())}, {node("n1", 8), node("n2", 8)}, {}, kNow);
+  EXPECT_EQ(phase_of(written_group(result, "oldest")), "Inqueue");
+  EXPECT_EQ(phase_of(written_group(result, "newest")), "Inqueue");
+  const json middle = written_group(result, "middle");
+  EXPECT_EQ(phase_of(middle), "Pending");
+  EXPECT_EQ(unschedulable(middle)["message"], "cluster: nvidia.com/gpu 8 requested, 0 of 16 free");
+}
+
+TEST(AdmitTest, ClosedOrMissingQueuesAdmitNothing) {
+  const AdmissionResult result =
+      admit({group("a", "team-a", json::object()), group("b", "nowhere", json::object())},
+            {queue("team-a", json::object(), "Closed")}, {node("n1", 8)}, {}, kNow);
+  const json a = written_group(result, "a");
+  EXPECT_EQ(phase_of(a), "Pending");
+  EXPECT_EQ(unschedulable(a)["message"], "queue team-a is Closed");
+  EXPECT_EQ(unschedulable(a)["reason"], "QueueNotOpen");
+  const json b = written_group(result, "b");
+  EXPECT_EQ(unschedulable(b)["message"], "queue nowhere not found");
+}
+
+TEST(AdmitTest, NodeCapacityCountsOnlyReadyNodesAndBoundPods) {
+  // n2 is not Ready; n1's 8 GPUs are half used by a running pod of another job.
+  const json other =
+      group("other", "default", json::object(), "2024-05-01T09:00:00Z", "Running", 1);
+  const AdmissionResult result = admit(
+      {other, group("a", "default", {{"nvidia.com/gpu", "8"}})}, {queue("default", json::object())},
+      {node("n1", 8), node("n2", 8, false)},
+      {pod("other-0", "other", "n1", "Running", 4), pod("done-0", "other", "n1", "Succeeded", 4)},
+      kNow);
+  EXPECT_EQ(unschedulable(written_group(result, "a"))["message"],
+            "cluster: nvidia.com/gpu 8 requested, 4 of 8 free");
+}
+
+TEST(AdmitTest, AdmittedGroupsWithoutPodsReserveTheirMinResources) {
+  const AdmissionResult result =
+      admit({group("a", "default", {{"memory", "192Gi"}}, "2024-05-01T10:00:00Z", "Inqueue"),
+             group("b", "default", {{"memory", "128Gi"}})},
+            {queue("default", json::object())}, {node("n1", 8)}, {}, kNow);
+  EXPECT_EQ(unschedulable(written_group(result, "b"))["message"],
+            "cluster: memory 128Gi requested, 64Gi of 256Gi free");
+}
+
+TEST(AdmitTest, GroupsRunOnceMinMemberPodsAreBoundAndCompleteWhenTheySucceed) {
+  const AdmissionResult result = admit(
+      {group("running", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T10:00:00Z", "Inqueue"),
+       group("done", "default", json::object(), "2024-05-01T10:00:00Z", "Running")},
+      {queue("default", json::object())}, {node("n1", 8)},
+      {pod("running-0", "running", "n1", "Running", 1),
+       pod("running-1", "running", "n1", "Pending", 1), pod("done-0", "done", "n1", "Succeeded", 0),
+       pod("done-1", "done", "n1", "Succeeded", 0)},
+      kNow);
+  const json running = written_group(result, "running");
+  EXPECT_EQ(phase_of(running), "Running");
+  EXPECT_EQ(running["status"]["running"], 1);
+  EXPECT_EQ(running["status"]["conditions"][0]["type"], "Scheduled");
+  EXPECT_EQ(phase_of(written_group(result, "done")), "Completed");
+  const json q = written_queue(result, "default");
+  EXPECT_EQ(q["status"]["running"], 1);
+  EXPECT_EQ(q["status"]["completed"], 1);
+  EXPECT_EQ(q["status"]["allocated"], json({{"nvidia.com/gpu", "2"}}));
+}
+
+TEST(AdmitTest, ASecondRoundOnTheResultWritesNothing) {
+  std::vector<json> groups = {group("a", "team-a", {{"nvidia.com/gpu", "8"}}),
+                              group("b", "team-a", {{"nvidia.com/gpu", "12"}})};
+  std::vector<json> queues = {queue("team-a", {{"nvidia.com/gpu", "16"}}, "")};
+  const std::vector<json> nodes = {node("n1", 8), node("n2", 8)};
+  const AdmissionResult first = admit(groups, queues, nodes, {}, kNow);
+  for (auto& g : groups)
+    g = written_group(first, g["metadata"]["name"]);
+  queues[0] = written_queue(first, "team-a");
+  EXPECT_EQ(queues[0]["status"]["state"], "Open");  // a new queue opens
+  const AdmissionResult second = admit(groups, queues, nodes, {}, kNow + std::chrono::hours(1));
+  EXPECT_THAT(second.actions, IsEmpty());
+  EXPECT_THAT(second.events, IsEmpty());
+}
+
+TEST(AdmitTest, ClosingQueueClosesOnceItsGroupsAreDone) {
+  const json closing = queue("team-a", json::object(), "Closing");
+  const AdmissionResult busy =
+      admit({group("a", "team-a", json::object(), "2024-05-01T10:00:00Z", "Inqueue")}, {closing},
+            {node("n1", 8)}, {}, kNow);
+  EXPECT_EQ(written_queue(busy, "team-a")["status"]["state"], "Closing");
+  const AdmissionResult idle = admit({}, {closing}, {node("n1", 8)}, {}, kNow);
+  EXPECT_EQ(written_queue(idle, "team-a")["status"]["state"], "Closed");
+}
+
+TEST(AdmitTest, ABlockedGroupIsAdmittedOnceItsQueueGrows) {
+  json blocked = group("a", "team-a", {{"nvidia.com/gpu", "8"}});
+  const std::vector<json> nodes = {node("n1", 8)};
+  blocked = written_group(
+      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "4"}})}, nodes, {}, kNow), "a");
+  ASSERT_EQ(unschedulable(blocked)["status"], "True");
+  const AdmissionResult result =
+      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, nodes, {}, kNow);
+  const json admitted = written_group(result, "a");
+  EXPECT_EQ(phase_of(admitted), "Inqueue");
+  EXPECT_EQ(unschedulable(admitted)["status"], "False");
+  EXPECT_EQ(unschedulable(admitted)["message"], "admitted to queue team-a");
+}
+
+}  // namespace
+}  // namespace trainctl::controller

@@ -1,0 +1,761 @@
+#include "controller/job_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "api/status.h"
+#include "controller/replica_pod.h"
+#include "error.h"
+#include "tests/support/expect_error.h"
+#include "text.h"
+
+namespace trainctl::controller {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::chrono::system_clock::time_point kStart{seconds(1'800'000'000)};
+
+json tf_job(const json& spec_patch = json::object()) {
+  json job = json::parse(R"({
+    "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+    "metadata": {"name": "mnist", "namespace": "team", "uid": "uid-1", "resourceVersion": "7"},
+    "spec": {"tfReplicaSpecs": {
+      "PS": {"replicas": 1, "template": {"spec": {"containers": [
+        {"name": "tensorflow", "image": "tf:2"}]}}},
+      "Worker": {"replicas": 2, "template": {
+        "metadata": {"labels": {"team": "a", "training.kubeflow.org/replica-index": "9"}},
+        "spec": {"containers": [{"name": "tensorflow", "image": "tf:2",
+                                 "env": [{"name": "USER", "value": "1"}]},
+                                {"name": "sidecar", "image": "busybox"}]}}}
+    }}
+  })");
+  job["spec"].merge_patch(spec_patch);
+  return job;
+}
+
+json pytorch_job(const json& spec_patch = json::object()) {
+  json job = json::parse(R"({
+    "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+    "metadata": {"name": "ddp", "namespace": "team", "uid": "uid-2"},
+    "spec": {"nprocPerNode": "4", "pytorchReplicaSpecs": {
+      "Master": {"replicas": 1, "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "pt:2"}]}}},
+      "Worker": {"replicas": 2, "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "pt:2"}]}}}
+    }}
+  })");
+  job["spec"].merge_patch(spec_patch);
+  return job;
+}
+
+PlanOptions options(seconds after_start = seconds(0)) {
+  PlanOptions o;
+  o.now = kStart + after_start;
+  o.gang_scheduler = GangScheduler::None;
+  o.generate_ssh_keys = [] { return SshKeyPair{"PRIVATE", "ecdsa-sha2-nistp521 AAAA\n"}; };
+  return o;
+}
+
+/// A tiny API server for plans: applies actions to the job and its objects.
+struct FakeCluster {
+  json job;
+  Observed observed;
+  int next_uid = 100;
+  bool job_deleted = false;
+
+  std::vector<json>* list(const kube::Resource& r) {
+    if (r.plural == "pods")
+      return &observed.pods;
+    if (r.plural == "services")
+      return &observed.services;
+    if (r.plural == "configmaps")
+      return &observed.config_maps;
+    if (r.plural == "secrets")
+      return &observed.secrets;
+    if (r.plural == "jobs")
+      return &observed.batch_jobs;
+    return nullptr;
+  }
+
+  void apply(const Plan& plan) {
+    for (const Action& a : plan.actions) {
+      std::vector<json>* objects = list(a.resource);
+      switch (a.type) {
+        case Action::Type::Create: {
+          json object = a.object;
+          object["metadata"]["uid"] = "u" + std::to_string(next_uid++);
+          if (a.resource.plural == "pods")
+            object["status"] = {{"phase", "Pending"}};
+          if (a.resource.plural == "podgroups")
+            observed.pod_group = object;
+          else
+            objects->push_back(object);
+          break;
+        }
+        case Action::Type::Delete:
+          if (a.resource.plural == "podgroups") {
+            observed.pod_group.reset();
+          } else if (!objects) {
+            job_deleted = true;
+          } else {
+            std::erase_if(*objects, [&](const json& o) { return o["metadata"]["name"] == a.name; });
+          }
+          break;
+        case Action::Type::Update:
+          for (json& o : *objects) {
+            if (o["metadata"]["name"] == a.name)
+              o = a.object;
+          }
+          break;
+        case Action::Type::UpdateStatus:
+          job["status"] = a.object["status"];
+          break;
+        case Action::Type::Patch:
+          job.merge_patch(a.object);
+          break;
+      }
+    }
+  }
+
+  /// Plans and applies; returns the plan.
+  Plan step(const PlanOptions& o) {
+    Plan plan = plan_job(job, observed, o);
+    apply(plan);
+    return plan;
+  }
+
+  json& pod(const std::string& name) {
+    for (json& p : observed.pods) {
+      if (p["metadata"]["name"] == name)
+        return p;
+    }
+    throw std::runtime_error("no pod " + name);
+  }
+
+  void set_phase(const std::string& name, const std::string& phase, int exit_code = -1) {
+    json& p = pod(name);
+    p["status"]["phase"] = phase;
+    if (exit_code >= 0)
+      p["status"]["containerStatuses"] = {{{"name", p["spec"]["containers"][0]["name"]},
+                                           {"restartCount", 0},
+                                           {"state", {{"terminated", {{"exitCode", exit_code}}}}}}};
+  }
+
+  void set_all(const std::string& phase) {
+    for (json& p : observed.pods)
+      p["status"]["phase"] = phase;
+  }
+};
+
+/// A cluster where the pods `job` asked for were created and all run.
+FakeCluster running_cluster(json job) {
+  FakeCluster cluster{.job = std::move(job)};
+  cluster.step(options());
+  cluster.set_all("Running");
+  return cluster;
+}
+
+std::vector<std::string> names(const Plan& plan, Action::Type type, std::string_view plural) {
+  std::vector<std::string> result;
+  for (const Action& a : plan.actions) {
+    if (a.type == type && a.resource.plural == plural)
+      result.push_back(a.type == Action::Type::Create
+                           ? a.object["metadata"]["name"].get<std::string>()
+                           : a.name);
+  }
+  return result;
+}
+
+/// Every action's object, to compare whole plans.
+json objects(const Plan& plan) {
+  json result = json::array();
+  for (const Action& a : plan.actions)
+    result.push_back(a.object);
+  return result;
+}
+
+const json& created(const Plan& plan, const std::string& name, std::string_view plural = "pods") {
+  for (const Action& a : plan.actions) {
+    if (a.type == Action::Type::Create && a.resource.plural == plural &&
+        a.object["metadata"]["name"] == name)
+      return a.object;
+  }
+  throw std::runtime_error("not created: " + name);
+}
+
+std::string env_value(const json& container, const std::string& name) {
+  for (const json& var : container.value("env", json::array())) {
+    if (var["name"] == name)
+      return var["value"];
+  }
+  return "<unset>";
+}
+
+const json* condition_of(const json& job, const std::string& type) {
+  if (!job.contains("status") || !job["status"].contains("conditions"))
+    return nullptr;
+  for (const json& c : job["status"]["conditions"]) {
+    if (c["type"] == type)
+      return &c;
+  }
+  return nullptr;
+}
+
+std::string condition_status(const json& job, const std::string& type) {
+  const json* c = condition_of(job, type);
+  return c ? (*c)["status"].get<std::string>() : "<none>";
+}
+
+std::vector<std::string> event_reasons(const Plan& plan) {
+  std::vector<std::string> result;
+  for (const auto& e : plan.events)
+    result.push_back(e.reason);
+  return result;
+}
+
+bool has_event(const Plan& plan, const std::string& reason) {
+  const auto reasons = event_reasons(plan);
+  return std::find(reasons.begin(), reasons.end(), reason) != reasons.end();
+}
+
+// --- pods and services -------------------------------------------------------------------------
+
+TEST(JobPlanTest, TFJobCreatesOnePodAndHeadlessServicePerReplica) {
+  const Plan plan = plan_job(tf_job(), {}, options());
+  EXPECT_THAT(names(plan, Action::Type::Create, "pods"),
+              ElementsAre("mnist-ps-0", "mnist-worker-0", "mnist-worker-1"));
+  EXPECT_THAT(names(plan, Action::Type::Create, "services"),
+              ElementsAre("mnist-ps-0", "mnist-worker-0", "mnist-worker-1"));
+
+  const json& pod = created(plan, "mnist-worker-1");
+  EXPECT_EQ(pod["metadata"]["namespace"], "team");
+  EXPECT_EQ(pod["metadata"]["labels"],
+            json({{"team", "a"},
+                  {"training.kubeflow.org/operator-name", "tfjob-controller"},
+                  {"training.kubeflow.org/job-name", "mnist"},
+                  {"training.kubeflow.org/replica-type", "worker"},
+                  {"training.kubeflow.org/replica-index", "1"}}));
+  EXPECT_EQ(pod["metadata"]["ownerReferences"],
+            json::parse(R"([{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "mnist",
+                "uid": "uid-1", "controller": true, "blockOwnerDeletion": true}])"));
+  EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
+  EXPECT_EQ(pod["spec"]["containers"][0]["ports"],
+            json::parse(R"([{"name": "tfjob-port", "containerPort": 2222}])"));
+  // No gang scheduler, no Istio: no decorations.
+  EXPECT_FALSE(pod["metadata"].contains("annotations"));
+  EXPECT_FALSE(pod["spec"].contains("schedulerName"));
+
+  // Worker 0 is the master role when there is no Chief or Master.
+  EXPECT_EQ(created(plan, "mnist-worker-0")["metadata"]["labels"]["training.kubeflow.org/job-role"],
+            "master");
+  EXPECT_FALSE(pod["metadata"]["labels"].contains("training.kubeflow.org/job-role"));
+
+  const json& service = created(plan, "mnist-ps-0", "services");
+  EXPECT_EQ(service["kind"], "Service");
+  EXPECT_EQ(service["spec"]["clusterIP"], "None");
+  EXPECT_EQ(service["spec"]["ports"], json::parse(R"([{"name": "tfjob-port", "port": 2222}])"));
+  EXPECT_EQ(service["spec"]["selector"],
+            json({{"training.kubeflow.org/operator-name", "tfjob-controller"},
+                  {"training.kubeflow.org/job-name", "mnist"},
+                  {"training.kubeflow.org/replica-type", "ps"},
+                  {"training.kubeflow.org/replica-index", "0"}}));
+  EXPECT_EQ(service["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+  EXPECT_TRUE(has_event(plan, "SuccessfulCreatePod"));
+  EXPECT_TRUE(has_event(plan, "SuccessfulCreateService"));
+}
+
+TEST(JobPlanTest, ChiefIsTheMasterRole) {
+  const Plan plan = plan_job(
+      tf_job({{"tfReplicaSpecs",
+               {{"Chief",
+                 {{"template", {{"spec", {{"containers", {{{"name", "tensorflow"}}}}}}}}}}}}}),
+      {}, options());
+  EXPECT_EQ(created(plan, "mnist-chief-0")["metadata"]["labels"]["training.kubeflow.org/job-role"],
+            "master");
+  EXPECT_FALSE(created(plan, "mnist-worker-0")["metadata"]["labels"].contains(
+      "training.kubeflow.org/job-role"));
+}
+
+TEST(JobPlanTest, TFConfigIsTheOperatorsJsonOnTheTensorflowContainerOnly) {
+  json job = tf_job();
+  job["spec"]["tfReplicaSpecs"]["Evaluator"] = job["spec"]["tfReplicaSpecs"]["PS"];
+  const Plan plan = plan_job(job, {}, options());
+  const json& pod = created(plan, "mnist-worker-1");
+  EXPECT_EQ(
+      env_value(pod["spec"]["containers"][0], "TF_CONFIG"),
+      R"({"cluster":{"evaluator":["mnist-evaluator-0.team.svc:2222"],"ps":["mnist-ps-0.team.svc:2222"],)"
+      R"("worker":["mnist-worker-0.team.svc:2222","mnist-worker-1.team.svc:2222"]},)"
+      R"("task":{"type":"worker","index":1},"environment":"cloud"})");
+  EXPECT_EQ(env_value(pod["spec"]["containers"][0], "USER"), "1");
+  EXPECT_EQ(env_value(pod["spec"]["containers"][1], "TF_CONFIG"), "<unset>");
+}
+
+TEST(JobPlanTest, TFConfigUsesTheClusterDomain) {
+  PlanOptions o = options();
+  o.cluster_domain = "cluster.local";
+  const Plan plan = plan_job(tf_job(), {}, o);
+  EXPECT_THAT(env_value(created(plan, "mnist-ps-0")["spec"]["containers"][0], "TF_CONFIG"),
+              HasSubstr(R"("ps":["mnist-ps-0.team.svc.cluster.local:2222"])"));
+}
+
+TEST(JobPlanTest, SingleReplicaTFJobGetsNoTFConfig) {
+  json job = tf_job();
+  job["spec"]["tfReplicaSpecs"].erase("PS");
+  job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1;
+  const Plan plan = plan_job(job, {}, options());
+  EXPECT_EQ(env_value(created(plan, "mnist-worker-0")["spec"]["containers"][0], "TF_CONFIG"),
+            "<unset>");
+}
+
+TEST(JobPlanTest, PyTorchEnvironmentOnEveryContainer) {
+  json job = pytorch_job();
+  job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].push_back(
+      {{"name", "helper"}});
+  const Plan plan = plan_job(job, {}, options());
+  const json& worker = created(plan, "ddp-worker-1");
+  for (const json& container : worker["spec"]["containers"]) {
+    EXPECT_EQ(env_value(container, "PYTHONUNBUFFERED"), "1");
+    EXPECT_EQ(env_value(container, "MASTER_ADDR"), "ddp-master-0");
+    EXPECT_EQ(env_value(container, "MASTER_PORT"), "23456");
+    EXPECT_EQ(env_value(container, "PET_MASTER_ADDR"), "ddp-master-0");
+    EXPECT_EQ(env_value(container, "PET_MASTER_PORT"), "23456");
+    EXPECT_EQ(env_value(container, "WORLD_SIZE"), "12");
+    EXPECT_EQ(env_value(container, "RANK"), "2");
+    EXPECT_EQ(env_value(container, "PET_NODE_RANK"), "2");
+    EXPECT_EQ(env_value(container, "PET_NPROC_PER_NODE"), "4");
+    EXPECT_EQ(env_value(container, "PET_NNODES"), "3");
+  }
+  const json& master = created(plan, "ddp-master-0");
+  EXPECT_EQ(env_value(master["spec"]["containers"][0], "RANK"), "0");
+  EXPECT_EQ(master["metadata"]["labels"]["training.kubeflow.org/job-role"], "master");
+  EXPECT_EQ(master["spec"]["restartPolicy"], "OnFailure");
+  EXPECT_EQ(master["spec"]["containers"][0]["ports"][0]["containerPort"], 23456);
+}
+
+TEST(JobPlanTest, PyTorchWorldSizeCountsNonNumericNprocAsOne) {
+  const Plan plan = plan_job(pytorch_job({{"nprocPerNode", "auto"}}), {}, options());
+  EXPECT_EQ(env_value(created(plan, "ddp-worker-0")["spec"]["containers"][0], "WORLD_SIZE"), "3");
+  EXPECT_EQ(env_value(created(plan, "ddp-worker-0")["spec"]["containers"][0], "PET_NPROC_PER_NODE"),
+            "auto");
+}
+
+TEST(JobPlanTest, PyTorchElasticEnvironment) {
+  json job = pytorch_job(
+      {{"elasticPolicy", {{"minReplicas", 1}, {"maxReplicas", 3}, {"maxRestarts", 5}}}});
+  job["spec"]["pytorchReplicaSpecs"].erase("Master");
+  const Plan plan = plan_job(job, {}, options());
+  const json& container = created(plan, "ddp-worker-1")["spec"]["containers"][0];
+  EXPECT_EQ(env_value(container, "PET_RDZV_ENDPOINT"), "ddp-worker-0:23456");
+  EXPECT_EQ(env_value(container, "PET_RDZV_BACKEND"), "c10d");
+  EXPECT_EQ(env_value(container, "PET_NNODES"), "1:3");
+  EXPECT_EQ(env_value(container, "PET_MAX_RESTARTS"), "5");
+  EXPECT_EQ(env_value(container, "MASTER_ADDR"), "<unset>");
+  EXPECT_EQ(env_value(container, "WORLD_SIZE"), "<unset>");
+}
+
+TEST(JobPlanTest, HostNetworkModeUsesAStableHostPort) {
+  json job = tf_job();
+  job["metadata"]["annotations"] = {{"kubedl.io/network-mode", "host"}};
+  const Plan plan = plan_job(job, {}, options());
+  const json& pod = created(plan, "mnist-worker-1");
+  const int port = host_port(job, "Worker", 1);
+  EXPECT_GE(port, 20000);
+  EXPECT_LT(port, 30000);
+  EXPECT_EQ(pod["spec"]["hostNetwork"], true);
+  EXPECT_EQ(pod["spec"]["dnsPolicy"], "ClusterFirstWithHostNet");
+  EXPECT_EQ(pod["spec"]["containers"][0]["ports"][0],
+            json({{"name", "tfjob-port"}, {"containerPort", port}, {"hostPort", port}}));
+  EXPECT_THAT(env_value(pod["spec"]["containers"][0], "TF_CONFIG"),
+              HasSubstr(R"("worker":["mnist-worker-0.team.svc:2222","mnist-worker-1.team.svc:)" +
+                        std::to_string(port) + "\"]"));
+  const json& service = created(plan, "mnist-worker-1", "services");
+  EXPECT_FALSE(service["spec"].contains("clusterIP"));
+  EXPECT_EQ(service["spec"]["ports"][0],
+            json({{"name", "tfjob-port"}, {"port", 2222}, {"targetPort", port}}));
+  // Replanning picks the same port.
+  EXPECT_EQ(objects(plan_job(job, {}, options())), objects(plan));
+}
+
+TEST(JobPlanTest, VolcanoAndIstioDecorations) {
+  PlanOptions o = options();
+  o.gang_scheduler = GangScheduler::Volcano;
+  o.istio_injected_namespace = true;
+  const Plan plan = plan_job(tf_job(), {}, o);
+  EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
+  const json& pod = created(plan, "mnist-worker-0");
+  EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
+  EXPECT_EQ(pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "mnist");
+  EXPECT_EQ(pod["metadata"]["annotations"]["volcano.sh/task-spec"], "worker");
+  EXPECT_EQ(pod["metadata"]["annotations"]["proxy.istio.io/config"],
+            R"({"holdApplicationUntilProxyStarts": true})");
+}
+
+TEST(JobPlanTest, BuiltinGangCreatesPodsOnlyOnceThePodGroupIsAdmitted) {
+  PlanOptions o = options();
+  o.gang_scheduler = GangScheduler::Builtin;
+  FakeCluster cluster{.job = tf_job()};
+  Plan plan = cluster.step(o);
+  EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
+  EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
+  EXPECT_FALSE(cluster.job["status"].contains("startTime"));
+
+  EXPECT_TRUE(cluster.step(o).actions.empty());  // Pending: wait for admission
+
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
+  plan = cluster.step(o);
+  EXPECT_EQ(names(plan, Action::Type::Create, "pods").size(), 3u);
+  EXPECT_EQ(created(plan, "mnist-ps-0")["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
+            "mnist");
+  EXPECT_FALSE(created(plan, "mnist-ps-0")["spec"].contains("schedulerName"));
+  EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart));
+}
+
+// --- lifecycle ---------------------------------------------------------------------------------
+
+TEST(JobPlanTest, WholeLifecycleWritesStatusOnlyWhenItChanges) {
+  FakeCluster cluster{
+      .job =
+          tf_job({{"tfReplicaSpecs",
+                   {{"Chief",
+                     {{"template", {{"spec", {{"containers", {{{"name", "tensorflow"}}}}}}}}}}}}})};
+  Plan plan = cluster.step(options());
+  EXPECT_EQ(names(plan, Action::Type::Create, "pods").size(), 4u);
+  EXPECT_EQ(condition_status(cluster.job, "Created"), "True");
+  EXPECT_EQ((*condition_of(cluster.job, "Created"))["reason"], "TFJobCreated");
+  EXPECT_EQ((*condition_of(cluster.job, "Created"))["message"], "TFJob team/mnist is created.");
+  EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart));
+
+  // Reconciling the result again changes nothing.
+  EXPECT_TRUE(cluster.step(options(seconds(5))).actions.empty());
+
+  cluster.set_all("Running");
+  plan = cluster.step(options(seconds(10)));
+  ASSERT_EQ(plan.actions.size(), 1u);
+  EXPECT_EQ(plan.actions[0].type, Action::Type::UpdateStatus);
+  EXPECT_EQ(plan.actions[0].object["metadata"]["resourceVersion"], "7");
+  EXPECT_EQ(condition_status(cluster.job, "Running"), "True");
+  EXPECT_EQ((*condition_of(cluster.job, "Running"))["reason"], "TFJobRunning");
+  EXPECT_EQ((*condition_of(cluster.job, "Running"))["lastTransitionTime"],
+            api::format_timestamp(kStart + seconds(10)));
+  EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Worker"], json({{"active", 2}}));
+  EXPECT_EQ(cluster.job["status"]["lastReconcileTime"],
+            api::format_timestamp(kStart + seconds(10)));
+  EXPECT_EQ(api::job_status(cluster.job), "Running");
+  EXPECT_TRUE(cluster.step(options(seconds(20))).actions.empty());
+
+  cluster.set_phase("mnist-chief-0", "Succeeded", 0);
+  plan = cluster.step(options(seconds(30)));
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+  EXPECT_EQ(condition_status(cluster.job, "Running"), "False");
+  EXPECT_EQ((*condition_of(cluster.job, "Succeeded"))["message"],
+            "TFJob team/mnist successfully completed.");
+  EXPECT_EQ(cluster.job["status"]["completionTime"], api::format_timestamp(kStart + seconds(30)));
+  // Still-running replicas count as succeeded once the job has.
+  EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Worker"], json({{"succeeded", 2}}));
+  EXPECT_TRUE(has_event(plan, "TFJobSucceeded"));
+  // cleanPodPolicy defaults to None: nothing deleted.
+  EXPECT_TRUE(names(plan, Action::Type::Delete, "pods").empty());
+  EXPECT_TRUE(cluster.step(options(seconds(40))).actions.empty());
+}
+
+TEST(JobPlanTest, TFWithoutChiefSucceedsWhenWorkerZeroExitsZero) {
+  FakeCluster cluster = running_cluster(tf_job());
+  cluster.set_phase("mnist-worker-0", "Succeeded", 0);
+  cluster.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+}
+
+TEST(JobPlanTest, TFAllWorkersSuccessPolicyWaitsForEveryWorker) {
+  FakeCluster cluster = running_cluster(tf_job({{"successPolicy", "AllWorkers"}}));
+  cluster.set_phase("mnist-worker-0", "Succeeded", 0);
+  cluster.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(cluster.job), "Running");
+  cluster.set_phase("mnist-worker-1", "Succeeded", 0);
+  cluster.step(options(seconds(2)));
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+}
+
+TEST(JobPlanTest, PyTorchSucceedsWithTheMasterOrAnyElasticWorker) {
+  FakeCluster with_master = running_cluster(pytorch_job());
+  with_master.set_phase("ddp-worker-0", "Succeeded", 0);
+  with_master.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(with_master.job), "Running");
+  with_master.set_phase("ddp-master-0", "Succeeded", 0);
+  with_master.step(options(seconds(2)));
+  EXPECT_EQ(api::job_status(with_master.job), "Succeeded");
+  EXPECT_EQ((*condition_of(with_master.job, "Succeeded"))["reason"], "PyTorchJobSucceeded");
+
+  json elastic_job = pytorch_job({{"elasticPolicy", {{"minReplicas", 1}, {"maxReplicas", 2}}}});
+  elastic_job["spec"]["pytorchReplicaSpecs"].erase("Master");
+  FakeCluster elastic = running_cluster(elastic_job);
+  elastic.set_phase("ddp-worker-1", "Succeeded", 0);
+  elastic.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(elastic.job), "Succeeded");
+}
+
+TEST(JobPlanTest, ExitCodeRestartsRetryableExitsAndFailsOnPermanentOnes) {
+  json job = tf_job();
+  job["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode";
+  FakeCluster cluster{.job = job};
+  Plan plan = cluster.step(options());
+  EXPECT_EQ(created(plan, "mnist-worker-0")["spec"]["restartPolicy"], "Never");
+  cluster.set_all("Running");
+  cluster.step(options(seconds(1)));
+
+  cluster.set_phase("mnist-worker-1", "Failed", 137);
+  plan = cluster.step(options(seconds(2)));
+  EXPECT_EQ(names(plan, Action::Type::Delete, "pods"), std::vector<std::string>{"mnist-worker-1"});
+  EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
+  EXPECT_EQ(api::job_status(cluster.job), "Restarting");
+  EXPECT_EQ((*condition_of(cluster.job, "Restarting"))["reason"], "TFJobRestarting");
+  EXPECT_EQ(condition_of(cluster.job, "Running"), nullptr);
+  EXPECT_EQ(cluster.job["metadata"]["annotations"][std::string(restarts_annotation)], "1");
+  EXPECT_TRUE(has_event(plan, "ExitedWithCode"));
+  EXPECT_TRUE(std::any_of(plan.events.begin(), plan.events.end(), [](const EventRecord& e) {
+    return e.message == "Pod: team.mnist-worker-1 exited with code 137";
+  }));
+
+  // The pod is gone: it comes back, and Running replaces Restarting once it runs.
+  plan = cluster.step(options(seconds(3)));
+  EXPECT_EQ(names(plan, Action::Type::Create, "pods"), std::vector<std::string>{"mnist-worker-1"});
+  cluster.set_all("Running");
+  cluster.step(options(seconds(4)));
+  EXPECT_EQ(api::job_status(cluster.job), "Running");
+  EXPECT_EQ(condition_of(cluster.job, "Restarting"), nullptr);
+
+  cluster.set_phase("mnist-worker-1", "Failed", 1);
+  plan = cluster.step(options(seconds(5)));
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+  EXPECT_EQ((*condition_of(cluster.job, "Failed"))["message"],
+            "TFJob team/mnist has failed because 1 Worker replica(s) failed.");
+  EXPECT_TRUE(has_event(plan, "TFJobFailed"));
+  // Failed is final.
+  cluster.set_all("Running");
+  cluster.step(options(seconds(6)));
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+}
+
+TEST(JobPlanTest, NeverRestartPolicyFailsTheJobOnAFailedPod) {
+  FakeCluster cluster = running_cluster(tf_job());
+  cluster.set_phase("mnist-ps-0", "Failed", 137);
+  cluster.step(options(seconds(1)));
+  EXPECT_EQ((*condition_of(cluster.job, "Failed"))["message"],
+            "TFJob team/mnist has failed because 1 PS replica(s) failed.");
+}
+
+TEST(JobPlanTest, BackoffLimitCountsContainerRestartsAndRecreatedPods) {
+  FakeCluster cluster = running_cluster(pytorch_job({{"runPolicy", {{"backoffLimit", 2}}}}));
+  cluster.pod("ddp-worker-0")["status"]["containerStatuses"] = {
+      {{"name", "pytorch"}, {"restartCount", 1}}};
+  cluster.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(cluster.job), "Running");
+
+  cluster.pod("ddp-worker-0")["status"]["containerStatuses"][0]["restartCount"] = 2;
+  const Plan plan = cluster.step(options(seconds(2)));
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+  EXPECT_EQ((*condition_of(cluster.job, "Failed"))["message"],
+            "PyTorchJob team/ddp has failed because it has reached the specified backoff limit");
+  // A limit deletes every pod and service whatever the cleanPodPolicy.
+  EXPECT_EQ(names(plan, Action::Type::Delete, "pods").size(), 3u);
+  EXPECT_EQ(names(plan, Action::Type::Delete, "services").size(), 3u);
+  EXPECT_TRUE(cluster.observed.pods.empty());
+}
+
+TEST(JobPlanTest, BackoffLimitStopsRecreatingFailedPods) {
+  json job = tf_job({{"runPolicy", {{"backoffLimit", 2}}}});
+  job["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode";
+  FakeCluster cluster{.job = job};
+  cluster.step(options());
+  cluster.set_phase("mnist-worker-0", "Failed", 143);
+  cluster.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(cluster.job), "Restarting");
+  cluster.step(options(seconds(2)));  // recreated
+  cluster.set_phase("mnist-worker-0", "Failed", 143);
+  cluster.step(options(seconds(3)));
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+  EXPECT_THAT((*condition_of(cluster.job, "Failed"))["message"].get<std::string>(),
+              HasSubstr("backoff limit"));
+}
+
+TEST(JobPlanTest, ActiveDeadlineRequeuesThenFails) {
+  FakeCluster cluster{.job = tf_job({{"runPolicy", {{"activeDeadlineSeconds", 60}}}})};
+  Plan plan = cluster.step(options());
+  EXPECT_EQ(plan.requeue_after, std::chrono::milliseconds(60'000));
+  cluster.set_all("Running");
+  plan = cluster.step(options(seconds(45)));
+  EXPECT_EQ(plan.requeue_after, std::chrono::milliseconds(15'000));
+  plan = cluster.step(options(seconds(60)));
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+  EXPECT_EQ((*condition_of(cluster.job, "Failed"))["message"],
+            "TFJob team/mnist has failed because it was active longer than specified deadline");
+  EXPECT_EQ(cluster.job["status"]["completionTime"], api::format_timestamp(kStart + seconds(60)));
+  EXPECT_TRUE(cluster.observed.pods.empty());
+  EXPECT_FALSE(plan.requeue_after.has_value());
+}
+
+struct CleanPodPolicyCase {
+  std::string policy;
+  std::vector<std::string> deleted;
+};
+
+class CleanPodPolicyTest : public ::testing::TestWithParam<CleanPodPolicyCase> {};
+
+TEST_P(CleanPodPolicyTest, DeletesPodsAndTheirServicesOnFinish) {
+  FakeCluster cluster =
+      running_cluster(tf_job({{"runPolicy", {{"cleanPodPolicy", GetParam().policy}}}}));
+  cluster.set_phase("mnist-worker-0", "Succeeded", 0);
+  const Plan plan = cluster.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+  EXPECT_EQ(names(plan, Action::Type::Delete, "pods"), GetParam().deleted);
+  EXPECT_EQ(names(plan, Action::Type::Delete, "services"), GetParam().deleted);
+  EXPECT_TRUE(cluster.step(options(seconds(2))).actions.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, CleanPodPolicyTest,
+    ::testing::Values(CleanPodPolicyCase{"None", {}},
+                      CleanPodPolicyCase{"Running", {"mnist-ps-0", "mnist-worker-1"}},
+                      CleanPodPolicyCase{"All",
+                                         {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}}),
+    [](const auto& info) { return info.param.policy; });
+
+TEST(JobPlanTest, TtlDeletesTheFinishedJob) {
+  FakeCluster cluster{.job = tf_job({{"runPolicy", {{"ttlSecondsAfterFinished", 100}}}})};
+  cluster.step(options());
+  cluster.set_phase("mnist-worker-0", "Succeeded", 0);
+  Plan plan = cluster.step(options(seconds(10)));
+  EXPECT_EQ(plan.requeue_after, std::chrono::milliseconds(100'000));
+  plan = cluster.step(options(seconds(60)));
+  EXPECT_EQ(plan.requeue_after, std::chrono::milliseconds(50'000));
+  EXPECT_FALSE(cluster.job_deleted);
+  plan = cluster.step(options(seconds(110)));
+  ASSERT_FALSE(plan.actions.empty());
+  EXPECT_EQ(plan.actions.back().type, Action::Type::Delete);
+  EXPECT_EQ(plan.actions.back().resource.plural, "tfjobs");
+  EXPECT_EQ(plan.actions.back().uid, "uid-1");
+  EXPECT_TRUE(cluster.job_deleted);
+}
+
+TEST(JobPlanTest, SuspendDeletesEverythingAndResumeStartsAgain) {
+  PlanOptions o = options();
+  o.gang_scheduler = GangScheduler::Volcano;
+  FakeCluster cluster{.job = tf_job()};
+  cluster.step(o);
+  cluster.set_all("Running");
+  cluster.step(o);
+  ASSERT_TRUE(cluster.observed.pod_group.has_value());
+
+  cluster.job["spec"]["runPolicy"]["suspend"] = true;
+  o.now = kStart + seconds(100);
+  Plan plan = cluster.step(o);
+  EXPECT_EQ(names(plan, Action::Type::Delete, "pods").size(), 3u);
+  EXPECT_EQ(names(plan, Action::Type::Delete, "services").size(), 3u);
+  EXPECT_EQ(names(plan, Action::Type::Delete, "podgroups"), std::vector<std::string>{"mnist"});
+  EXPECT_EQ(api::job_status(cluster.job), "Suspended");
+  EXPECT_EQ((*condition_of(cluster.job, "Suspended"))["reason"], "TFJobSuspended");
+  EXPECT_EQ((*condition_of(cluster.job, "Running"))["status"], "False");
+  EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Worker"], json::object());
+  EXPECT_TRUE(has_event(plan, "TFJobSuspended"));
+  EXPECT_TRUE(cluster.step(o).actions.empty());
+
+  cluster.job["spec"]["runPolicy"]["suspend"] = false;
+  o.now = kStart + seconds(200);
+  plan = cluster.step(o);
+  EXPECT_EQ(names(plan, Action::Type::Create, "pods").size(), 3u);
+  EXPECT_EQ((*condition_of(cluster.job, "Suspended"))["status"], "False");
+  EXPECT_EQ((*condition_of(cluster.job, "Suspended"))["reason"], "TFJobResumed");
+  EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart + seconds(200)));
+  EXPECT_TRUE(has_event(plan, "TFJobResumed"));
+}
+
+TEST(JobPlanTest, SurplusReplicasAndTheirServicesAreDeleted) {
+  FakeCluster cluster{.job = tf_job()};
+  cluster.step(options());
+  cluster.job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1;
+  const Plan plan = cluster.step(options(seconds(1)));
+  EXPECT_EQ(names(plan, Action::Type::Delete, "pods"), std::vector<std::string>{"mnist-worker-1"});
+  EXPECT_EQ(names(plan, Action::Type::Delete, "services"),
+            std::vector<std::string>{"mnist-worker-1"});
+  EXPECT_EQ(plan.actions[0].uid.substr(0, 1), "u");
+  EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
+}
+
+TEST(JobPlanTest, PodsBeingDeletedAreNotCreatedAgainYet) {
+  FakeCluster cluster{.job = tf_job()};
+  cluster.step(options());
+  cluster.pod("mnist-ps-0")["metadata"]["deletionTimestamp"] = api::format_timestamp(kStart);
+  EXPECT_TRUE(cluster.step(options()).actions.empty());
+}
+
+TEST(JobPlanTest, JobsManagedByAnotherControllerAreLeftAlone) {
+  const json job = tf_job({{"runPolicy", {{"managedBy", "kueue.x-k8s.io/multikueue"}}}});
+  const Plan plan = plan_job(job, {}, options());
+  EXPECT_TRUE(plan.actions.empty());
+  EXPECT_TRUE(plan.events.empty());
+  EXPECT_FALSE(plan_job(tf_job({{"runPolicy", {{"managedBy", "kubeflow.org/training-operator"}}}}),
+                        {}, options())
+                   .actions.empty());
+}
+
+TEST(JobPlanTest, RejectsWhatIsNotAJob) {
+  const Error e = testing::expect_error([] { plan_job({{"kind", "Pod"}}, {}, options()); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  json job = tf_job();
+  job["spec"].erase("tfReplicaSpecs");
+  EXPECT_THAT(testing::expect_error([&] { plan_job(job, {}, options()); }).message(),
+              HasSubstr("TFJob team/mnist: spec.tfReplicaSpecs"));
+}
+
+// --- MPIJob ------------------------------------------------------------------------------------
+
+json mpi_job() {
+  return json::parse(R"({
+    "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+    "metadata": {"name": "pi", "namespace": "team", "uid": "uid-3"},
+    "spec": {"mpiReplicaSpecs": {
+      "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
+        {"name": "launcher", "image": "mpi:1"}]}}},
+      "Worker": {"replicas": 2, "template": {"spec": {"containers": [
+        {"name": "worker", "image": "mpi:1"}]}}}
+    }}
+  })");
+}
+
+TEST(JobPlanTest, MPIJobCreatesItsObjectsAndFollowsTheLauncher) {
+  FakeCluster cluster{.job = mpi_job()};
+  Plan plan = cluster.step(options());
+  EXPECT_EQ(names(plan, Action::Type::Create, "services"), std::vector<std::string>{"pi"});
+  EXPECT_EQ(names(plan, Action::Type::Create, "configmaps"), std::vector<std::string>{"pi-config"});
+  EXPECT_EQ(names(plan, Action::Type::Create, "secrets"), std::vector<std::string>{"pi-ssh"});
+  // The key pair comes from options.generate_ssh_keys, so plans stay reproducible.
+  EXPECT_EQ(created(plan, "pi-ssh", "secrets")["data"]["ssh-privatekey"], base64_encode("PRIVATE"));
+  EXPECT_THAT(names(plan, Action::Type::Create, "pods"), ElementsAre("pi-worker-0", "pi-worker-1"));
+  EXPECT_EQ(names(plan, Action::Type::Create, "jobs"), std::vector<std::string>{"pi-launcher"});
+  EXPECT_TRUE(cluster.step(options(seconds(1))).actions.empty());
+
+  cluster.set_all("Running");
+  plan = cluster.step(options(seconds(2)));
+  // discover_hosts.sh lists the running workers: the ConfigMap is replaced.
+  EXPECT_EQ(names(plan, Action::Type::Update, "configmaps"), std::vector<std::string>{"pi-config"});
+
+  cluster.observed.batch_jobs[0]["status"] = {
+      {"succeeded", 1},
+      {"completionTime", "2027-01-15T08:30:00Z"},
+      {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}};
+  cluster.step(options(seconds(3)));
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+  EXPECT_EQ(cluster.job["status"]["completionTime"], "2027-01-15T08:30:00Z");
+  EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Launcher"], json({{"succeeded", 1}}));
+  EXPECT_TRUE(cluster.step(options(seconds(4))).actions.empty());
+}
+
+}  // namespace
+}  // namespace trainctl::controller

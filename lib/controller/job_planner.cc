@@ -1,0 +1,303 @@
+#include "controller/job_planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "api/status.h"
+#include "controller/gang.h"
+#include "controller/job_status.h"
+#include "controller/objects.h"
+#include "text.h"
+
+namespace trainctl::controller {
+namespace {
+
+using nlohmann::json;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+const json& object_member(const json& parent, std::string_view key) {
+  static const json empty = json::object();
+  if (!parent.is_object())
+    return empty;
+  const auto it = parent.find(key);
+  return it != parent.end() && it->is_object() ? *it : empty;
+}
+
+std::string name_of(const json& object) {
+  return object_member(object, "metadata").value("name", "");
+}
+
+bool uses_pod_groups(GangScheduler scheduler) {
+  return scheduler == GangScheduler::Builtin || scheduler == GangScheduler::Volcano;
+}
+
+/// An integer field of runPolicy, or nullopt when it is not set.
+std::optional<std::int64_t> int_field(const json& object, std::string_view key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer())
+    return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
+}  // namespace
+
+std::string pod_phase(const json& pod) {
+  return object_member(pod, "status").value("phase", "");
+}
+
+bool is_deleting(const json& object) {
+  return object_member(object, "metadata").contains("deletionTimestamp");
+}
+
+JobPlanner::JobPlanner(const json& stored, api::JobKind kind, const Observed& observed,
+                       const PlanOptions& options)
+    : stored_(stored),
+      job_(stored),
+      kind_(kind),
+      observed_(observed),
+      options_(options),
+      now_(api::format_timestamp(options.now)) {
+  api::apply_defaults(job_);
+  const json& meta = object_member(job_, "metadata");
+  name_ = meta.value("name", "");
+  namespace_ = meta.value("namespace", "");
+  status_ = object_member(stored, "status");
+}
+
+std::string JobPlanner::describe(std::string_view what) const {
+  return fmt::format("{} {}/{} {}", api::job_kind_info(kind_).name, namespace_, name_, what);
+}
+
+const json& JobPlanner::run_policy() const {
+  return object_member(object_member(job_, "spec"), "runPolicy");
+}
+
+void JobPlanner::event(bool warning, std::string reason, std::string message) {
+  plan_.events.push_back(
+      {.type = warning ? "Warning" : "Normal",
+       .reason = std::move(reason),
+       .message = std::move(message),
+       .involved_object = {{"apiVersion", job_.value("apiVersion", "")},
+                           {"kind", job_.value("kind", "")},
+                           {"namespace", namespace_},
+                           {"name", name_},
+                           {"uid", object_member(job_, "metadata").value("uid", "")}}});
+}
+
+void JobPlanner::create(const kube::Resource& resource, json object) {
+  const std::string name = name_of(object);
+  event(false, "SuccessfulCreate" + resource.kind,
+        fmt::format("Created {}: {}", to_lower(resource.kind), name));
+  plan_.actions.push_back({.type = Action::Type::Create,
+                           .resource = resource,
+                           .namespace_ = namespace_,
+                           .name = name,
+                           .object = std::move(object)});
+}
+
+void JobPlanner::update(const kube::Resource& resource, json object) {
+  std::string name = name_of(object);
+  plan_.actions.push_back({.type = Action::Type::Update,
+                           .resource = resource,
+                           .namespace_ = namespace_,
+                           .name = std::move(name),
+                           .object = std::move(object)});
+}
+
+void JobPlanner::remove(const kube::Resource& resource, const json& object) {
+  const std::string name = name_of(object);
+  if (is_deleting(object) || !deleted_.insert(resource.plural + "/" + name).second)
+    return;
+  event(false, "SuccessfulDelete" + resource.kind,
+        fmt::format("Deleted {}: {}", to_lower(resource.kind), name));
+  plan_.actions.push_back({.type = Action::Type::Delete,
+                           .resource = resource,
+                           .namespace_ = namespace_,
+                           .name = name,
+                           .uid = object_member(object, "metadata").value("uid", "")});
+}
+
+void JobPlanner::annotate_job(std::string_view key, std::string value) {
+  annotations_[std::string(key)] = std::move(value);
+}
+
+bool JobPlanner::set_condition(std::string_view type, bool value, std::string_view reason,
+                               std::string message) {
+  return controller::set_condition(status_, type, value,
+                                   fmt::format("{}{}", api::job_kind_info(kind_).name, reason),
+                                   std::move(message), now_);
+}
+
+void JobPlanner::requeue(milliseconds delay) {
+  delay = std::max(delay, milliseconds(0));
+  plan_.requeue_after = plan_.requeue_after ? std::min(*plan_.requeue_after, delay) : delay;
+}
+
+void JobPlanner::ensure_created() {
+  const json conditions = status_.value("conditions", json::array());
+  const bool created = std::any_of(conditions.begin(), conditions.end(), [](const json& c) {
+    return c.is_object() && c.value("type", "") == condition::created;
+  });
+  if (!created)
+    set_condition(condition::created, true, "Created", describe("is created."));
+}
+
+void JobPlanner::suspend() {
+  for (const json& pod : observed_.pods)
+    remove(kube::resources::pods(), pod);
+  for (const json& service : observed_.services)
+    remove(kube::resources::services(), service);
+  for (const json& launcher : observed_.batch_jobs)
+    remove(kube::resources::jobs(), launcher);
+  if (observed_.pod_group)
+    remove(kube::resources::podgroups(), *observed_.pod_group);
+  if (status_.contains("replicaStatuses") && status_["replicaStatuses"].is_object()) {
+    for (auto& [type, counts] : status_["replicaStatuses"].items())
+      counts.erase("active");
+  }
+  const std::string message = describe("is suspended.");
+  if (has_true_condition(status_, condition::running))
+    set_condition(condition::running, false, "Suspended", message);
+  if (!has_true_condition(status_, condition::suspended)) {
+    set_condition(condition::suspended, true, "Suspended", message);
+    event(false, std::string(api::job_kind_info(kind_).name) + "Suspended", message);
+  }
+}
+
+void JobPlanner::resume_if_suspended() {
+  if (!has_true_condition(status_, condition::suspended))
+    return;
+  const std::string message = describe("is resumed.");
+  set_condition(condition::suspended, false, "Resumed", message);
+  status_["startTime"] = now_;
+  event(false, std::string(api::job_kind_info(kind_).name) + "Resumed", message);
+}
+
+void JobPlanner::ensure_started() {
+  if (!status_.contains("startTime"))
+    status_["startTime"] = now_;
+}
+
+bool JobPlanner::gang_admitted() {
+  if (!uses_pod_groups(options_.gang_scheduler))
+    return true;
+  if (!observed_.pod_group) {
+    create(kube::resources::podgroups(), pod_group(job_));
+    return options_.gang_scheduler != GangScheduler::Builtin;
+  }
+  return options_.gang_scheduler != GangScheduler::Builtin ||
+         pod_group_admitted(*observed_.pod_group);
+}
+
+bool JobPlanner::enforce_deadline() {
+  const auto deadline = int_field(run_policy(), "activeDeadlineSeconds");
+  const auto start = api::parse_timestamp(status_.value("startTime", ""));
+  if (!deadline || !start)
+    return false;
+  const auto remaining = *start + std::chrono::seconds(*deadline) - options_.now;
+  if (remaining > decltype(remaining)::zero()) {
+    requeue(duration_cast<milliseconds>(remaining));
+    return false;
+  }
+  fail_on_limit(describe("has failed because it was active longer than specified deadline"));
+  return true;
+}
+
+void JobPlanner::succeed(std::string message, std::string reason) {
+  finish_with(condition::succeeded, std::move(message), std::move(reason));
+}
+
+void JobPlanner::fail(std::string message, std::string reason) {
+  finish_with(condition::failed, std::move(message), std::move(reason));
+}
+
+void JobPlanner::fail_on_limit(std::string message) {
+  for (const json& pod : observed_.pods) {
+    remove(kube::resources::pods(), pod);
+    for (const json& service : observed_.services) {
+      if (name_of(service) == name_of(pod))
+        remove(kube::resources::services(), service);
+    }
+  }
+  fail(std::move(message));
+}
+
+void JobPlanner::finish() {
+  const std::string policy = run_policy().value("cleanPodPolicy", "None");
+  for (const json& pod : observed_.pods) {
+    const std::string phase = pod_phase(pod);
+    if (policy == "None" || (policy == "Running" && phase != "Running" && phase != "Pending"))
+      continue;
+    remove(kube::resources::pods(), pod);
+    for (const json& service : observed_.services) {
+      if (name_of(service) == name_of(pod))
+        remove(kube::resources::services(), service);
+    }
+  }
+  if (observed_.pod_group)
+    remove(kube::resources::podgroups(), *observed_.pod_group);
+  if (has_true_condition(status_, condition::succeeded) && status_.contains("replicaStatuses") &&
+      status_["replicaStatuses"].is_object()) {
+    for (auto& [type, counts] : status_["replicaStatuses"].items()) {
+      const int active = counts.value("active", 0);
+      if (active == 0)
+        continue;
+      counts["succeeded"] = counts.value("succeeded", 0) + active;
+      counts.erase("active");
+    }
+  }
+  if (!status_.contains("completionTime"))
+    status_["completionTime"] = now_;
+  const auto ttl = int_field(run_policy(), "ttlSecondsAfterFinished");
+  const auto completed = api::parse_timestamp(status_.value("completionTime", ""));
+  if (!ttl || !completed)
+    return;
+  const auto remaining = *completed + std::chrono::seconds(*ttl) - options_.now;
+  if (remaining > decltype(remaining)::zero())
+    requeue(duration_cast<milliseconds>(remaining));
+  else
+    delete_job_ = true;
+}
+
+void JobPlanner::finish_with(std::string_view type, std::string message, std::string reason) {
+  if (reason.empty())
+    reason = fmt::format("{}{}", api::job_kind_info(kind_).name, type);
+  if (!status_.contains("completionTime"))
+    status_["completionTime"] = now_;
+  event(false, reason, message);
+  controller::set_condition(status_, type, true, std::move(reason), std::move(message), now_);
+}
+
+Plan JobPlanner::take_plan() {
+  const kube::Resource resource = job_kind_resource(kind_);
+  if (status_changed(object_member(stored_, "status"), status_)) {
+    json object = stored_;
+    object["status"] = status_;
+    object["status"]["lastReconcileTime"] = now_;
+    plan_.actions.push_back({.type = Action::Type::UpdateStatus,
+                             .resource = resource,
+                             .namespace_ = namespace_,
+                             .name = name_,
+                             .object = std::move(object)});
+  }
+  if (!annotations_.empty()) {
+    plan_.actions.push_back({.type = Action::Type::Patch,
+                             .resource = resource,
+                             .namespace_ = namespace_,
+                             .name = name_,
+                             .object = {{"metadata", {{"annotations", annotations_}}}}});
+  }
+  if (delete_job_) {
+    plan_.actions.push_back({.type = Action::Type::Delete,
+                             .resource = resource,
+                             .namespace_ = namespace_,
+                             .name = name_,
+                             .uid = object_member(job_, "metadata").value("uid", "")});
+    plan_.requeue_after.reset();
+  }
+  return std::move(plan_);
+}
+
+}  // namespace trainctl::controller

@@ -1,0 +1,112 @@
+#pragma once
+
+// The steps every job kind's planner shares (job_plan.cc for TFJob and PyTorchJob, mpi_plan.cc
+// for MPIJob): one pass's new status, its writes and events, and the lifecycle the Training
+// Operator's ReconcileJobs gives every kind (created, suspend and resume, gang admission,
+// failing on a limit, clean-up and TTL once finished). Internal to the planners.
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "api/job.h"
+#include "controller/plan.h"
+#include "kube/resource.h"
+
+namespace trainctl::controller {
+
+/// One planning pass over one job.
+class JobPlanner {
+ public:
+  /// `stored` is the job as the cache holds it; job() is a defaulted copy.
+  JobPlanner(const nlohmann::json& stored, api::JobKind kind, const Observed& observed,
+             const PlanOptions& options);
+
+  const nlohmann::json& job() const { return job_; }
+  api::JobKind kind() const { return kind_; }
+  const Observed& observed() const { return observed_; }
+  const PlanOptions& options() const { return options_; }
+  /// The status this pass will write; the planners change it in place.
+  nlohmann::json& status() { return status_; }
+  /// options().now as the API writes times.
+  const std::string& now() const { return now_; }
+  /// "<Kind> <namespace>/<name> <what>", the form of every condition and event message.
+  std::string describe(std::string_view what) const;
+  /// spec.runPolicy of the defaulted job (an object).
+  const nlohmann::json& run_policy() const;
+
+  void event(bool warning, std::string reason, std::string message);
+  /// Creates `object` and records SuccessfulCreate<Kind> ("Created pod: <name>").
+  void create(const kube::Resource& resource, nlohmann::json object);
+  /// Replaces `object` (it carries the observed resourceVersion).
+  void update(const kube::Resource& resource, nlohmann::json object);
+  /// Deletes `object` (uid precondition) unless it is already being deleted or was deleted
+  /// earlier in this pass, and records SuccessfulDelete<Kind>.
+  void remove(const kube::Resource& resource, const nlohmann::json& object);
+  /// Sets annotation `key` of the job itself (a merge patch written after the status, so the
+  /// status write's resourceVersion still matches).
+  void annotate_job(std::string_view key, std::string value);
+  /// set_condition with reason `<Kind><reason>`.
+  bool set_condition(std::string_view type, bool value, std::string_view reason,
+                     std::string message);
+  /// Reconcile again after `delay` at the latest.
+  void requeue(std::chrono::milliseconds delay);
+
+  /// Adds the Created condition when the job has none (the operator does on the job's creation).
+  void ensure_created();
+  /// Deletes every pod and service, the MPI launcher Job and the PodGroup; Suspended True and
+  /// Running False.
+  void suspend();
+  /// After a suspension: Suspended False (<Kind>Resumed) and startTime reset.
+  void resume_if_suspended();
+  /// Sets startTime on the first pass that runs the job.
+  void ensure_started();
+  /// With a gang scheduler that uses PodGroups: creates the job's PodGroup when missing and says
+  /// whether pods may be created now (builtin admission: once it is Inqueue or Running).
+  bool gang_admitted();
+  /// The activeDeadlineSeconds check: fails the job when it ran longer, else requeues for the
+  /// deadline. Returns whether the job failed.
+  bool enforce_deadline();
+  /// Sets Succeeded (and completionTime), with reason and event `reason`, by default
+  /// <Kind>Succeeded.
+  void succeed(std::string message, std::string reason = "");
+  /// Sets Failed (and completionTime), with reason and event `reason`, by default <Kind>Failed.
+  void fail(std::string message, std::string reason = "");
+  /// Fails the job on a limit: every pod and service deleted whatever the cleanPodPolicy, as the
+  /// operator does for backoffLimit and activeDeadlineSeconds.
+  void fail_on_limit(std::string message);
+  /// For a finished job: cleanPodPolicy, the PodGroup, replica counts of a success, and
+  /// ttlSecondsAfterFinished.
+  void finish();
+
+  /// The plan: the pass's actions, then the status write when the status changed (not counting
+  /// lastReconcileTime), the job's annotations, and the job's own deletion when its TTL ran out.
+  Plan take_plan();
+
+ private:
+  void finish_with(std::string_view type, std::string message, std::string reason);
+
+  const nlohmann::json& stored_;
+  nlohmann::json job_;
+  api::JobKind kind_;
+  const Observed& observed_;
+  const PlanOptions& options_;
+  std::string now_;
+  std::string name_;
+  std::string namespace_;
+  nlohmann::json status_;
+  Plan plan_;
+  std::set<std::string> deleted_;                          // "<plural>/<name>" deleted in this pass
+  nlohmann::json annotations_ = nlohmann::json::object();  // annotate_job's, not yet written
+  bool delete_job_ = false;
+};
+
+/// A pod's status.phase ("" when unknown).
+std::string pod_phase(const nlohmann::json& pod);
+
+/// Whether the object has a deletionTimestamp (it is going away).
+bool is_deleting(const nlohmann::json& object);
+
+}  // namespace trainctl::controller

@@ -1,0 +1,67 @@
+#include "controller/objects.h"
+
+#include "text.h"
+
+namespace trainctl::controller {
+
+std::string operator_name(api::JobKind kind) {
+  return to_lower(api::job_kind_info(kind).name) + "-controller";
+}
+
+kube::Resource job_kind_resource(api::JobKind kind) {
+  switch (kind) {
+    case api::JobKind::TFJob:
+      return kube::resources::tfjobs();
+    case api::JobKind::PyTorchJob:
+      return kube::resources::pytorchjobs();
+    case api::JobKind::MPIJob:
+      break;
+  }
+  return kube::resources::mpijobs();
+}
+
+std::string replica_name(std::string_view job_name, std::string_view replica_type, int index) {
+  return std::string(job_name) + "-" + to_lower(replica_type) + "-" + std::to_string(index);
+}
+
+nlohmann::json job_labels(api::JobKind kind, std::string_view job_name) {
+  return {{std::string(labels::operator_name), operator_name(kind)},
+          {std::string(labels::job_name), std::string(job_name)}};
+}
+
+nlohmann::json replica_labels(api::JobKind kind, std::string_view job_name,
+                              std::string_view replica_type, int index) {
+  nlohmann::json result = job_labels(kind, job_name);
+  result[std::string(labels::replica_type)] = to_lower(replica_type);
+  result[std::string(labels::replica_index)] = std::to_string(index);
+  return result;
+}
+
+std::string managed_selector() {
+  return std::string(labels::job_name);
+}
+
+nlohmann::json controller_reference(const nlohmann::json& job) {
+  return {{"apiVersion", job.value("apiVersion", "")},
+          {"kind", job.value("kind", "")},
+          {"name", job.at("metadata").value("name", "")},
+          {"uid", job.at("metadata").value("uid", "")},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+std::string controller_uid(const nlohmann::json& object) {
+  const auto meta = object.find("metadata");
+  if (meta == object.end())
+    return "";
+  const auto refs = meta->find("ownerReferences");
+  if (refs == meta->end() || !refs->is_array())
+    return "";
+  for (const auto& ref : *refs) {
+    if (ref.value("controller", false))
+      return ref.value("uid", "");
+  }
+  return "";
+}
+
+}  // namespace trainctl::controller

@@ -1,0 +1,51 @@
+#pragma once
+
+// Names, labels and owner references of the objects the controller creates for a job, as the
+// Kubeflow Training Operator spells them, so existing tooling (kubectl selectors, dashboards)
+// keeps working.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "api/job.h"
+#include "kube/resource.h"
+
+namespace trainctl::controller {
+
+namespace labels {
+inline constexpr std::string_view operator_name = "training.kubeflow.org/operator-name";
+inline constexpr std::string_view job_name = "training.kubeflow.org/job-name";
+inline constexpr std::string_view replica_type = "training.kubeflow.org/replica-type";
+inline constexpr std::string_view replica_index = "training.kubeflow.org/replica-index";
+inline constexpr std::string_view job_role = "training.kubeflow.org/job-role";
+}  // namespace labels
+
+/// `tfjob-controller`, `pytorchjob-controller`, `mpijob-controller`: the Training Operator's
+/// values, kept for compatibility with its selectors.
+std::string operator_name(api::JobKind kind);
+
+/// The API resource of a job kind: tfjobs, pytorchjobs (kubeflow.org/v1), mpijobs (v2beta1).
+kube::Resource job_kind_resource(api::JobKind kind);
+
+/// `<job>-<replica type lower-case>-<index>`: the name of a replica's pod and service.
+std::string replica_name(std::string_view job_name, std::string_view replica_type, int index);
+
+/// The labels every object of the job carries: operator-name and job-name.
+nlohmann::json job_labels(api::JobKind kind, std::string_view job_name);
+
+/// job_labels plus replica-type (lower-case) and replica-index: a replica's pod labels and its
+/// service's selector.
+nlohmann::json replica_labels(api::JobKind kind, std::string_view job_name,
+                              std::string_view replica_type, int index);
+
+/// The selector that finds every object the controller made for any job, for informers.
+std::string managed_selector();
+
+/// `{apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true}` for `job`.
+nlohmann::json controller_reference(const nlohmann::json& job);
+
+/// The uid of the controller ownerReference of `object`, or "" when it has none.
+std::string controller_uid(const nlohmann::json& object);
+
+}  // namespace trainctl::controller

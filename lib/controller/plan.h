@@ -1,0 +1,81 @@
+#pragma once
+
+// The functional core of the controller: what a reconcile decides, as data. A planner is a pure
+// function from a job and the objects observed for it (from the informer caches) to a Plan; the
+// executor (controller.h) applies a Plan through the API client. Planning twice on the same
+// observation yields the same Plan, and planning on the state a Plan produces yields no writes.
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/ssh_keys.h"
+#include "kube/resource.h"
+
+namespace trainctl::controller {
+
+/// One write the executor performs.
+struct Action {
+  enum class Type {
+    Create,        // create `object`; AlreadyExists counts as success
+    Delete,        // delete resource/namespace/name, precondition on `uid` when non-empty
+    Update,        // replace `object` (carries metadata.resourceVersion)
+    UpdateStatus,  // write `object` to the status subresource
+    Patch,         // JSON merge patch `object` onto resource/namespace/name
+  };
+  Type type;
+  kube::Resource resource;
+  std::string namespace_;
+  std::string name;
+  nlohmann::json object;  // Create/Update/UpdateStatus: the whole object; Patch: the patch
+  std::string uid;        // Delete: precondition uid
+};
+
+/// A Kubernetes Event the executor records against an object (core/v1 Event).
+struct EventRecord {
+  std::string type;    // Normal | Warning
+  std::string reason;  // e.g. SuccessfulCreatePod, ExitedWithCode, JobSucceeded
+  std::string message;
+  nlohmann::json involved_object;  // {apiVersion, kind, namespace, name, uid}
+
+  bool operator==(const EventRecord&) const = default;
+};
+
+/// What the informer caches hold for one job: every object it owns (by controller
+/// ownerReference uid), plus the queue state gang admission needs.
+struct Observed {
+  std::vector<nlohmann::json> pods;
+  std::vector<nlohmann::json> services;
+  std::vector<nlohmann::json> config_maps;
+  std::vector<nlohmann::json> secrets;
+  std::vector<nlohmann::json> batch_jobs;  // MPI launcher Jobs
+  std::optional<nlohmann::json> pod_group;
+};
+
+enum class GangScheduler { Builtin, Volcano, SchedulerPlugins, None };
+
+/// Everything a planner reads besides the job and its objects. `now` is passed in so plans are
+/// reproducible in tests.
+struct PlanOptions {
+  std::chrono::system_clock::time_point now;
+  std::string cluster_domain;  // "" = short service names (<svc>.<ns>.svc)
+  GangScheduler gang_scheduler = GangScheduler::Builtin;
+  /// Istio: pods of namespaces labelled istio-injection=enabled get the proxy annotation.
+  bool istio_injected_namespace = false;
+  /// The controller's name as recorded in events' source and compared with runPolicy.managedBy.
+  std::string controller_name = "kubeflow.org/training-operator";
+  /// The key pair of a new MPIJob's `<job>-ssh` Secret; tests swap in a fixed one.
+  std::function<SshKeyPair()> generate_ssh_keys = generate_ssh_key_pair;
+};
+
+struct Plan {
+  std::vector<Action> actions;
+  std::vector<EventRecord> events;
+  /// Reconcile again after this long even if nothing changes (deadlines, TTL, backoff).
+  std::optional<std::chrono::milliseconds> requeue_after;
+};
+
+}  // namespace trainctl::controller

@@ -1,0 +1,263 @@
+#include "controller/replica_pod.h"
+
+#include <cstdint>
+
+#include "controller/cluster_env.h"
+#include "controller/objects.h"
+#include "text.h"
+
+namespace trainctl::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kNetworkModeAnnotation = "kubedl.io/network-mode";
+constexpr std::string_view kGroupNameAnnotation = "scheduling.k8s.io/group-name";
+constexpr std::string_view kVolcanoTaskSpecAnnotation = "volcano.sh/task-spec";
+constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";
+constexpr std::string_view kIstioConfigAnnotation = "proxy.istio.io/config";
+constexpr std::string_view kIstioHoldConfig = R"({"holdApplicationUntilProxyStarts": true})";
+constexpr int kHostPortBase = 20000;
+constexpr int kHostPortRange = 10000;
+
+const json& empty_object() {
+  static const json empty = json::object();
+  return empty;
+}
+
+const json& object_member(const json& parent, std::string_view key) {
+  if (!parent.is_object())
+    return empty_object();
+  const auto it = parent.find(key);
+  return it != parent.end() && it->is_object() ? *it : empty_object();
+}
+
+const api::JobKindInfo& info_of(const json& job) {
+  return api::job_kind_info(
+      api::job_kind_from_name(job.value("kind", "")).value_or(api::JobKind::TFJob));
+}
+
+/// The container the operator configures: the one with the kind's default name, else the first
+/// (where api::apply_defaults put the default port). -1 when there is none.
+int default_container(const api::JobKindInfo& info, const json& containers) {
+  if (!containers.is_array() || containers.empty())
+    return -1;
+  for (std::size_t i = 0; i < containers.size(); ++i) {
+    if (containers[i].is_object() && containers[i].value("name", "") == info.default_container)
+      return static_cast<int>(i);
+  }
+  return 0;
+}
+
+const json& default_container_ports(const json& job, std::string_view type) {
+  static const json none = json::array();
+  const json& pod_spec = object_member(object_member(replica_spec(job, type), "template"), "spec");
+  const auto containers = pod_spec.find("containers");
+  if (containers == pod_spec.end())
+    return none;
+  const int index = default_container(info_of(job), *containers);
+  if (index < 0)
+    return none;
+  const json& container = (*containers)[index];
+  const auto ports = container.find("ports");
+  return ports != container.end() && ports->is_array() ? *ports : none;
+}
+
+/// The job, labels and owner every object of the job's replica carries.
+json replica_metadata(const json& job, api::JobKind kind, std::string_view type, int index) {
+  const json& meta = job.at("metadata");
+  const std::string name = meta.value("name", "");
+  return {{"name", replica_name(name, type, index)},
+          {"namespace", meta.value("namespace", "")},
+          {"labels", replica_labels(kind, name, type, index)},
+          {"ownerReferences", json::array({controller_reference(job)})}};
+}
+
+/// TF: Chief or Master when the job has one, else worker 0. PyTorch: Master, else worker 0.
+bool is_master_role(const json& job, std::string_view type, int index) {
+  if (has_replica_type(job, "Chief") || has_replica_type(job, "Master"))
+    return type == "Chief" || type == "Master";
+  return type == "Worker" && index == 0;
+}
+
+void append_env(json& container, const json& vars) {
+  json& env = container["env"];
+  if (!env.is_array())
+    env = json::array();
+  for (const json& var : vars)
+    env.push_back(var);
+}
+
+void set_cluster_env(json& containers, const json& job, api::JobKind kind, std::string_view type,
+                     int index, const PlanOptions& options) {
+  if (!containers.is_array())
+    return;
+  if (kind == api::JobKind::PyTorchJob) {
+    const json env = pytorch_env(job, type, index);
+    for (json& container : containers)
+      append_env(container, env);
+    return;
+  }
+  const std::string config = tf_config(job, type, index, options);
+  if (config.empty())
+    return;
+  for (json& container : containers) {
+    if (container.value("name", "") == info_of(job).default_container) {
+      append_env(container, json::array({{{"name", "TF_CONFIG"}, {"value", config}}}));
+      return;
+    }
+  }
+}
+
+/// hostNetwork with the default port moved to the replica's host port.
+void use_host_network(json& pod_spec, const json& job, std::string_view type, int index) {
+  pod_spec["hostNetwork"] = true;
+  pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet";
+  const api::JobKindInfo& info = info_of(job);
+  const int container = default_container(info, pod_spec.value("containers", json()));
+  if (container < 0)
+    return;
+  json& ports = pod_spec["containers"][container]["ports"];
+  if (!ports.is_array())
+    return;
+  const int port = host_port(job, type, index);
+  for (json& p : ports) {
+    if (p.value("name", "") == info.default_port_name) {
+      p["containerPort"] = port;
+      p["hostPort"] = port;
+    }
+  }
+}
+
+}  // namespace
+
+const json& replica_spec(const json& job, std::string_view type) {
+  return object_member(object_member(object_member(job, "spec"), info_of(job).replica_specs_field),
+                       type);
+}
+
+bool has_replica_type(const json& job, std::string_view type) {
+  return object_member(object_member(job, "spec"), info_of(job).replica_specs_field).contains(type);
+}
+
+int replica_count(const json& job, std::string_view type) {
+  const json& replicas = replica_spec(job, type).value("replicas", json());
+  return replicas.is_number_integer() ? replicas.get<int>() : 0;
+}
+
+int total_replicas(const json& job) {
+  int total = 0;
+  for (const auto& [type, spec] :
+       object_member(object_member(job, "spec"), info_of(job).replica_specs_field).items())
+    total += replica_count(job, type);
+  return total;
+}
+
+int replica_port(const json& job, std::string_view type) {
+  const api::JobKindInfo& info = info_of(job);
+  for (const json& port : default_container_ports(job, type)) {
+    if (port.is_object() && port.value("name", "") == info.default_port_name &&
+        port.value("containerPort", json()).is_number_integer())
+      return port["containerPort"].get<int>();
+  }
+  return info.default_port;
+}
+
+bool host_network(const json& job) {
+  return object_member(object_member(job, "metadata"), "annotations")
+             .value(std::string(kNetworkModeAnnotation), "") == "host";
+}
+
+int host_port(const json& job, std::string_view type, int index) {
+  // FNV-1a: stable across runs and builds, unlike std::hash.
+  std::uint64_t hash = 14695981039346656037ULL;
+  const std::string key = object_member(job, "metadata").value("uid", "") + "/" + to_lower(type) +
+                          "/" + std::to_string(index);
+  for (const unsigned char c : key) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return kHostPortBase + static_cast<int>(hash % kHostPortRange);
+}
+
+void decorate_pod_template(json& pod_template, std::string_view job_name,
+                           std::string_view replica_type, const PlanOptions& options) {
+  json& meta = pod_template["metadata"];
+  json& spec = pod_template["spec"];
+  if (options.istio_injected_namespace &&
+      !object_member(meta, "annotations").contains(kIstioConfigAnnotation))
+    meta["annotations"][std::string(kIstioConfigAnnotation)] = kIstioHoldConfig;
+  if (options.gang_scheduler == GangScheduler::None)
+    return;
+  meta["annotations"][std::string(kGroupNameAnnotation)] = job_name;
+  const bool scheduler_named = !spec.value("schedulerName", "").empty();
+  if (options.gang_scheduler == GangScheduler::Volcano) {
+    meta["annotations"][std::string(kVolcanoTaskSpecAnnotation)] = to_lower(replica_type);
+    if (!scheduler_named)
+      spec["schedulerName"] = "volcano";
+  }
+  if (options.gang_scheduler == GangScheduler::SchedulerPlugins) {
+    meta["labels"][std::string(kPodGroupLabel)] = job_name;
+    if (!scheduler_named)
+      spec["schedulerName"] = "scheduler-plugins-scheduler";
+  }
+}
+
+json replica_pod(const json& job, api::JobKind kind, std::string_view type, int index,
+                 const PlanOptions& options) {
+  const json& spec = replica_spec(job, type);
+  json pod_template = object_member(spec, "template");
+  json meta = object_member(pod_template, "metadata");
+  json generated = replica_metadata(job, kind, type, index);
+  json& labels = meta["labels"];
+  if (!labels.is_object())
+    labels = json::object();
+  labels.update(generated["labels"]);
+  if (is_master_role(job, type, index))
+    labels[std::string(labels::job_role)] = "master";
+  meta["name"] = generated["name"];
+  meta["namespace"] = generated["namespace"];
+  meta["ownerReferences"] = generated["ownerReferences"];
+  pod_template["metadata"] = std::move(meta);
+
+  json& pod_spec = pod_template["spec"];
+  if (!pod_spec.is_object())
+    pod_spec = json::object();
+  const std::string restart_policy = spec.value("restartPolicy", "Never");
+  pod_spec["restartPolicy"] = restart_policy == "ExitCode" ? "Never" : restart_policy;
+  if (pod_spec.contains("containers"))
+    set_cluster_env(pod_spec["containers"], job, kind, type, index, options);
+  if (host_network(job))
+    use_host_network(pod_spec, job, type, index);
+  decorate_pod_template(pod_template, job.at("metadata").value("name", ""), type, options);
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", std::move(pod_template["metadata"])},
+          {"spec", std::move(pod_spec)}};
+}
+
+json replica_service(const json& job, api::JobKind kind, std::string_view type, int index) {
+  json meta = replica_metadata(job, kind, type, index);
+  const bool host = host_network(job);
+  const std::string default_port_name(info_of(job).default_port_name);
+  json ports = json::array();
+  for (const json& p : default_container_ports(job, type)) {
+    if (!p.is_object() || !p.contains("containerPort"))
+      continue;
+    json port = {{"port", p["containerPort"]}};
+    if (p.contains("name"))
+      port["name"] = p["name"];
+    if (host && p.value("name", "") == default_port_name)
+      port["targetPort"] = host_port(job, type, index);
+    ports.push_back(std::move(port));
+  }
+  json spec = {{"selector", meta["labels"]}, {"ports", std::move(ports)}};
+  if (!host)
+    spec["clusterIP"] = "None";
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", std::move(meta)},
+          {"spec", std::move(spec)}};
+}
+
+}  // namespace trainctl::controller

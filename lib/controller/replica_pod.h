@@ -1,0 +1,60 @@
+#pragma once
+
+// The pod and headless Service of one replica of a TFJob or PyTorchJob, built from the replica's
+// template as the Kubeflow Training Operator builds them: `<job>-<type>-<index>`, generated
+// labels over the template's, a controller ownerReference, the replica's restart policy, the
+// cluster environment (cluster_env.h), gang-scheduling and Istio decorations, and KubeDL's
+// host-network mode. Pure functions of a defaulted job (api::apply_defaults).
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "api/job.h"
+#include "controller/plan.h"
+
+namespace trainctl::controller {
+
+/// The replica spec `type` of a defaulted job (`spec.<kind>ReplicaSpecs.<type>`); an empty
+/// object when the job has none.
+const nlohmann::json& replica_spec(const nlohmann::json& job, std::string_view type);
+
+/// Whether the job's spec has replica type `type`.
+bool has_replica_type(const nlohmann::json& job, std::string_view type);
+
+/// spec.<type>.replicas of a defaulted job; 0 when the job has no such replica type.
+int replica_count(const nlohmann::json& job, std::string_view type);
+
+/// The replicas of every type of a defaulted job, summed.
+int total_replicas(const nlohmann::json& job);
+
+/// The port replica `type` serves on: the default container's port named as the kind's default
+/// port (tfjob-port, pytorchjob-port), else the kind's default port number.
+int replica_port(const nlohmann::json& job, std::string_view type);
+
+/// KubeDL's host-network mode: the job's annotation `kubedl.io/network-mode: host`.
+bool host_network(const nlohmann::json& job);
+
+/// The host port of a replica in host-network mode, in 20000–29999: derived from the job's uid,
+/// the replica type and the index, so every reconcile picks the same port.
+int host_port(const nlohmann::json& job, std::string_view type, int index);
+
+/// The pod of replica `type` `index`; `kind` is the job's kind (TFJob or PyTorchJob).
+nlohmann::json replica_pod(const nlohmann::json& job, api::JobKind kind, std::string_view type,
+                           int index, const PlanOptions& options);
+
+/// The Service of replica `type` `index`: headless (clusterIP None) with one port per port of
+/// the default container; in host-network mode a ClusterIP Service whose default port targets
+/// the host port.
+nlohmann::json replica_service(const nlohmann::json& job, api::JobKind kind, std::string_view type,
+                               int index);
+
+/// Gang-scheduling and Istio decorations of a pod template (metadata + spec), shared by every job
+/// kind: with any gang scheduler the Volcano group-name annotation; Volcano also sets
+/// schedulerName (when the template names none) and the task-spec annotation; scheduler-plugins
+/// its scheduler and pod-group label; in an Istio-injected namespace the proxy annotation that
+/// holds the application until the sidecar is up.
+void decorate_pod_template(nlohmann::json& pod_template, std::string_view job_name,
+                           std::string_view replica_type, const PlanOptions& options);
+
+}  // namespace trainctl::controller

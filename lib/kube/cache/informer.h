@@ -1,0 +1,117 @@
+#pragma once
+
+// Informers: a local, eventually consistent copy of one resource, kept current by one LIST and
+// then WATCH from its resourceVersion (bookmarks on, a random timeoutSeconds of 5-10 minutes,
+// resume from the last resourceVersion, a fresh LIST after 410 Gone), with indexes and change
+// handlers. The controller reads only from informers; it never polls with LIST.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "error.h"
+#include "kube/client.h"
+#include "kube/resource.h"
+
+namespace trainctl::kube::cache {
+
+/// "<namespace>/<name>", or "<name>" for cluster-scoped objects: the key of the store and of the
+/// work queue.
+std::string object_key(const nlohmann::json& object);
+/// Splits a key back into namespace ("" when cluster-scoped) and name.
+std::pair<std::string, std::string> split_key(std::string_view key);
+
+/// Change notifications. `on_update` gets the old and new object; `on_delete` the last known
+/// state (after a relist, objects that vanished are reported deleted). Handlers run on the
+/// informer's thread and must not block.
+struct EventHandlers {
+  std::function<void(const nlohmann::json&)> on_add;
+  std::function<void(const nlohmann::json& old_object, const nlohmann::json& new_object)> on_update;
+  std::function<void(const nlohmann::json&)> on_delete;
+};
+
+/// Maps an object to the index values it is filed under (e.g. its controller owner's uid).
+using IndexFunction = std::function<std::vector<std::string>(const nlohmann::json&)>;
+
+struct InformerOptions {
+  Resource resource;
+  std::string namespace_;  // "" = all namespaces
+  std::string label_selector;
+  std::string field_selector;
+  /// Page size of the initial LIST (0 = unpaginated).
+  std::int64_t page_size = 500;
+  /// Applied to every object before it is stored and handed to handlers (e.g.
+  /// strip_managed_fields, to keep the cache small); empty = stored as received.
+  std::function<void(nlohmann::json&)> transform;
+  /// A failed LIST or WATCH (retried with backoff; 410 Gone relists), for logs.
+  std::function<void(const Error&)> on_error;
+};
+
+class Informer {
+ public:
+  Informer(Client& client, InformerOptions options);
+  ~Informer();
+  Informer(const Informer&) = delete;
+  Informer& operator=(const Informer&) = delete;
+
+  /// Register before run().
+  void add_handlers(EventHandlers handlers);
+  void add_index(std::string name, IndexFunction function);
+
+  /// LIST, then WATCH until `stop` is requested; relists after 410 and retries transient errors
+  /// with backoff. Blocks. Run again after a stop, it resumes from the last resourceVersion.
+  void run(std::stop_token stop);
+
+  /// True once the first LIST has been stored and its add events delivered.
+  bool has_synced() const;
+  /// Blocks until synced or stopped; returns has_synced().
+  bool wait_for_sync(std::stop_token stop) const;
+
+  std::optional<nlohmann::json> get(std::string_view key) const;
+  std::vector<nlohmann::json> list() const;
+  std::vector<nlohmann::json> by_index(std::string_view index, std::string_view value) const;
+  std::size_t size() const;
+  /// The resourceVersion of the last LIST or watch event applied.
+  std::string last_resource_version() const;
+  /// LISTs made so far (the first and every relist after 410 Gone), for tests and metrics.
+  std::uint64_t list_count() const;
+
+ private:
+  struct State;
+  struct Change;
+
+  /// One LIST (all pages) replacing the store, delivering the changes against what it held.
+  void list_and_replace();
+  /// Stores one page of a LIST, adding the keys to `listed`; returns the adds and updates.
+  std::vector<Change> store_page(nlohmann::json& items, std::set<std::string>& listed);
+  /// Drops what the LIST did not return and records its resourceVersion; returns the deletes.
+  std::vector<Change> remove_unlisted(const std::set<std::string>& listed,
+                                      std::string resource_version);
+  /// Applies one watch event to the store; returns the change to report, if any.
+  std::optional<Change> apply(const WatchEvent& event);
+  void deliver(const std::vector<Change>& changes) const;
+  /// Watches from the last resourceVersion until the stream ends, delivering each change;
+  /// sets `progressed` once an event arrived.
+  void watch(std::stop_token stop, bool& progressed);
+
+  Client& client_;
+  InformerOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+/// The index of owned objects by the uid of their controller ownerReference.
+inline constexpr std::string_view by_controller_uid = "controller-uid";
+IndexFunction controller_uid_index();
+
+/// A transform that drops metadata.managedFields, which a controller never reads and which is
+/// often the largest part of an object.
+void strip_managed_fields(nlohmann::json& object);
+
+}  // namespace trainctl::kube::cache

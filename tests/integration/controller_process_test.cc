@@ -1,0 +1,197 @@
+// `trainctl controller` as a process: probes and metrics, SIGTERM, crash safety under SIGKILL,
+// and leader election between replicas.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <yaml-cpp/yaml.h>
+
+#include <random>
+#include <set>
+
+#include "api/status.h"
+#include "tests/support/background_command.h"
+#include "tests/support/run_command.h"
+#include "tests/support/sandbox_fixture.h"
+#include "yaml_json.h"
+
+namespace trainctl {
+namespace {
+
+using nlohmann::json;
+using testing::BackgroundCommand;
+using testing::wait_until;
+using namespace std::chrono_literals;
+
+int free_port() {
+  httplib::Server probe;
+  const int port = probe.bind_to_any_port("127.0.0.1");
+  probe.stop();
+  return port;
+}
+
+class ControllerProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::install_training_crds(client()); }
+
+  kube::Client& client() { return local_.client(); }
+
+  std::vector<std::string> controller_argv(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {
+        TRAINCTL_BINARY,    "controller",
+        "--kubeconfig",     local_.sandbox().kubeconfig_path().string(),
+        "--gang-scheduler", "none"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  void create_job(const std::string& name, int workers, const std::string& run_seconds) {
+    json job = yaml_to_json(YAML::Load(R"(
+apiVersion: kubeflow.org/v1
+kind: TFJob
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template:
+        spec: {containers: [{name: tensorflow, image: tf:2}]}
+)"));
+    job["metadata"]["name"] = name;
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = workers;
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+       ["sandbox.trainctl.io/run-seconds"] = run_seconds;
+    client().create(kube::resources::tfjobs(), "default", job);
+  }
+
+  std::string status_of(const std::string& name) {
+    return api::job_status(client().get(kube::resources::tfjobs(), "default", name));
+  }
+
+  std::vector<json> pods_of(const std::string& name) {
+    return client()
+        .list_all(kube::resources::pods(), "default",
+                  {.label_selector = "training.kubeflow.org/job-name=" + name})["items"]
+        .get<std::vector<json>>();
+  }
+
+  testing::LocalSandbox local_;
+};
+
+TEST_F(ControllerProcessTest, ServesProbesAndMetricsAndExitsCleanlyOnSigterm) {
+  const int metrics = free_port(), health = free_port();
+  BackgroundCommand controller(
+      controller_argv({"--metrics-bind-address", fmt::format("127.0.0.1:{}", metrics),
+                       "--health-probe-bind-address", fmt::format("127.0.0.1:{}", health),
+                       "--log-format", "json"}));
+  httplib::Client probes("127.0.0.1", health);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto r = probes.Get("/readyz");
+        return r && r->status == 200;
+      },
+      10s))
+      << controller.output();
+  EXPECT_EQ(probes.Get("/healthz")->status, 200);
+  create_job("probe", 2, "0.2");
+  ASSERT_TRUE(wait_until([&] { return status_of("probe") == "Succeeded"; }, 20s))
+      << controller.output();
+  const auto page = httplib::Client("127.0.0.1", metrics).Get("/metrics");
+  ASSERT_TRUE(page);
+  EXPECT_NE(page->body.find("trainctl_api_writes_total{verb=\"create\",resource=\"pods\"} 2"),
+            std::string::npos)
+      << page->body;
+  EXPECT_NE(page->body.find("# TYPE trainctl_reconcile_duration_seconds histogram"),
+            std::string::npos);
+  const int status = controller.stop(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << controller.output();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << controller.output();
+  // JSON logs: every line is an object.
+  std::istringstream lines(controller.output());
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_TRUE(json::accept(line)) << line;
+}
+
+TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {
+  const std::string kubeconfig = local_.sandbox().kubeconfig_path().string();
+  const auto bad = testing::run_command(
+      fmt::format("{} controller --kubeconfig {} --metrics-bind-address nowhere 2>&1",
+                  TRAINCTL_BINARY, kubeconfig));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("--metrics-bind-address: \"nowhere\" is not HOST:PORT, :PORT or 0"),
+            std::string::npos)
+      << bad.out;
+  const auto workers = testing::run_command(
+      fmt::format("{} controller --kubeconfig {} --workers 0 2>&1", TRAINCTL_BINARY, kubeconfig));
+  EXPECT_EQ(workers.exit_code, 2);
+  EXPECT_NE(workers.out.find("--workers: must be at least 1"), std::string::npos) << workers.out;
+}
+
+TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {
+  constexpr int kJobs = 6, kWorkers = 4;
+  for (int i = 0; i < kJobs; ++i)
+    create_job(fmt::format("crash-{}", i), kWorkers, "1");
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> lifetime_ms(20, 400);
+  std::set<std::string> uids_seen;
+  for (int round = 0; round < 12; ++round) {
+    BackgroundCommand controller(
+        controller_argv({"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(lifetime_ms(rng)));
+    controller.stop(SIGKILL);
+  }
+  BackgroundCommand controller(
+      controller_argv({"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}));
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string name = fmt::format("crash-{}", i);
+    ASSERT_TRUE(wait_until([&] { return status_of(name) == "Succeeded"; }, 30s))
+        << name << ": " << status_of(name) << "\n"
+        << controller.output();
+    const auto pods = pods_of(name);
+    ASSERT_EQ(pods.size(), static_cast<std::size_t>(kWorkers)) << name;
+    for (const auto& pod : pods) {
+      EXPECT_EQ(pod["status"]["phase"], "Succeeded") << pod["metadata"]["name"];
+      EXPECT_EQ(pod["metadata"]["ownerReferences"].size(), 1u);
+    }
+    EXPECT_EQ(client()
+                  .list_all(kube::resources::services(), "default",
+                            {.label_selector = "training.kubeflow.org/job-name=" + name})["items"]
+                  .size(),
+              static_cast<std::size_t>(kWorkers));
+  }
+}
+
+TEST_F(ControllerProcessTest, ExactlyOneLeaderActsAndAStandbyTakesOver) {
+  const auto replica = [&](int metrics_port) {
+    return controller_argv({"--leader-elect", "--leader-elect-namespace", "default",
+                            "--leader-elect-lease-duration", "2", "--leader-elect-renew-deadline",
+                            "1.5", "--leader-elect-retry-period", "0.2", "--metrics-bind-address",
+                            fmt::format("127.0.0.1:{}", metrics_port),
+                            "--health-probe-bind-address", "0"});
+  };
+  const int port_a = free_port(), port_b = free_port();
+  auto a = std::make_unique<BackgroundCommand>(replica(port_a));
+  auto b = std::make_unique<BackgroundCommand>(replica(port_b));
+  const auto is_leader = [](int port) {
+    const auto page = httplib::Client("127.0.0.1", port).Get("/metrics");
+    return page && page->body.find("\ntrainctl_leader 1\n") != std::string::npos;
+  };
+  ASSERT_TRUE(wait_until([&] { return is_leader(port_a) || is_leader(port_b); }, 10s));
+  std::this_thread::sleep_for(500ms);
+  ASSERT_NE(is_leader(port_a), is_leader(port_b)) << "exactly one replica leads";
+  const bool a_leads = is_leader(port_a);
+  const json lease = client().get(kube::resources::leases(), "default", "trainctl-controller");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 2);
+  create_job("before", 1, "0.2");
+  ASSERT_TRUE(wait_until([&] { return status_of("before") == "Succeeded"; }, 20s));
+
+  // The leader dies without releasing: the standby takes over once the lease expires.
+  const auto killed_at = std::chrono::steady_clock::now();
+  (a_leads ? a : b)->stop(SIGKILL);
+  const int standby = a_leads ? port_b : port_a;
+  ASSERT_TRUE(wait_until([&] { return is_leader(standby); }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 4s);
+  create_job("after", 1, "0.2");
+  ASSERT_TRUE(wait_until([&] { return status_of("after") == "Succeeded"; }, 20s));
+  const json taken = client().get(kube::resources::leases(), "default", "trainctl-controller");
+  EXPECT_GE(taken["spec"].value("leaseTransitions", 0), 1);
+}
+
+}  // namespace
+}  // namespace trainctl

@@ -1,0 +1,358 @@
+// The controller against the sandbox: whole job lifecycles through the real client, informers
+// and executor, as it runs in a cluster.
+#include "controller/controller.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+#include <thread>
+
+#include "api/status.h"
+#include "tests/support/sandbox_fixture.h"
+#include "yaml_json.h"
+
+namespace trainctl {
+namespace {
+
+using nlohmann::json;
+using testing::wait_until;
+
+json yaml(const std::string& text) {
+  return yaml_to_json(YAML::Load(text));
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::install_training_crds(local_.client());
+    controller_client_ = std::make_unique<kube::Client>(local_.sandbox().admin_config());
+  }
+
+  void start(controller::GangScheduler gang = controller::GangScheduler::None) {
+    controller::ControllerOptions options{.workers = 2};
+    options.plan.gang_scheduler = gang;
+    controller::declare_controller_metrics(metrics_);
+    controller_ =
+        std::make_unique<controller::Controller>(*controller_client_, options, metrics_, log_);
+    thread_ = std::jthread([this](std::stop_token stop) { controller_->run(stop); });
+    ASSERT_TRUE(wait_until([&] { return controller_->synced(); }));
+  }
+
+  void TearDown() override {
+    thread_ = {};  // requests stop and joins
+  }
+
+  kube::Client& client() { return local_.client(); }
+
+  json create(const kube::Resource& r, const std::string& manifest) {
+    return client().create(r, "default", yaml(manifest));
+  }
+
+  json job(const kube::Resource& r, const std::string& name) {
+    return client().get(r, "default", name);
+  }
+
+  std::string status_of(const kube::Resource& r, const std::string& name) {
+    return api::job_status(job(r, name));
+  }
+
+  bool wait_status(const kube::Resource& r, const std::string& name, const std::string& status,
+                   std::chrono::seconds timeout = std::chrono::seconds(20)) {
+    return wait_until([&] { return status_of(r, name) == status; }, timeout);
+  }
+
+  std::vector<json> pods_of(const std::string& job_name) {
+    return client()
+        .list_all(kube::resources::pods(), "default",
+                  {.label_selector = "training.kubeflow.org/job-name=" + job_name})["items"]
+        .get<std::vector<json>>();
+  }
+
+  testing::LocalSandbox local_;
+  std::unique_ptr<kube::Client> controller_client_;
+  std::ostringstream log_text_;
+  Logger log_{log_text_, LogFormat::Text, 0};
+  controller::MetricsRegistry metrics_;
+  std::unique_ptr<controller::Controller> controller_;
+  std::jthread thread_;
+};
+
+constexpr const char* kTfJob = R"(
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: mnist}
+spec:
+  tfReplicaSpecs:
+    PS:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: tensorflow, image: tf:2}]}
+    Worker:
+      replicas: 2
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.3"}}
+        spec: {containers: [{name: tensorflow, image: tf:2}]}
+)";
+
+TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
+  start();
+  create(kube::resources::tfjobs(), kTfJob);
+  ASSERT_TRUE(wait_until([&] { return pods_of("mnist").size() == 3; }));
+  const json worker = client().get(kube::resources::pods(), "default", "mnist-worker-1");
+  const json& labels = worker["metadata"]["labels"];
+  EXPECT_EQ(labels["training.kubeflow.org/operator-name"], "tfjob-controller");
+  EXPECT_EQ(labels["training.kubeflow.org/replica-type"], "worker");
+  EXPECT_EQ(labels["training.kubeflow.org/replica-index"], "1");
+  EXPECT_EQ(worker["metadata"]["ownerReferences"][0]["kind"], "TFJob");
+  json tf_config;
+  for (const auto& env : worker["spec"]["containers"][0]["env"]) {
+    if (env["name"] == "TF_CONFIG")
+      tf_config = json::parse(env["value"].get<std::string>());
+  }
+  EXPECT_EQ(tf_config["task"], (json{{"type", "worker"}, {"index", 1}}));
+  EXPECT_EQ(tf_config["cluster"]["ps"], json::array({"mnist-ps-0.default.svc:2222"}));
+  const json service = client().get(kube::resources::services(), "default", "mnist-ps-0");
+  EXPECT_EQ(service["spec"]["clusterIP"], "None");
+
+  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Succeeded"));
+  const json done = job(kube::resources::tfjobs(), "mnist");
+  EXPECT_TRUE(done["status"].contains("completionTime"));
+  EXPECT_EQ(done["status"]["replicaStatuses"]["Worker"].value("succeeded", 0), 2);
+  std::vector<std::string> types;
+  for (const auto& c : done["status"]["conditions"])
+    types.push_back(c["type"].get<std::string>() + "=" + c["status"].get<std::string>());
+  EXPECT_EQ(types, (std::vector<std::string>{"Created=True", "Running=False", "Succeeded=True"}));
+  // Writes stay bounded: a finished job is not rewritten on every resync.
+  const double writes = metrics_.value("trainctl_api_writes_total", {"update_status", "tfjobs"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(metrics_.value("trainctl_api_writes_total", {"update_status", "tfjobs"}), writes);
+}
+
+TEST_F(ControllerTest, RetryableExitCodeRecreatesPodsUntilBackoffLimit) {
+  start();
+  create(kube::resources::pytorchjobs(), R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: flaky}
+spec:
+  runPolicy: {backoffLimit: 2}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: ExitCode
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "137"}}
+        spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+  ASSERT_TRUE(wait_status(kube::resources::pytorchjobs(), "flaky", "Failed"));
+  const json failed = job(kube::resources::pytorchjobs(), "flaky");
+  const std::string message = failed["status"]["conditions"].back().value("message", "");
+  EXPECT_NE(message.find("backoff"), std::string::npos) << message;
+}
+
+TEST_F(ControllerTest, PermanentExitCodeFailsTheJobWithoutRestart) {
+  start();
+  create(kube::resources::pytorchjobs(), R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: broken}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: ExitCode
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "1"}}
+        spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+  ASSERT_TRUE(wait_status(kube::resources::pytorchjobs(), "broken", "Failed"));
+  const auto pods = pods_of("broken");
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_EQ(pods[0]["status"]["phase"], "Failed");
+}
+
+TEST_F(ControllerTest, CleanPodPolicyRunningDeletesTheStillRunningPs) {
+  start();
+  json manifest = yaml(kTfJob);
+  manifest["spec"]["runPolicy"]["cleanPodPolicy"] = "Running";
+  client().create(kube::resources::tfjobs(), "default", manifest);
+  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Succeeded"));
+  ASSERT_TRUE(wait_until([&] {
+    for (const auto& pod : pods_of("mnist")) {
+      if (pod["metadata"]["name"] == "mnist-ps-0" && !pod["metadata"].contains("deletionTimestamp"))
+        return false;
+    }
+    return true;
+  }));
+  EXPECT_EQ(pods_of("mnist").size(), 2u);  // the succeeded workers stay
+}
+
+TEST_F(ControllerTest, TtlAfterFinishedDeletesTheJob) {
+  start();
+  json manifest = yaml(kTfJob);
+  manifest["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 0;
+  manifest["spec"]["tfReplicaSpecs"].erase("PS");
+  client().create(kube::resources::tfjobs(), "default", manifest);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        try {
+          job(kube::resources::tfjobs(), "mnist");
+          return false;
+        } catch (const Error& e) {
+          return e.kind() == ErrorKind::NotFound;
+        }
+      },
+      std::chrono::seconds(20)));
+}
+
+TEST_F(ControllerTest, SuspendDeletesPodsAndResumeRecreatesThem) {
+  start();
+  json manifest = yaml(kTfJob);
+  manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+          ["sandbox.trainctl.io/run-seconds"] = "forever";
+  client().create(kube::resources::tfjobs(), "default", manifest);
+  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Running"));
+  client().patch(kube::resources::tfjobs(), "default", "mnist", kube::PatchType::Merge,
+                 {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Suspended"));
+  ASSERT_TRUE(wait_until([&] { return pods_of("mnist").empty(); }));
+  client().patch(kube::resources::tfjobs(), "default", "mnist", kube::PatchType::Merge,
+                 {{"spec", {{"runPolicy", {{"suspend", false}}}}}});
+  ASSERT_TRUE(wait_until([&] { return pods_of("mnist").size() == 3; }));
+  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Running"));
+}
+
+TEST_F(ControllerTest, JobsManagedByAnotherControllerAreLeftAlone) {
+  start();
+  json manifest = yaml(kTfJob);
+  manifest["spec"]["runPolicy"]["managedBy"] = "kueue.x-k8s.io/multikueue";
+  client().create(kube::resources::tfjobs(), "default", manifest);
+  create(kube::resources::tfjobs(), R"(
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: ours}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template: {spec: {containers: [{name: tensorflow, image: tf:2}]}}
+)");
+  // Once the job created after it has pods, the first one has certainly been seen.
+  ASSERT_TRUE(wait_until([&] { return pods_of("ours").size() == 1; }));
+  EXPECT_TRUE(pods_of("mnist").empty());
+  EXPECT_FALSE(job(kube::resources::tfjobs(), "mnist").contains("status"));
+}
+
+TEST_F(ControllerTest, MpiJobLauncherWaitsForWorkersAndCompletes) {
+  start();
+  create(kube::resources::mpijobs(), R"(
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: hvd}
+spec:
+  slotsPerWorker: 2
+  launcherCreationPolicy: WaitForWorkersReady
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.3"}}
+        spec: {containers: [{name: launcher, image: hvd:1, command: [mpirun, python, train.py]}]}
+    Worker:
+      replicas: 2
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: worker, image: hvd:1}]}
+)");
+  ASSERT_TRUE(wait_until([&] {
+    try {
+      client().get(kube::resources::jobs(), "default", "hvd-launcher");
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }));
+  // The launcher exists only once both workers run.
+  for (const auto& name : {"hvd-worker-0", "hvd-worker-1"}) {
+    EXPECT_EQ(client().get(kube::resources::pods(), "default", name)["status"]["phase"], "Running");
+  }
+  const json config = client().get(kube::resources::configmaps(), "default", "hvd-config");
+  EXPECT_EQ(config["data"]["hostfile"],
+            "hvd-worker-0.hvd.default.svc slots=2\nhvd-worker-1.hvd.default.svc slots=2\n");
+  const json secret = client().get(kube::resources::secrets(), "default", "hvd-ssh");
+  EXPECT_EQ(secret["type"], "kubernetes.io/ssh-auth");
+  ASSERT_TRUE(wait_status(kube::resources::mpijobs(), "hvd", "Succeeded"));
+}
+
+TEST_F(ControllerTest, BuiltinGangAdmissionHoldsAJobThatDoesNotFitTheQueue) {
+  start(controller::GangScheduler::Builtin);
+  client().create(kube::resources::queues(), "", yaml(R"(
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: team-a}
+spec: {weight: 1, capability: {nvidia.com/gpu: "8"}}
+)"));
+  const auto gpu_job = [&](const std::string& name) {
+    client().create(kube::resources::pytorchjobs(), "default", yaml(R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: )" + name + R"(}
+spec:
+  runPolicy: {schedulingPolicy: {queue: team-a}}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: pytorch, image: pt:2, resources: {limits: {nvidia.com/gpu: "3"}}}]}
+    Worker:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: pytorch, image: pt:2, resources: {limits: {nvidia.com/gpu: "3"}}}]}
+)"));
+  };
+  gpu_job("first");
+  ASSERT_TRUE(wait_until([&] { return pods_of("first").size() == 2; }));
+  gpu_job("second");
+  ASSERT_TRUE(wait_until([&] {
+    const json group = client().get(kube::resources::podgroups(), "default", "second");
+    return group.contains("status") && !group["status"].value("conditions", json::array()).empty();
+  }));
+  EXPECT_EQ(client().get(kube::resources::podgroups(), "default", "second")["status"]["phase"],
+            "Pending");
+  EXPECT_TRUE(pods_of("second").empty());  // all or none: not even the master
+  client().remove(kube::resources::pytorchjobs(), "default", "first");
+  ASSERT_TRUE(wait_until([&] { return pods_of("second").size() == 2; }, std::chrono::seconds(20)));
+}
+
+TEST_F(ControllerTest, IstioSidecarIsStoppedOnceTrainingContainersFinish) {
+  client().patch(kube::resources::namespaces(), "", "default", kube::PatchType::Merge,
+                 {{"metadata", {{"labels", {{"istio-injection", "enabled"}}}}}});
+  start();
+  create(kube::resources::tfjobs(), R"(
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: meshed}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.3"}}
+        spec:
+          containers:
+          - {name: tensorflow, image: tf:2}
+          - {name: istio-proxy, image: istio/proxyv2:1.22}
+)");
+  ASSERT_TRUE(wait_until([&] { return pods_of("meshed").size() == 1; }));
+  const json pod = pods_of("meshed")[0];
+  EXPECT_EQ(pod["metadata"]["annotations"]["proxy.istio.io/config"],
+            R"({"holdApplicationUntilProxyStarts": true})");
+  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "meshed", "Succeeded"));
+  EXPECT_EQ(pods_of("meshed")[0]["status"]["phase"], "Succeeded");
+}
+
+}  // namespace
+}  // namespace trainctl

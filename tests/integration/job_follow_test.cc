@@ -1,0 +1,476 @@
+// trainctl logs, wait, why and submit --wait against a sandbox, through the real binary. There is
+// no operator here: the tests play it, creating replica pods with the Kubeflow labels (the
+// sandbox's kubelet runs them as their annotations script) and writing the job's status.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+
+#include "api/status.h"
+#include "tests/support/run_command.h"
+#include "tests/support/sandbox_fixture.h"
+#include "tests/support/temp_dir.h"
+
+namespace trainctl {
+namespace {
+
+using nlohmann::json;
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+using RunResult = testing::CommandResult;
+
+/// How long a backgrounded trainctl may take to end once it has what it waits for.
+constexpr std::chrono::seconds kCommandLimit{15};
+
+class JobFollowTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::install_training_crds(client()); }
+
+  kube::Client& client() { return local_.client(); }
+
+  RunResult run(const std::string& args) {
+    return testing::run_command(
+        fmt::format("env -u KUBECONFIG HOME=/nonexistent {} --kubeconfig {} {}", TRAINCTL_BINARY,
+                    local_.sandbox().kubeconfig_path().string(), args));
+  }
+
+  /// Runs trainctl on another thread, for verbs that block until the test changes something.
+  std::future<RunResult> start(const std::string& args) {
+    return std::async(std::launch::async, [this, args] { return run(args); });
+  }
+
+  static RunResult finish(std::future<RunResult>& f) {
+    if (f.wait_for(kCommandLimit) != std::future_status::ready) {
+      ADD_FAILURE() << "trainctl did not end";
+      return {};
+    }
+    return f.get();
+  }
+
+  static json tfjob(const std::string& name, int workers, const std::string& queue = "") {
+    json job = {
+        {"apiVersion", "kubeflow.org/v1"},
+        {"kind", "TFJob"},
+        {"metadata", {{"name", name}, {"namespace", "default"}}},
+        {"spec",
+         {{"tfReplicaSpecs",
+           {{"Worker",
+             {{"replicas", workers},
+              {"template",
+               {{"spec",
+                 {{"containers",
+                   json::array({{{"name", "tensorflow"}, {"image", "trainer:1"}}})}}}}}}}}}}}};
+    if (!queue.empty())
+      job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = queue;
+    return job;
+  }
+
+  json create_job(const std::string& name, int workers = 1, const std::string& queue = "") {
+    return client().create(kube::resources::tfjobs(), "default", tfjob(name, workers, queue));
+  }
+
+  /// Writes the job's status as the operator does: Created, then `type` True with `message`.
+  void set_status(const std::string& name, const std::string& type, const std::string& message = "",
+                  json extra = json::object()) {
+    json job = client().get(kube::resources::tfjobs(), "default", name);
+    const std::string now = api::format_timestamp(std::chrono::system_clock::now());
+    json conditions = json::array({{{"type", "Created"},
+                                    {"status", "True"},
+                                    {"reason", "TFJobCreated"},
+                                    {"lastTransitionTime", now}}});
+    if (type != "Created") {
+      conditions.push_back({{"type", type},
+                            {"status", "True"},
+                            {"reason", "TFJob" + type},
+                            {"message", message},
+                            {"lastTransitionTime", now}});
+    }
+    extra["conditions"] = conditions;
+    job["status"] = extra;
+    client().update_status(kube::resources::tfjobs(), "default", job);
+  }
+
+  /// A replica pod of `job` as the operator names and labels it; its container runs for
+  /// `seconds`, prints `+ python train.py <arg>` first and exits with `exit_code`.
+  static json replica_pod(const std::string& job, int index, const std::string& arg,
+                          const std::string& seconds = "0.2", int exit_code = 0,
+                          const std::string& restart_policy = "Never") {
+    json pod =
+        testing::pod_manifest(fmt::format("{}-worker-{}", job, index),
+                              {{"sandbox.trainctl.io/run-seconds", seconds},
+                               {"sandbox.trainctl.io/exit-code", std::to_string(exit_code)}});
+    pod["metadata"]["labels"] = {{"training.kubeflow.org/job-name", job},
+                                 {"training.kubeflow.org/replica-type", "worker"},
+                                 {"training.kubeflow.org/replica-index", std::to_string(index)}};
+    pod["spec"]["containers"][0]["command"] = {"python", "train.py", arg};
+    pod["spec"]["restartPolicy"] = restart_policy;
+    return pod;
+  }
+
+  template <typename... Args>
+  json create_replica(Args&&... args) {
+    return client().create(kube::resources::pods(), "default",
+                           replica_pod(std::forward<Args>(args)...));
+  }
+
+  std::string phase(const std::string& pod) {
+    try {
+      return client()
+          .get(kube::resources::pods(), "default", pod)
+          .value("status", json::object())
+          .value("phase", "");
+    } catch (const Error& e) {
+      return "<gone>";
+    }
+  }
+
+  bool finished(const std::string& pod) {
+    const std::string p = phase(pod);
+    return p == "Succeeded" || p == "Failed";
+  }
+
+  void delete_pod(const std::string& name) {
+    client().remove(kube::resources::pods(), "default", name, {.grace_period_seconds = 0});
+    ASSERT_TRUE(testing::wait_until([&] { return phase(name) == "<gone>"; })) << name;
+  }
+
+  testing::TempDir dir_;
+  testing::LocalSandbox local_;
+};
+
+// ---- logs ----
+
+TEST_F(JobFollowTest, LogsPrefixesEveryReplicaAndSelectsOneOrTheTail) {
+  create_job("mnist", 2);
+  create_replica("mnist", 0, "--rank=0");
+  create_replica("mnist", 1, "--rank=1", "0.2", 3);
+  ASSERT_TRUE(testing::wait_until([&] { return finished("mnist-worker-0"); }));
+  ASSERT_TRUE(testing::wait_until([&] { return finished("mnist-worker-1"); }));
+
+  RunResult all = run("logs mnist");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out,
+            "[worker-0] + python train.py --rank=0\n[worker-0] exited with code 0\n"
+            "[worker-1] + python train.py --rank=1\n[worker-1] exited with code 3\n");
+
+  RunResult one = run("logs mnist --replica worker-1 --no-prefix");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, "+ python train.py --rank=1\nexited with code 3\n");
+
+  RunResult tail = run("logs mnist --tail 1");
+  EXPECT_EQ(tail.out, "[worker-0] exited with code 0\n[worker-1] exited with code 3\n");
+
+  RunResult stamped = run("logs mnist --replica worker-0 --timestamps --tail 1");
+  EXPECT_THAT(stamped.out,
+              ContainsRegex("^\\[worker-0\\] 20[0-9-]+T[0-9:.]+Z exited with code 0\n$"));
+
+  RunResult missing = run("logs mnist --replica worker-7");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err,
+              HasSubstr("replica \"worker-7\" of tfjob.kubeflow.org \"mnist\" not found"));
+  EXPECT_EQ(run("logs nothere").exit_code, 3);
+  EXPECT_EQ(run("logs mnist -f --previous").exit_code, 2);
+}
+
+TEST_F(JobFollowTest, LogsFollowPicksUpARecreatedPodAndEndsWhenTheJobFinishes) {
+  create_job("mnist");
+  set_status("mnist", "Running");
+  create_replica("mnist", 0, "--attempt=1", "0.5", 1);
+  const auto out_file = dir_.path() / "follow.log";
+  auto follow = start(fmt::format("logs mnist -f > {}", out_file.string()));
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        return testing::TempDir::read(out_file).find("exited with code 1") != std::string::npos;
+      },
+      std::chrono::seconds(10)));
+  // The operator replaces the failed pod under the same name.
+  delete_pod("mnist-worker-0");
+  create_replica("mnist", 0, "--attempt=2", "1.2");
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        return testing::TempDir::read(out_file).find("exited with code 0") != std::string::npos;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(follow.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "logs -f ended before the job finished";
+  set_status("mnist", "Succeeded");
+  RunResult r = finish(follow);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::TempDir::read(out_file),
+            "[worker-0] + python train.py --attempt=1\n[worker-0] exited with code 1\n"
+            "[worker-0] + python train.py --attempt=2\n[worker-0] step 1/1.2\n"
+            "[worker-0] exited with code 0\n");
+}
+
+TEST_F(JobFollowTest, LogsFollowContinuesWithTheNextRunOfARestartedContainer) {
+  create_job("mnist");
+  set_status("mnist", "Running");
+  create_replica("mnist", 0, "--crash", "0.2", 1, "OnFailure");
+  const auto out_file = dir_.path() / "follow.log";
+  auto follow = start(fmt::format("logs mnist -f > {}", out_file.string()));
+  auto count = [&](const std::string& text) {
+    const std::string s = testing::TempDir::read(out_file);
+    std::size_t n = 0;
+    for (std::size_t at = s.find(text); at != std::string::npos; at = s.find(text, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_TRUE(testing::wait_until([&] { return count("exited with code 1") >= 3; },
+                                  std::chrono::seconds(10)))
+      << testing::TempDir::read(out_file);
+  delete_pod("mnist-worker-0");
+  set_status("mnist", "Failed", "TFJob mnist has failed because 1 Worker replica(s) failed.");
+  RunResult r = finish(follow);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(count("[worker-0] + python train.py --crash\n"), 3u);
+}
+
+// ---- wait ----
+
+TEST_F(JobFollowTest, WaitForSucceededReturnsOnceTheJobSucceeds) {
+  create_job("mnist");
+  auto waiting = start("wait mnist --for=succeeded --timeout 20s");
+  set_status("mnist", "Running");
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  set_status("mnist", "Succeeded");
+  RunResult r = finish(waiting);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "tfjob.kubeflow.org/mnist condition met\n");
+  EXPECT_EQ(run("wait mnist --for=finished -o name").out, "tfjob.kubeflow.org/mnist\n");
+  EXPECT_EQ(run("wait mnist --for=created").exit_code, 0);
+}
+
+TEST_F(JobFollowTest, WaitExitsOneWhenTheJobEndedOtherwise) {
+  create_job("failed");
+  set_status("failed", "Failed", "TFJob failed has failed because 1 Worker replica(s) failed.");
+  RunResult succeeded = run("wait failed --for=succeeded");
+  EXPECT_EQ(succeeded.exit_code, 1);
+  EXPECT_THAT(succeeded.err, HasSubstr("tfjob.kubeflow.org/failed failed (Failed: TFJob failed has "
+                                       "failed because 1 Worker replica(s) failed.)"));
+  EXPECT_EQ(run("wait failed --for=failed").exit_code, 0);
+  EXPECT_EQ(run("wait failed --for=finished").exit_code, 1);
+  EXPECT_EQ(run("wait failed --for=running").exit_code, 1);
+
+  create_job("done");
+  set_status("done", "Succeeded");
+  RunResult failed = run("wait done --for=failed");
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_THAT(failed.err, HasSubstr("tfjob.kubeflow.org/done succeeded"));
+  EXPECT_EQ(run("wait done --for=finished").exit_code, 0);
+}
+
+TEST_F(JobFollowTest, WaitTimesOutWithExitCodeFour) {
+  create_job("mnist");
+  set_status("mnist", "Running");
+  const auto began = std::chrono::steady_clock::now();
+  RunResult r = run("wait mnist --for=succeeded --timeout 1s");
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("timed out after 1s waiting for tfjob.kubeflow.org/mnist"));
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  EXPECT_EQ(run("wait mnist --for=running --timeout 0").exit_code, 0);
+  EXPECT_EQ(run("wait mnist --for=bogus").exit_code, 2);
+}
+
+TEST_F(JobFollowTest, WaitForCreatedAndDeleted) {
+  auto created = start("wait later --for=created --kind tfjob --timeout 20s");
+  EXPECT_EQ(created.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  create_job("later");
+  RunResult c = finish(created);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(c.out, "tfjob.kubeflow.org/later condition met\n");
+
+  auto deleted = start("wait later --for=deleted --timeout 20s");
+  EXPECT_EQ(deleted.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  client().remove(kube::resources::tfjobs(), "default", "later");
+  RunResult d = finish(deleted);
+  EXPECT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, "tfjob.kubeflow.org/later condition met\n");
+
+  RunResult missing = run("wait later --for=succeeded --kind tfjob");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("tfjobs.kubeflow.org \"later\" not found"));
+  EXPECT_EQ(run("wait later --for=created").exit_code, 2);  // no --kind for a job not there
+}
+
+// ---- submit --wait ----
+
+class SubmitWaitTest : public JobFollowTest {
+ protected:
+  /// Plays the operator for a job submit created: two workers that run and exit with
+  /// `worker1_exit`, the final status, then cleanPodPolicy All deleting the pods at once.
+  void operate(const std::string& name, int worker1_exit) {
+    ASSERT_TRUE(testing::wait_until([&] {
+      try {
+        client().get(kube::resources::tfjobs(), "default", name);
+        return true;
+      } catch (const Error&) {
+        return false;
+      }
+    }));
+    set_status(name, "Running", "", {{"replicaStatuses", {{"Worker", {{"active", 2}}}}}});
+    create_replica(name, 0, "--rank=0", "1.1");
+    create_replica(name, 1, "--rank=1", "0.2", worker1_exit);
+    ASSERT_TRUE(testing::wait_until([&] { return finished(name + "-worker-0"); }));
+    ASSERT_TRUE(testing::wait_until([&] { return finished(name + "-worker-1"); }));
+    const std::string start =
+        api::format_timestamp(std::chrono::system_clock::now() - std::chrono::seconds(42));
+    const std::string end = api::format_timestamp(std::chrono::system_clock::now());
+    const bool ok = worker1_exit == 0;
+    if (!ok) {
+      client().create(
+          kube::resources::events(), "default",
+          {{"apiVersion", "v1"},
+           {"kind", "Event"},
+           {"metadata", {{"name", name + ".failed"}}},
+           {"involvedObject", {{"kind", "TFJob"}, {"name", name}, {"namespace", "default"}}},
+           {"type", "Warning"},
+           {"reason", "TFJobFailed"},
+           {"message", "worker-1 exited with code 3"},
+           {"lastTimestamp", end}});
+    }
+    set_status(
+        name, ok ? "Succeeded" : "Failed", "",
+        {{"replicaStatuses", {{"Worker", {{"succeeded", ok ? 2 : 1}, {"failed", ok ? 0 : 1}}}}},
+         {"startTime", start},
+         {"completionTime", end}});
+    client().remove(kube::resources::pods(), "default", name + "-worker-0");
+    client().remove(kube::resources::pods(), "default", name + "-worker-1");
+  }
+
+  std::string job_file(const std::string& name) {
+    return dir_.write(name + ".json", tfjob(name, 2).dump()).string();
+  }
+};
+
+TEST_F(SubmitWaitTest, WaitsStreamsLogsSavesThemAndWritesTheReport) {
+  const auto report = dir_.path() / "run.json";
+  const auto logs = dir_.path() / "logs";
+  auto submit =
+      start(fmt::format("submit -f {} --wait --logs --timeout 30s --report {} "
+                        "--save-logs {}",
+                        job_file("mnist"), report.string(), logs.string()));
+  operate("mnist", 0);
+  RunResult r = finish(submit);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/mnist created\n"));
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/mnist Running   worker 2/2 running"));
+  EXPECT_THAT(r.out, HasSubstr("[worker-1] + python train.py --rank=1\n"));
+  EXPECT_THAT(r.out, ContainsRegex("tfjob.kubeflow.org/mnist Succeeded after [0-9]+s\n"));
+
+  const json rep = json::parse(testing::TempDir::read(report));
+  EXPECT_EQ(rep["job"], "mnist");
+  EXPECT_EQ(rep["namespace"], "default");
+  EXPECT_EQ(rep["kind"], "TFJob");
+  EXPECT_EQ(rep["status"], "Succeeded");
+  EXPECT_EQ(rep["durationSeconds"], 42);
+  EXPECT_EQ(rep["replicas"]["Worker"], (json{{"active", 0}, {"succeeded", 2}, {"failed", 0}}));
+  EXPECT_EQ(rep["exitCodes"], (json{{"worker-0", 0}, {"worker-1", 0}}));
+  EXPECT_THAT(rep["submittedBy"].get<std::string>(), HasSubstr("trainctl "));
+
+  EXPECT_EQ(testing::TempDir::read(logs / "mnist" / "worker-0.log"),
+            "+ python train.py --rank=0\nstep 1/1.1\nexited with code 0\n");
+  EXPECT_EQ(testing::TempDir::read(logs / "mnist" / "worker-1.log"),
+            "+ python train.py --rank=1\nexited with code 0\n");
+}
+
+TEST_F(SubmitWaitTest, AFailedJobExitsOneWithTheFailedReplicasLastLinesAndWarnings) {
+  const auto report = dir_.path() / "run.json";
+  auto submit =
+      start(fmt::format("submit -f {} --wait --report {}", job_file("bert"), report.string()));
+  operate("bert", 3);
+  RunResult r = finish(submit);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("worker-1 failed with exit code 3; its last lines:\n"
+                               "[worker-1] + python train.py --rank=1\n"
+                               "[worker-1] exited with code 3\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("worker-0 failed")));
+  EXPECT_THAT(r.out, HasSubstr("Warning TFJobFailed: worker-1 exited with code 3\n"));
+  EXPECT_THAT(r.err, HasSubstr("tfjob.kubeflow.org/bert failed"));
+  const json rep = json::parse(testing::TempDir::read(report));
+  EXPECT_EQ(rep["status"], "Failed");
+  EXPECT_EQ(rep["exitCodes"]["worker-1"], 3);
+}
+
+TEST_F(SubmitWaitTest, TimeoutExitsFourAndFlagsNeedWait) {
+  RunResult r = run(fmt::format("submit -f {} --wait --timeout 1s -o name", job_file("slow")));
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_EQ(r.out, "tfjob.kubeflow.org/slow\n");  // progress went to stderr with -o
+  EXPECT_THAT(r.err, HasSubstr("timed out after 1s waiting for tfjob.kubeflow.org/slow"));
+  EXPECT_EQ(run(fmt::format("submit -f {} --logs", job_file("other"))).exit_code, 2);
+  EXPECT_EQ(run(fmt::format("submit -f {} --wait --dry-run", job_file("other"))).exit_code, 2);
+}
+
+// ---- why ----
+
+TEST_F(JobFollowTest, WhyNamesAnUnschedulablePod) {
+  create_job("big");
+  set_status("big", "Created");
+  json pod = replica_pod("big", 0, "--big", "60");
+  pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500";  // nodes have 32
+  client().create(kube::resources::pods(), "default", pod);
+  ASSERT_TRUE(testing::wait_until([&] {
+    const json p = client().get(kube::resources::pods(), "default", "big-worker-0");
+    return p.value("status", json::object())
+               .value("conditions", json::array())
+               .dump()
+               .find("Unschedulable") != std::string::npos;
+  }));
+  RunResult r = run("why big");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/big is Created (TFJobCreated)\n"));
+  EXPECT_THAT(r.out, ContainsRegex("Most likely blocker: worker-0 \\(pod big-worker-0\\) cannot be "
+                                   "scheduled: 0/4 nodes are available: [^\n]*cpu"));
+}
+
+TEST_F(JobFollowTest, WhyPutsAClosedOrFullQueueFirst) {
+  auto queue = [&](const std::string& name, json status) {
+    json q = client().create(kube::resources::queues(), "",
+                             {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                              {"kind", "Queue"},
+                              {"metadata", {{"name", name}}},
+                              {"spec", {{"capability", {{"cpu", "8"}}}}}});
+    q["status"] = std::move(status);
+    client().update_status(kube::resources::queues(), "", q);
+  };
+  queue("closed", {{"state", "Closed"}});
+  queue("full", {{"state", "Open"}, {"allocated", {{"cpu", "8"}}}});
+  for (const std::string name : {"closed", "full"}) {
+    create_job("job-" + name, 2, name);
+    client().create(kube::resources::podgroups(), "default",
+                    {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                     {"kind", "PodGroup"},
+                     {"metadata", {{"name", "job-" + name}}},
+                     {"spec", {{"minMember", 2}, {"queue", name}}},
+                     {"status", {{"phase", "Pending"}}}});
+  }
+  RunResult closed = run("why job-closed");
+  ASSERT_EQ(closed.exit_code, 0) << closed.err;
+  EXPECT_THAT(closed.out, HasSubstr("tfjob.kubeflow.org/job-closed is Pending\n"
+                                    "Most likely blocker: queue \"closed\" is Closed: it admits no "
+                                    "new jobs"));
+  EXPECT_THAT(closed.out, HasSubstr("podgroup job-closed is Pending: its gang of 2 pods is not "
+                                    "admitted yet"));
+  EXPECT_THAT(closed.out, HasSubstr("no pods exist for the job"));
+
+  RunResult full = run("why job-full");
+  EXPECT_THAT(full.out,
+              HasSubstr("Most likely blocker: queue \"full\" is full: cpu 8 of 8 allocated\n"));
+}
+
+TEST_F(JobFollowTest, WhyOnAFinishedJobSaysHowItFinished) {
+  create_job("done");
+  set_status("done", "Failed", "TFJob done has failed because 1 Worker replica(s) failed.",
+             {{"completionTime", "2026-01-02T03:04:05Z"}});
+  RunResult r = run("why done");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "tfjob.kubeflow.org/done has finished: Failed (TFJobFailed: TFJob done has failed "
+            "because 1 Worker replica(s) failed.) at 2026-01-02T03:04:05Z\n");
+}
+
+}  // namespace
+}  // namespace trainctl

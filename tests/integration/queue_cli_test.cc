@@ -1,0 +1,179 @@
+// trainctl queue create, list, get, update, open, close and delete against a sandbox with the
+// Volcano CRDs, through the real binary.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/run_command.h"
+#include "tests/support/sandbox_fixture.h"
+
+namespace trainctl {
+namespace {
+
+using nlohmann::json;
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class QueueCliTest : public testing::SandboxTest {
+ protected:
+  void SetUp() override { testing::install_training_crds(client()); }
+
+  testing::CommandResult run(const std::string& args) {
+    return testing::run_command(
+        fmt::format("env -u KUBECONFIG HOME=/nonexistent {} --kubeconfig {} {}", TRAINCTL_BINARY,
+                    sandbox().kubeconfig_path().string(), args));
+  }
+
+  json queue(const std::string& name) { return client().get(kube::resources::queues(), "", name); }
+
+  /// What the controller's admission writes: status through the status subresource.
+  void set_status(const std::string& name, const json& status) {
+    client().patch(kube::resources::queues(), "", name, kube::PatchType::Merge,
+                   {{"status", status}}, {.subresource = "status"});
+  }
+};
+
+TEST_F(QueueCliTest, CreateWritesAVolcanoQueueWithItsCapability) {
+  const auto created =
+      run("queue create team-a --cpu 64 --memory 512Gi --gpu 16 --capability amd.com/gpu=4 "
+          "--weight 3 --no-reclaimable");
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.out, "queue.scheduling.volcano.sh/team-a created\n");
+  const json q = queue("team-a");
+  EXPECT_EQ(
+      q["spec"]["capability"],
+      json({{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", "16"}, {"amd.com/gpu", "4"}}));
+  EXPECT_EQ(q["spec"]["weight"], 3);
+  EXPECT_EQ(q["spec"]["reclaimable"], false);
+
+  const auto again = run("queue create team-a --gpu 1");
+  EXPECT_EQ(again.exit_code, 3);
+  EXPECT_THAT(again.err, HasSubstr("already exists"));
+}
+
+TEST_F(QueueCliTest, CreateRejectsBadQuantitiesBeforeAnyRequest) {
+  const auto bad_gpu = run("queue create team-a --gpu 1.5");
+  EXPECT_EQ(bad_gpu.exit_code, 2);
+  EXPECT_THAT(bad_gpu.err, HasSubstr("invalid --gpu \"1.5\": GPUs are whole"));
+  const auto bad_memory = run("queue create team-a --memory 2GB");
+  EXPECT_EQ(bad_memory.exit_code, 2);
+  EXPECT_THAT(bad_memory.err, HasSubstr("invalid --memory \"2GB\""));
+  const auto bad_capability = run("queue create team-a --capability gpu");
+  EXPECT_EQ(bad_capability.exit_code, 2);
+  EXPECT_THAT(bad_capability.err, HasSubstr("use RESOURCE=QUANTITY"));
+  const auto dry = run("queue create team-a --gpu 2 --dry-run -o json");
+  EXPECT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_EQ(json::parse(dry.out)["spec"]["capability"]["nvidia.com/gpu"], "2");
+  EXPECT_EQ(run("queue get team-a").exit_code, 3);  // nothing was created
+}
+
+TEST_F(QueueCliTest, ListShowsStateQuotaAndUsage) {
+  EXPECT_THAT(run("queue list").err, HasSubstr("No queues found."));
+  ASSERT_EQ(run("queue create team-a --gpu 16").exit_code, 0);
+  ASSERT_EQ(run("queue create team-b --cpu 8").exit_code, 0);
+  set_status("team-a", {{"state", "Open"},
+                        {"allocated", {{"nvidia.com/gpu", "12"}}},
+                        {"pending", 2},
+                        {"running", 1},
+                        {"inqueue", 1}});
+  const auto list = run("queue list");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, ContainsRegex("^NAME +STATE +WEIGHT +CAPABILITY +ALLOCATED +PENDING +"
+                                      "RUNNING +AGE\n"));
+  EXPECT_THAT(
+      list.out,
+      ContainsRegex("\nteam-a +Open +1 +nvidia.com/gpu=16 +nvidia.com/gpu=12 +2 +1 +[0-9]+s\n"));
+  EXPECT_THAT(list.out, ContainsRegex("\nteam-b +Open +1 +cpu=8 +<none> +0 +0 +[0-9]+s\n"));
+
+  const auto wide = run("queue list -o wide");
+  EXPECT_THAT(wide.out, ContainsRegex("INQUEUE +COMPLETED +RECLAIMABLE +AGE\n"));
+  EXPECT_THAT(wide.out, ContainsRegex("\nteam-a .* 1 +0 +true +[0-9]+s\n"));
+  EXPECT_EQ(run("queue ls -o name").out,
+            "queue.scheduling.volcano.sh/team-a\nqueue.scheduling.volcano.sh/team-b\n");
+  const json items = json::parse(run("queue list -o json").out)["items"];
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0]["metadata"]["name"], "team-a");
+}
+
+TEST_F(QueueCliTest, GetPrintsOneQueueInEveryFormat) {
+  ASSERT_EQ(run("queue create team-a --gpu 16").exit_code, 0);
+  const auto table = run("queue get team-a");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, ContainsRegex("\nteam-a +Open +1 +nvidia.com/gpu=16 "));
+  const auto yaml = run("queue get team-a -o yaml");
+  EXPECT_THAT(yaml.out, HasSubstr("kind: Queue\n"));
+  EXPECT_THAT(yaml.out, HasSubstr("nvidia.com/gpu: \"16\""));
+  EXPECT_EQ(json::parse(run("queue get team-a -o json").out)["spec"]["weight"], 1);
+
+  const auto missing = run("queue get nope");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("not found"));
+  EXPECT_EQ(run("queue get team-a -o table2").exit_code, 2);
+}
+
+TEST_F(QueueCliTest, UpdateChangesOnlyWhatItIsGiven) {
+  ASSERT_EQ(run("queue create team-a --cpu 64 --gpu 16 --weight 2").exit_code, 0);
+  const auto updated = run("queue update team-a --gpu 32 --capability cpu- --reclaimable");
+  ASSERT_EQ(updated.exit_code, 0) << updated.err;
+  EXPECT_EQ(updated.out, "queue.scheduling.volcano.sh/team-a configured\n");
+  const json q = queue("team-a");
+  EXPECT_EQ(q["spec"]["capability"], json({{"nvidia.com/gpu", "32"}}));
+  EXPECT_EQ(q["spec"]["weight"], 2);
+  EXPECT_EQ(q["spec"]["reclaimable"], true);
+
+  ASSERT_EQ(run("queue update team-a --weight 5 --no-reclaimable").exit_code, 0);
+  EXPECT_EQ(queue("team-a")["spec"]["weight"], 5);
+  EXPECT_EQ(queue("team-a")["spec"]["reclaimable"], false);
+
+  const auto nothing = run("queue update team-a");
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_THAT(nothing.err, HasSubstr("update needs at least one of"));
+  EXPECT_EQ(run("queue update team-a --weight 0").exit_code, 2);
+  EXPECT_EQ(run("queue update nope --gpu 1").exit_code, 3);
+}
+
+TEST_F(QueueCliTest, CloseAndOpenSetTheStateTheAdmitterReads) {
+  ASSERT_EQ(run("queue create idle").exit_code, 0);
+  const auto closed = run("queue close idle");
+  ASSERT_EQ(closed.exit_code, 0) << closed.err;
+  EXPECT_EQ(closed.out, "queue.scheduling.volcano.sh/idle closed\n");
+  EXPECT_EQ(queue("idle")["status"]["state"], "Closed");
+  EXPECT_THAT(run("queue get idle").out, ContainsRegex("\nidle +Closed "));
+
+  const auto opened = run("queue open idle");
+  EXPECT_EQ(opened.out, "queue.scheduling.volcano.sh/idle opened\n");
+  EXPECT_EQ(queue("idle")["status"]["state"], "Open");
+
+  // A queue with running gangs closes gradually, as Volcano's does.
+  ASSERT_EQ(run("queue create busy").exit_code, 0);
+  set_status("busy", {{"state", "Open"}, {"running", 1}});
+  EXPECT_EQ(run("queue close busy").out, "queue.scheduling.volcano.sh/busy closing\n");
+  EXPECT_EQ(queue("busy")["status"]["state"], "Closing");
+  EXPECT_EQ(run("queue close nope").exit_code, 3);
+}
+
+TEST_F(QueueCliTest, DeleteTakesOnlyClosedQueues) {
+  ASSERT_EQ(run("queue create team-a").exit_code, 0);
+  const auto open = run("queue delete team-a");
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_THAT(open.err, HasSubstr("queue \"team-a\" is Open: only Closed queues can be deleted"));
+  ASSERT_EQ(run("queue close team-a").exit_code, 0);
+  const auto deleted = run("queue delete team-a");
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_EQ(deleted.out, "queue.scheduling.volcano.sh \"team-a\" deleted\n");
+  EXPECT_EQ(run("queue get team-a").exit_code, 3);
+
+  const auto missing = run("queue delete team-a");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("not found"));
+  const auto ignored = run("queue delete team-a --ignore-not-found");
+  EXPECT_EQ(ignored.exit_code, 0) << ignored.err;
+  EXPECT_THAT(ignored.out, IsEmpty());
+  EXPECT_EQ(run("queue delete default").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace trainctl
