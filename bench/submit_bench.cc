@@ -115,7 +115,7 @@ spec:
 }  // namespace
 
 int main() {
-  testing::TempDir dir;
+  trainctl::testing::TempDir dir;
   // A clean environment: no KUBECONFIG, no TRAINCTL_* values, kubectl's cache under `dir`.
   const std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=" + dir.path().string()};
   const std::string job_flags =
@@ -142,8 +142,8 @@ int main() {
              render.median, render.p90, render.median / baseline.median);
 
   // 2. Against the sandbox: submit + get, trainctl against kubectl.
-  testing::LocalSandbox local;
-  testing::install_training_crds(local.client());
+  trainctl::testing::LocalSandbox local;
+  trainctl::testing::install_training_crds(local.client());
   const std::string kubeconfig = local.sandbox().kubeconfig_path().string();
   const int pairs = 20;
   auto pair_ms = [&](const std::string& name, bool kubectl) {

@@ -99,6 +99,7 @@ TEST_F(CompleteTest, JobNamesHonourTheGlobalFlagsTyped) {
 TEST_F(CompleteTest, DynamicFlagValues) {
   EXPECT_THAT(values(run({"-n", "team-"})), ElementsAre("team-a", "team-b"));
   EXPECT_EQ(lookups_.back().first, ValueSource::Namespaces);
+  EXPECT_THAT(lookups_.back().second, IsEmpty());  // the flag being completed is not passed on
   run({"submit", "tfjob", "--queue", ""});
   EXPECT_EQ(lookups_.back().first, ValueSource::Queues);
   run({"template", "show", ""});

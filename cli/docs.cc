@@ -133,10 +133,10 @@ std::string roff(std::string_view text) {
   return out;
 }
 
-/// A sentence from a CLI11 description: capitalised text ends with a full stop.
+/// A CLI11 description as a sentence: it ends with a full stop.
 std::string sentence(std::string_view text) {
   std::string s(trim(text));
-  if (!s.empty() && s.back() != '.' && s.back() != ')')
+  if (!s.empty() && s.back() != '.')
     s += '.';
   return s;
 }
@@ -348,8 +348,10 @@ std::string command_page(const CommandDoc& root, const CommandDoc& cmd) {
   text += options_section("ARGUMENTS", select(cmd, true));
   text += options_section("OPTIONS", select(cmd, false));
   std::vector<std::string> globals;
-  for (const OptionDoc* o : select(root, false))
-    globals.push_back(o->names.back());
+  for (const OptionDoc* o : select(root, false)) {
+    if (o->names.back() != "--help")
+      globals.push_back(o->names.back());
+  }
   text += fmt::format(".SH GLOBAL FLAGS\n{}\nas described in \\fBtrainctl\\fR(1).\n",
                       roff(fmt::format("{}", fmt::join(globals, ", "))));
   text +=

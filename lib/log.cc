@@ -15,9 +15,10 @@ Logger::Logger(std::ostream& out, LogFormat format, int verbosity)
     : out_(out), format_(format), verbosity_(verbosity) {}
 
 void Logger::write(std::string_view level, std::string_view message, const LogFields& fields) {
-  const auto now =
-      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-  const std::string ts = fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", now);
+  const auto now = std::chrono::system_clock::now();
+  const auto seconds = std::chrono::time_point_cast<std::chrono::seconds>(now);
+  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(now - seconds).count();
+  const std::string ts = fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", seconds, millis);
   std::string line;
   if (format_ == LogFormat::Json) {
     nlohmann::ordered_json entry{{"ts", ts}, {"level", level}, {"msg", message}};

@@ -49,6 +49,11 @@ std::optional<JobKey> parse_job_key(std::string_view key) {
   return JobKey{*kind, std::move(ns), std::move(name)};
 }
 
+// The expectation that the job informer shows a write of the job that returned `version`.
+std::string job_version_name(std::string_view version) {
+  return fmt::format("job@{}", version);
+}
+
 // Names of objects a reconcile wrote and the cache has not shown yet, per job key, so a stale
 // cache does not make the next reconcile repeat the writes (client-go's "expectations").
 class Expectations {
@@ -61,6 +66,29 @@ class Expectations {
       return;
     }
     pending_[key] = Pending{std::move(names), deadline};
+  }
+  // The job was written and the server returned `version`: expect the cache to show it, unless
+  // the informer already did (its event may arrive before the write returns).
+  void expect_job_version(const std::string& key, const std::string& version,
+                          std::chrono::steady_clock::time_point deadline) {
+    std::lock_guard lock(mutex_);
+    if (seen_job_version_[key] == version)
+      return;
+    Pending& pending = pending_[key];
+    pending.names.insert(job_version_name(version));
+    pending.deadline = std::max(pending.deadline, deadline);
+  }
+  void observe_job_version(const std::string& key, const std::string& version) {
+    {
+      std::lock_guard lock(mutex_);
+      seen_job_version_[key] = version;
+    }
+    observe(key, job_version_name(version));
+  }
+  void forget(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    pending_.erase(key);
+    seen_job_version_.erase(key);
   }
   // The cache showed `name` (created) or lost it (deleted).
   void observe(const std::string& key, const std::string& name) {
@@ -90,6 +118,7 @@ class Expectations {
   };
   std::mutex mutex_;
   std::map<std::string, Pending> pending_;
+  std::map<std::string, std::string> seen_job_version_;
 };
 
 std::string owned_name(const kube::Resource& r, const json& object) {
@@ -154,11 +183,20 @@ struct Controller::Impl {
           client,
           kube::cache::InformerOptions{.resource = job_kind_resource(info.kind), .namespace_ = ns});
       const std::string kind(info.name);
-      const auto enqueue = [this, kind](const json& job) { queue.add(job_key(kind, job)); };
+      const auto enqueue = [this, kind](const json& job) {
+        const std::string key = job_key(kind, job);
+        expectations.observe_job_version(key, job["metadata"].value("resourceVersion", ""));
+        queue.add(key);
+      };
+      const auto deleted = [this, kind](const json& job) {
+        const std::string key = job_key(kind, job);
+        expectations.forget(key);
+        queue.add(key);
+      };
       informer->add_handlers(
           {.on_add = enqueue,
            .on_update = [enqueue](const json&, const json& now) { enqueue(now); },
-           .on_delete = enqueue});
+           .on_delete = deleted});
       jobs.emplace(info.kind, std::move(informer));
     }
     // Everything the controller creates carries the job-name label; informers see nothing else.
@@ -271,7 +309,8 @@ struct Controller::Impl {
   }
 
   // Applies a plan; returns the requeue delay it asked for.
-  std::optional<std::chrono::milliseconds> apply(const std::string& key, const Plan& plan) {
+  std::optional<std::chrono::milliseconds> apply(const std::string& key,
+                                                 const std::string& job_plural, const Plan& plan) {
     std::set<std::string> expected;
     for (const auto& action : plan.actions) {
       if (action.type == Action::Type::Create || action.type == Action::Type::Delete) {
@@ -284,7 +323,25 @@ struct Controller::Impl {
     // Set before writing: the informer may report the new objects before the writes return.
     expectations.expect(key, expected,
                         std::chrono::steady_clock::now() + options.expectation_timeout);
-    executor.apply(plan);
+    try {
+      const std::vector<json> results = executor.apply(plan);
+      // Writes to the job itself: wait until the cache shows the last one, or the next plan
+      // would start from the job's old status.
+      std::string job_version;
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        const Action& action = plan.actions[i];
+        if (action.type != Action::Type::Create && action.type != Action::Type::Delete &&
+            action.resource.plural == job_plural && results[i].is_object())
+          job_version = results[i]["metadata"].value("resourceVersion", "");
+      }
+      if (!job_version.empty())
+        expectations.expect_job_version(
+            key, job_version, std::chrono::steady_clock::now() + options.expectation_timeout);
+    } catch (...) {
+      // Writes after the failed one were never sent: do not wait for the cache to show them.
+      expectations.expect(key, {}, {});
+      throw;
+    }
     return plan.requeue_after;
   }
 
@@ -300,8 +357,20 @@ struct Controller::Impl {
     if (!job)
       return;  // deleted: its objects go with it through their ownerReferences
     const Plan plan = plan_job(*job, observe(*job), plan_options(job_key.namespace_));
-    if (const auto after = apply(key, plan))
+    if (const auto after = apply(key, job_kind_resource(job_key.kind).plural, plan))
       queue.add_after(key, *after);
+  }
+
+  // Jobs that name no queue land in `default`; Volcano creates it at start-up, and so does the
+  // builtin admission, so such jobs are not held forever.
+  void ensure_default_queue() {
+    const json queue{{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                     {"kind", "Queue"},
+                     {"metadata", {{"name", std::string(default_queue)}}},
+                     {"spec", {{"weight", 1}, {"reclaimable", true}}}};
+    executor.apply(Plan{.actions = {Action{.type = Action::Type::Create,
+                                           .resource = kube::resources::queues(),
+                                           .object = queue}}});
   }
 
   void reconcile_admission() {
@@ -367,8 +436,10 @@ void Controller::run(std::stop_token stop) {
     impl.client.require_served(job_kind_resource(info.kind));
   if (impl.gang_enabled())
     impl.client.require_served(kube::resources::podgroups());
-  if (impl.builtin_admission())
+  if (impl.builtin_admission()) {
     impl.client.require_served(kube::resources::queues());
+    impl.ensure_default_queue();
+  }
   impl.build_informers();
 
   std::stop_source informers_stop;

@@ -27,45 +27,43 @@ void Executor::count(std::string_view verb, const kube::Resource& resource) {
   metrics_.increment("trainctl_api_writes_total", {std::string(verb), resource.plural});
 }
 
-void Executor::perform(const Action& action) {
+json Executor::perform(const Action& action) {
   switch (action.type) {
     case Action::Type::Create:
       count("create", action.resource);
       try {
-        client_.create(action.resource, action.namespace_, action.object);
+        return client_.create(action.resource, action.namespace_, action.object);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::AlreadyExists)
           throw;
       }
-      return;
+      return nullptr;
     case Action::Type::Delete: {
       count("delete", action.resource);
       kube::DeleteOptions options{.propagation_policy = "Background"};
       if (!action.uid.empty())
         options.precondition_uid = action.uid;
       try {
-        client_.remove(action.resource, action.namespace_, action.name, options);
+        return client_.remove(action.resource, action.namespace_, action.name, options);
       } catch (const Error& e) {
         // Gone already, or replaced by a newer object with the same name (uid precondition).
         if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::Conflict)
           throw;
       }
-      return;
+      return nullptr;
     }
     case Action::Type::Update:
       count("update", action.resource);
-      client_.update(action.resource, action.namespace_, action.object);
-      return;
+      return client_.update(action.resource, action.namespace_, action.object);
     case Action::Type::UpdateStatus:
       count("update_status", action.resource);
-      client_.update_status(action.resource, action.namespace_, action.object);
-      return;
+      return client_.update_status(action.resource, action.namespace_, action.object);
     case Action::Type::Patch:
       count("patch", action.resource);
-      client_.patch(action.resource, action.namespace_, action.name, kube::PatchType::Merge,
-                    action.object);
-      return;
+      return client_.patch(action.resource, action.namespace_, action.name, kube::PatchType::Merge,
+                           action.object);
   }
+  return nullptr;
 }
 
 void Executor::record(const EventRecord& event) {
@@ -98,11 +96,13 @@ void Executor::record(const EventRecord& event) {
   }
 }
 
-void Executor::apply(const Plan& plan) {
+std::vector<json> Executor::apply(const Plan& plan) {
+  std::vector<json> results;
   for (const auto& action : plan.actions)
-    perform(action);
+    results.push_back(perform(action));
   for (const auto& event : plan.events)
     record(event);
+  return results;
 }
 
 void Executor::stop_sidecar(const SidecarStop& stop) {

@@ -24,14 +24,15 @@ class Executor {
 
   /// Performs the actions in order, then records the events. Throws the first error that is not
   /// "already done" (a Conflict means the cache was stale: the caller retries); events that
-  /// cannot be recorded are logged, never fatal.
-  void apply(const Plan& plan);
+  /// cannot be recorded are logged, never fatal. Returns what the server returned for each
+  /// action (null for a create or delete that was already done).
+  std::vector<nlohmann::json> apply(const Plan& plan);
 
   /// Asks an Istio sidecar to quit (pods/exec) and marks the pod so it is asked only once.
   void stop_sidecar(const SidecarStop& stop);
 
  private:
-  void perform(const Action& action);
+  nlohmann::json perform(const Action& action);
   void record(const EventRecord& event);
   void count(std::string_view verb, const kube::Resource& resource);
 

@@ -75,10 +75,11 @@ ResourceList min_resources(const std::vector<json>& replica_specs, int min_membe
       if (!containers.is_array())
         continue;
       for (const auto& c : containers) {
-        const json& resources = c.value("resources", json::object());
-        api::add(total, api::parse_resource_list(resources.contains("requests")
-                                                     ? resources["requests"]
-                                                     : resources.value("limits", json())));
+        const bool has_requests = c.contains("/resources/requests"_json_pointer) &&
+                                  c.at("/resources/requests"_json_pointer).is_object();
+        api::add(total, api::parse_resource_list(
+                            object_at(c, has_requests ? "/resources/requests"_json_pointer
+                                                      : "/resources/limits"_json_pointer)));
       }
     }
   }

@@ -234,7 +234,7 @@ TEST(AdmitTest, OlderGroupsGoFirstAndALaterSmallerOneStillFits) {
   EXPECT_EQ(phase_of(written_group(result, "newest")), "Inqueue");
   const json middle = written_group(result, "middle");
   EXPECT_EQ(phase_of(middle), "Pending");
-  EXPECT_EQ(unschedulable(middle)["message"], "cluster: nvidia.com/gpu 8 requested, 0 of 16 free");
+  EXPECT_EQ(unschedulable(middle)["message"], "cluster: nvidia.com/gpu 8 requested, 4 of 16 free");
 }
 
 TEST(AdmitTest, ClosedOrMissingQueuesAdmitNothing) {

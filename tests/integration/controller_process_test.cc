@@ -1,11 +1,13 @@
 // `trainctl controller` as a process: probes and metrics, SIGTERM, crash safety under SIGKILL,
 // and leader election between replicas.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <yaml-cpp/yaml.h>
 
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "api/status.h"
 #include "tests/support/background_command.h"
@@ -21,11 +23,15 @@ using testing::BackgroundCommand;
 using testing::wait_until;
 using namespace std::chrono_literals;
 
-int free_port() {
-  httplib::Server probe;
-  const int port = probe.bind_to_any_port("127.0.0.1");
-  probe.stop();
-  return port;
+// `n` distinct free ports: all probe sockets stay bound until every port is chosen.
+std::vector<int> free_ports(int n) {
+  std::vector<std::unique_ptr<httplib::Server>> probes;
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) {
+    probes.push_back(std::make_unique<httplib::Server>());
+    ports.push_back(probes.back()->bind_to_any_port("127.0.0.1"));
+  }
+  return ports;
 }
 
 class ControllerProcessTest : public ::testing::Test {
@@ -75,7 +81,8 @@ spec:
 };
 
 TEST_F(ControllerProcessTest, ServesProbesAndMetricsAndExitsCleanlyOnSigterm) {
-  const int metrics = free_port(), health = free_port();
+  const auto ports = free_ports(2);
+  const int metrics = ports[0], health = ports[1];
   BackgroundCommand controller(
       controller_argv({"--metrics-bind-address", fmt::format("127.0.0.1:{}", metrics),
                        "--health-probe-bind-address", fmt::format("127.0.0.1:{}", health),
@@ -114,13 +121,13 @@ TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {
       fmt::format("{} controller --kubeconfig {} --metrics-bind-address nowhere 2>&1",
                   TRAINCTL_BINARY, kubeconfig));
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.out.find("--metrics-bind-address: \"nowhere\" is not HOST:PORT, :PORT or 0"),
+  EXPECT_NE(bad.err.find("--metrics-bind-address: \"nowhere\" is not HOST:PORT, :PORT or 0"),
             std::string::npos)
-      << bad.out;
+      << bad.err;
   const auto workers = testing::run_command(
-      fmt::format("{} controller --kubeconfig {} --workers 0 2>&1", TRAINCTL_BINARY, kubeconfig));
+      fmt::format("{} controller --kubeconfig {} --workers 0", TRAINCTL_BINARY, kubeconfig));
   EXPECT_EQ(workers.exit_code, 2);
-  EXPECT_NE(workers.out.find("--workers: must be at least 1"), std::string::npos) << workers.out;
+  EXPECT_NE(workers.err.find("--workers: must be at least 1"), std::string::npos) << workers.err;
 }
 
 TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {
@@ -165,7 +172,8 @@ TEST_F(ControllerProcessTest, ExactlyOneLeaderActsAndAStandbyTakesOver) {
                             fmt::format("127.0.0.1:{}", metrics_port),
                             "--health-probe-bind-address", "0"});
   };
-  const int port_a = free_port(), port_b = free_port();
+  const auto ports = free_ports(2);
+  const int port_a = ports[0], port_b = ports[1];
   auto a = std::make_unique<BackgroundCommand>(replica(port_a));
   auto b = std::make_unique<BackgroundCommand>(replica(port_b));
   const auto is_leader = [](int port) {

@@ -40,6 +40,7 @@ struct EventHandlers {
 /// Maps an object to the index values it is filed under (e.g. its controller owner's uid).
 using IndexFunction = std::function<std::vector<std::string>(const nlohmann::json&)>;
 
+/// What an informer caches (one resource, in one or all namespaces, narrowed by selectors) and how.
 struct InformerOptions {
   Resource resource;
   std::string namespace_;  // "" = all namespaces
@@ -54,6 +55,7 @@ struct InformerOptions {
   std::function<void(const Error&)> on_error;
 };
 
+/// A cache of one resource kept current by LIST and WATCH, with indexes and change handlers.
 class Informer {
  public:
   Informer(Client& client, InformerOptions options);
