@@ -35,7 +35,8 @@ GangScheduler parse_gang_scheduler(std::string_view name) {
                                     "\" is not one of builtin, volcano, scheduler-plugins, none");
 }
 
-/// ":8080" or "127.0.0.1:8080" -> host and port; "0" disables the endpoint.
+/// ":8080" or "127.0.0.1:8080" -> host and port (port 0: any free port); "0" disables the
+/// endpoint.
 std::optional<std::pair<std::string, int>> parse_bind_address(const std::string& flag,
                                                               const std::string& value) {
   if (value == "0" || value.empty())
@@ -132,9 +133,14 @@ struct ControllerCommand {
                            const std::function<void(httplib::Server&)>& routes) {
       auto server = std::make_unique<httplib::Server>();
       routes(*server);
-      if (!server->bind_to_port(bind.first, bind.second))
+      // Port 0 picks a free port; the log line says which (tests and local runs use it).
+      const int port = bind.second == 0
+                           ? server->bind_to_any_port(bind.first)
+                           : (server->bind_to_port(bind.first, bind.second) ? bind.second : -1);
+      if (port < 0)
         throw Error(ErrorKind::Usage,
                     fmt::format("{}: cannot listen on {}:{}", what, bind.first, bind.second));
+      log.info("serving", {{"flag", what}, {"address", fmt::format("{}:{}", bind.first, port)}});
       server_threads.emplace_back([s = server.get()] { s->listen_after_bind(); });
       servers.push_back(std::move(server));
     };
