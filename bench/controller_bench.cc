@@ -154,6 +154,9 @@ int main(int argc, char** argv) {
 
   // Reference: the pods and services the controller must create, written by 8 threads.
   {
+    client.create(
+        kube::resources::namespaces(), "",
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "bench-ref"}}}});
     auto t0 = Clock::now();
     parallel_for(total_pods, 8, [&](int i) {
       const std::string name = fmt::format("ref-{}", i);
