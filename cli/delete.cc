@@ -8,6 +8,7 @@
 
 #include "api/status.h"
 #include "commands.h"
+#include "controller/objects.h"
 #include "docs.h"
 #include "error.h"
 #include "job_follow.h"
@@ -101,7 +102,7 @@ struct DeleteOptions {
   /// job object. Returns false when the job was already gone.
   bool remove(kube::Client& client, const FoundJob& job) const {
     try {
-      client.remove(job_resource(job.kind), namespace_, name_of(job),
+      client.remove(controller::job_kind_resource(job.kind), namespace_, name_of(job),
                     {.propagation_policy = "Foreground"});
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
@@ -117,7 +118,7 @@ struct DeleteOptions {
     const auto deadline = std::chrono::steady_clock::now() + wait_timeout;
     while (true) {
       try {
-        client.get(job_resource(job.kind), namespace_, name_of(job));
+        client.get(controller::job_kind_resource(job.kind), namespace_, name_of(job));
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::NotFound)
           return;
@@ -159,7 +160,8 @@ struct SuspendOptions {
     const json patch = {{"spec", {{"runPolicy", {{"suspend", suspend}}}}}};
     for (const auto& name : names) {
       const FoundJob job = find_job(*client, namespace_, name, kind);
-      client->patch(job_resource(job.kind), namespace_, name, kube::PatchType::Merge, patch);
+      client->patch(controller::job_kind_resource(job.kind), namespace_, name,
+                    kube::PatchType::Merge, patch);
       std::cout << fmt::format("{}/{} {}", api::kind_resource_name(job.kind), name,
                                suspend ? "suspended" : "resumed")
                 << '\n';

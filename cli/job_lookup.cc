@@ -6,24 +6,13 @@
 #include <algorithm>
 #include <tuple>
 
+#include "controller/objects.h"
 #include "error.h"
 #include "text.h"
 
 namespace trainctl::cli {
 
 using nlohmann::json;
-
-kube::Resource job_resource(api::JobKind kind) {
-  switch (kind) {
-    case api::JobKind::TFJob:
-      return kube::resources::tfjobs();
-    case api::JobKind::PyTorchJob:
-      return kube::resources::pytorchjobs();
-    case api::JobKind::MPIJob:
-      break;
-  }
-  return kube::resources::mpijobs();
-}
 
 api::JobKind parse_kind_flag(std::string_view value) {
   const std::string lower = to_lower(value);
@@ -42,7 +31,7 @@ FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view na
   for (const auto& info : api::job_kinds()) {
     if (kind && *kind != info.kind)
       continue;
-    const kube::Resource resource = job_resource(info.kind);
+    const kube::Resource resource = controller::job_kind_resource(info.kind);
     try {
       found.push_back({info.kind, client.get(resource, ns, name)});
     } catch (const Error& e) {
@@ -79,7 +68,7 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
   for (const auto& info : api::job_kinds()) {
     if (kind && *kind != info.kind)
       continue;
-    const kube::Resource resource = job_resource(info.kind);
+    const kube::Resource resource = controller::job_kind_resource(info.kind);
     json list;
     try {
       list = client.list_all(resource, ns, {.label_selector = label_selector});

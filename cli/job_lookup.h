@@ -19,7 +19,6 @@ struct FoundJob {
   api::JobKind kind;
   nlohmann::json object;
 };
-kube::Resource job_resource(api::JobKind kind);
 api::JobKind parse_kind_flag(std::string_view value);
 /// NotFound when no kind has it (with `trainctl install` advice when --kind names an unserved
 /// kind), Usage when several kinds do.

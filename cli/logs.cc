@@ -9,6 +9,7 @@
 
 #include "api/status.h"
 #include "commands.h"
+#include "controller/objects.h"
 #include "docs.h"
 #include "error.h"
 #include "job_follow.h"
@@ -78,7 +79,7 @@ struct LogsOptions {
     PodWatch pods(*client, selection.ns, job);
     LogFollower follower(*client, selection, out, pods);
     pods.start();
-    watch_job(*client, job_resource(found.kind), selection.ns, job, std::nullopt,
+    watch_job(*client, controller::job_kind_resource(found.kind), selection.ns, job, std::nullopt,
               [](const json* j) { return j != nullptr && !job_finished(*j); });
     follower.drain(kDrainGrace);
     pods.stop();

@@ -17,6 +17,7 @@
 #include "api/status.h"
 #include "api/validation.h"
 #include "commands.h"
+#include "controller/objects.h"
 #include "docs.h"
 #include "error.h"
 #include "job_follow.h"
@@ -163,7 +164,7 @@ struct WriteFlags {
     }
     std::set<std::string> checked;
     for (const auto& job : jobs) {
-      const kube::Resource r = job_resource(kind_of(job));
+      const kube::Resource r = controller::job_kind_resource(kind_of(job));
       if (checked.insert(r.plural).second)
         client->require_served(r);
     }
@@ -176,7 +177,7 @@ struct WriteFlags {
       const std::string name = metadata_string(jobs[i], "name");
       if (name.empty())
         continue;
-      const kube::Resource r = job_resource(kind_of(jobs[i]));
+      const kube::Resource r = controller::job_kind_resource(kind_of(jobs[i]));
       try {
         live[i] = client->get(r, metadata_string(jobs[i], "namespace"), name);
       } catch (const Error& e) {
@@ -194,7 +195,7 @@ struct WriteFlags {
     const kube::WriteOptions options{.dry_run = server_dry_run, .field_manager = "trainctl"};
     std::vector<json> written;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-      const kube::Resource r = job_resource(kind_of(jobs[i]));
+      const kube::Resource r = controller::job_kind_resource(kind_of(jobs[i]));
       const std::string ns = metadata_string(jobs[i], "namespace");
       std::string verb = "created";
       json result;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "api/status.h"
+#include "controller/objects.h"
 #include "error.h"
 #include "job_follow.h"
 #include "job_lookup.h"
@@ -104,17 +105,17 @@ class JobRun {
         }
       });
     }
-    finished_ =
-        watch_job(client_, job_resource(kind_), ns_, name_, deadline, [this](const json* j) {
-          std::lock_guard lock(mu_);
-          if (j == nullptr) {
-            deleted_ = true;
-            return false;
-          }
-          job_ = *j;
-          show_progress_locked();
-          return !job_finished(job_);
-        });
+    finished_ = watch_job(client_, controller::job_kind_resource(kind_), ns_, name_, deadline,
+                          [this](const json* j) {
+                            std::lock_guard lock(mu_);
+                            if (j == nullptr) {
+                              deleted_ = true;
+                              return false;
+                            }
+                            job_ = *j;
+                            show_progress_locked();
+                            return !job_finished(job_);
+                          });
     finished_ = finished_ && !deleted_;
     if (finished_) {
       for (const auto& pod : pods_.pods())  // quickly, before cleanPodPolicy deletes them

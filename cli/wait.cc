@@ -12,6 +12,7 @@
 
 #include "api/status.h"
 #include "commands.h"
+#include "controller/objects.h"
 #include "docs.h"
 #include "error.h"
 #include "job_follow.h"
@@ -138,7 +139,7 @@ struct WaitOptions {
       if (target != WaitFor::Created && !kind)
         throw;
       if (target != WaitFor::Created) {  // kubectl's wording
-        const kube::Resource r = job_resource(*kind);
+        const kube::Resource r = controller::job_kind_resource(*kind);
         throw Error(ErrorKind::NotFound,
                     fmt::format("{}.{} {:?} not found", r.plural, r.group, job), 404);
       }
@@ -149,7 +150,7 @@ struct WaitOptions {
                                 job));
       }
     }
-    const kube::Resource resource = job_resource(*found_kind);
+    const kube::Resource resource = controller::job_kind_resource(*found_kind);
     std::optional<std::chrono::steady_clock::time_point> deadline;
     if (wait_for)
       deadline = std::chrono::steady_clock::now() + *wait_for;
