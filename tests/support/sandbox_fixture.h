@@ -89,8 +89,6 @@ class LocalSandbox {
   std::unique_ptr<kube::Client> client_;
 };
 
-/// Plain HTTP requests to a sandbox with the admin certificate, for what kube::Client has no verb
-/// for (raw discovery documents, unusual methods and content types, /sandbox/faults).
 /// Creates the Kubeflow and Volcano CRDs shipped under packaging/crds (what `trainctl install`
 /// will apply) and waits until each is served.
 inline void install_training_crds(kube::Client& client) {
@@ -106,6 +104,8 @@ inline void install_training_crds(kube::Client& client) {
   }
 }
 
+/// Plain HTTP requests to a sandbox with the admin certificate, for what kube::Client has no verb
+/// for (raw discovery documents, unusual methods and content types, /sandbox/faults).
 class RawSandboxHttp {
  public:
   explicit RawSandboxHttp(const kube::RestConfig& config)
