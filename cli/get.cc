@@ -13,6 +13,7 @@
 #include "job_lookup.h"
 #include "printer.h"
 #include "text.h"
+#include "yaml_json.h"
 
 namespace trainctl::cli {
 namespace {
@@ -20,13 +21,6 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxEvents = 10;
-
-std::string str(const json& object, const json::json_pointer& path) {
-  if (!object.contains(path))
-    return "";
-  const json& v = object.at(path);
-  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
-}
 
 std::string or_none(std::string s) {
   return s.empty() ? "<none>" : s;
@@ -154,8 +148,8 @@ struct GetOptions {
       const json& meta = pod["metadata"];
       table.rows.push_back(
           {replica_name(pod), meta.value("name", ""),
-           or_none(str(pod, "/status/phase"_json_pointer)),
-           or_none(str(pod, "/spec/nodeName"_json_pointer)), std::to_string(restarts(pod)),
+           or_none(string_at(pod, "/status/phase"_json_pointer)),
+           or_none(string_at(pod, "/spec/nodeName"_json_pointer)), std::to_string(restarts(pod)),
            exit_code_of(pod),
            api::human_duration_or_none(api::age_of(meta.value("creationTimestamp", json()), now))});
     }
@@ -172,9 +166,9 @@ struct GetOptions {
       return;
     }
     Table table{{"NAME", "PHASE", "MIN-MEMBER", "QUEUE"}, {}};
-    table.rows.push_back({job, or_none(str(group, "/status/phase"_json_pointer)),
-                          or_none(str(group, "/spec/minMember"_json_pointer)),
-                          or_none(str(group, "/spec/queue"_json_pointer))});
+    table.rows.push_back({job, or_none(string_at(group, "/status/phase"_json_pointer)),
+                          or_none(string_at(group, "/spec/minMember"_json_pointer)),
+                          or_none(string_at(group, "/spec/queue"_json_pointer))});
     print_section(std::cout, "PodGroup", table);
   }
 
@@ -189,8 +183,8 @@ struct GetOptions {
     for (const auto& e : events) {
       table.rows.push_back(
           {e.value("type", ""), e.value("reason", ""),
-           fmt::format("{}/{}", to_lower(str(e, "/involvedObject/kind"_json_pointer)),
-                       str(e, "/involvedObject/name"_json_pointer)),
+           fmt::format("{}/{}", to_lower(string_at(e, "/involvedObject/kind"_json_pointer)),
+                       string_at(e, "/involvedObject/name"_json_pointer)),
            api::human_duration_or_none(api::age_of(event_time(e), now)), e.value("message", "")});
     }
     print_section(std::cout, "Events", table);

@@ -15,6 +15,7 @@
 #include "job_follow.h"
 #include "job_lookup.h"
 #include "text.h"
+#include "yaml_json.h"
 
 namespace trainctl::cli {
 namespace {
@@ -45,12 +46,6 @@ json get_or_null(kube::Client& client, const kube::Resource& r, std::string_view
   }
 }
 
-std::string str(const json& object, const json::json_pointer& path) {
-  if (!object.contains(path) || !object.at(path).is_string())
-    return "";
-  return object.at(path).get<std::string>();
-}
-
 /// The job's current status condition as `Running (TFJobRunning: message)`.
 std::string status_line(const json& job) {
   const std::string status = api::job_status(job);
@@ -68,10 +63,10 @@ std::string status_line(const json& job) {
 }
 
 void queue_findings(const json& queue, const json& podgroup, std::vector<Finding>& findings) {
-  const std::string name = str(queue, "/metadata/name"_json_pointer);
-  std::string state = str(queue, "/status/state"_json_pointer);
+  const std::string name = string_at(queue, "/metadata/name"_json_pointer);
+  std::string state = string_at(queue, "/status/state"_json_pointer);
   if (state.empty())
-    state = str(queue, "/spec/state"_json_pointer);
+    state = string_at(queue, "/spec/state"_json_pointer);
   if (state == "Closed" || state == "Closing") {
     findings.push_back({1, fmt::format("queue {:?} is {}: it admits no new jobs (reopen it, or "
                                        "submit to another queue)",
@@ -104,10 +99,10 @@ void queue_findings(const json& queue, const json& podgroup, std::vector<Finding
 }
 
 void podgroup_findings(const json& podgroup, std::vector<Finding>& findings) {
-  const std::string phase = str(podgroup, "/status/phase"_json_pointer);
+  const std::string phase = string_at(podgroup, "/status/phase"_json_pointer);
   if (phase == "Running" || phase == "Completed")
     return;
-  const std::string name = str(podgroup, "/metadata/name"_json_pointer);
+  const std::string name = string_at(podgroup, "/metadata/name"_json_pointer);
   bool explained = false;
   for (const auto& c :
        podgroup.value("status", json::object()).value("conditions", json::array())) {
@@ -129,7 +124,7 @@ void podgroup_findings(const json& podgroup, std::vector<Finding>& findings) {
 void pod_findings(const std::vector<json>& pods, std::vector<Finding>& findings) {
   for (const auto& pod : pods) {
     const std::string replica = replica_name(pod);
-    const std::string pod_name = str(pod, "/metadata/name"_json_pointer);
+    const std::string pod_name = string_at(pod, "/metadata/name"_json_pointer);
     const json status = pod.value("status", json::object());
     for (const auto& c : status.value("conditions", json::array())) {
       if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
@@ -238,7 +233,7 @@ struct WhyOptions {
     std::string queue_name = api::job_queue(j);
     if (podgroup.is_object()) {
       podgroup_findings(podgroup, findings);
-      if (const std::string q = str(podgroup, "/spec/queue"_json_pointer); !q.empty())
+      if (const std::string q = string_at(podgroup, "/spec/queue"_json_pointer); !q.empty())
         queue_name = q;
     }
     if (!queue_name.empty()) {
@@ -252,14 +247,15 @@ struct WhyOptions {
     missing_pod_findings(j, pods, findings);
     std::vector<std::string> names{job};
     for (const auto& pod : pods)
-      names.push_back(str(pod, "/metadata/name"_json_pointer));
+      names.push_back(string_at(pod, "/metadata/name"_json_pointer));
     for (const auto& e : recent_events(client, namespace_, names, kMaxEvents)) {
       if (e.value("type", "") != "Warning")
         continue;
       findings.push_back(
-          {5, fmt::format("event {} on {}/{}: {}", e.value("reason", ""),
-                          to_lower(str(e, "/involvedObject/kind"_json_pointer)),
-                          str(e, "/involvedObject/name"_json_pointer), e.value("message", ""))});
+          {5,
+           fmt::format("event {} on {}/{}: {}", e.value("reason", ""),
+                       to_lower(string_at(e, "/involvedObject/kind"_json_pointer)),
+                       string_at(e, "/involvedObject/name"_json_pointer), e.value("message", ""))});
     }
     return findings;
   }

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "controller/cluster_env.h"
+#include "controller/gang.h"
 #include "controller/objects.h"
 #include "text.h"
 
@@ -12,7 +13,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kNetworkModeAnnotation = "kubedl.io/network-mode";
-constexpr std::string_view kGroupNameAnnotation = "scheduling.k8s.io/group-name";
 constexpr std::string_view kVolcanoTaskSpecAnnotation = "volcano.sh/task-spec";
 constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";
 constexpr std::string_view kIstioConfigAnnotation = "proxy.istio.io/config";
@@ -189,7 +189,7 @@ void decorate_pod_template(json& pod_template, std::string_view job_name,
     meta["annotations"][std::string(kIstioConfigAnnotation)] = kIstioHoldConfig;
   if (options.gang_scheduler == GangScheduler::None)
     return;
-  meta["annotations"][std::string(kGroupNameAnnotation)] = job_name;
+  meta["annotations"][std::string(group_name_annotation)] = job_name;
   const bool scheduler_named = !spec.value("schedulerName", "").empty();
   if (options.gang_scheduler == GangScheduler::Volcano) {
     meta["annotations"][std::string(kVolcanoTaskSpecAnnotation)] = to_lower(replica_type);
