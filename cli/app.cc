@@ -1,6 +1,10 @@
 #include "app.h"
 
+#include <iostream>
+
 #include "commands.h"
+#include "error.h"
+#include "run.h"
 
 namespace trainctl::cli {
 
@@ -31,6 +35,21 @@ Application make_application() {
   add_install_command(app, flags);
   add_completion_command(app, flags);
   return result;
+}
+
+int run(int argc, char** argv) {
+  Application application = make_application();
+  CLI::App& app = *application.app;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : exit_code(ErrorKind::Usage);
+  } catch (const Error& e) {
+    std::cerr << "trainctl: " << e.what() << '\n';
+    return exit_code(e.kind());
+  }
+  return 0;
 }
 
 }  // namespace trainctl::cli

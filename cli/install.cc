@@ -12,6 +12,7 @@
 #include "error.h"
 #include "install_manifests.h"
 #include "job_follow.h"
+#include "json_access.h"
 #include "printer.h"
 
 namespace trainctl::cli {
@@ -19,13 +20,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-std::string name_of(const json& object) {
-  return object["metadata"].value("name", "");
-}
-std::string namespace_of(const json& object) {
-  return object["metadata"].value("namespace", "");
-}
 
 /// Polls `done` every 200 ms until it holds; Error(WaitTimeout) naming `what` at `deadline`.
 void wait_for(const std::function<bool()>& done, Clock::time_point deadline,

@@ -7,6 +7,7 @@
 
 #include "api/manifest.h"
 #include "error.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::cli {
@@ -28,10 +29,6 @@ const std::array<kube::Resource, 9>& packaged_kinds() {
       {"apps", "v1", "deployments", true, "Deployment"},
   }};
   return kinds;
-}
-
-std::string name_of(const json& object) {
-  return object.value("metadata", json::object()).value("name", "");
 }
 
 /// The position of the object's kind in packaged_kinds().

@@ -164,6 +164,9 @@ class LogFollower {
   /// Waits until every stream has ended (its pod finished or is gone), at most `grace`: after a
   /// job has finished, a replica that never ends (a PS) or never starts does not hold it up.
   void drain(std::chrono::milliseconds grace);
+  /// The grace `logs -f` and `submit --logs` give the streams after the job finished: a replica
+  /// that never ends by itself (a parameter server) does not hold them up for longer.
+  static constexpr std::chrono::seconds kDrainGrace{3};
   /// Ends every stream now.
   void stop();
 

@@ -21,10 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-/// After the job finished, how long the streams may take to deliver their last lines: a replica
-/// that never ends by itself (a parameter server) does not hold `logs -f` up for longer.
-constexpr std::chrono::seconds kDrainGrace{3};
-
 struct LogsOptions {
   std::string job;
   std::string kind_flag;
@@ -81,7 +77,7 @@ struct LogsOptions {
     pods.start();
     watch_job(*client, controller::job_kind_resource(found.kind), selection.ns, job, std::nullopt,
               [](const json* j) { return j != nullptr && !job_finished(*j); });
-    follower.drain(kDrainGrace);
+    follower.drain(LogFollower::kDrainGrace);
     pods.stop();
     follower.stop();
   }

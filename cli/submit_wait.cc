@@ -25,7 +25,6 @@ namespace {
 using nlohmann::json;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-constexpr std::chrono::seconds kDrainGrace{3};
 constexpr std::size_t kFailureTailLines = 20;
 constexpr std::size_t kMaxEvents = 20;
 
@@ -122,7 +121,7 @@ class JobRun {
         record(pod, /*now=*/true);
     }
     if (follower)
-      follower->drain(kDrainGrace);
+      follower->drain(LogFollower::kDrainGrace);
     ticker = {};
     pods_.stop();
     if (follower)

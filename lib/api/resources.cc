@@ -3,19 +3,12 @@
 #include <algorithm>
 
 #include "api/quantity.h"
+#include "json_access.h"
 
 namespace trainctl::api {
 namespace {
 
 using nlohmann::json;
-
-const json& member(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object())
-    return kNull;
-  const auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
 
 void max_into(ResourceList& into, const ResourceList& other) {
   for (const auto& [name, value] : other)

@@ -7,25 +7,13 @@
 #include <cctype>
 
 #include "api/quantity.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::api {
 namespace {
 
 using nlohmann::json;
-
-const json& member(const json& object, std::string_view key) {
-  static const json kNull;
-  if (!object.is_object())
-    return kNull;
-  const auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
-
-std::string string_member(const json& object, std::string_view key) {
-  const json& v = member(object, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
 
 int int_member(const json& object, std::string_view key, int fallback) {
   const json& v = member(object, key);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -68,11 +70,14 @@ class Expectations {
     pending_[key] = Pending{std::move(names), deadline};
   }
   // The job was written and the server returned `version`: expect the cache to show it, unless
-  // the informer already did (its event may arrive before the write returns).
+  // the informer already did. Its event may arrive before the write returns, and so may a later
+  // one (a user's edit right after our status write): every recent version counts, not just the
+  // newest, or the reconcile would wait for an event already delivered until the deadline.
   void expect_job_version(const std::string& key, const std::string& version,
                           std::chrono::steady_clock::time_point deadline) {
     std::lock_guard lock(mutex_);
-    if (seen_job_version_[key] == version)
+    const auto& seen = seen_job_versions_[key];
+    if (std::find(seen.begin(), seen.end(), version) != seen.end())
       return;
     Pending& pending = pending_[key];
     pending.names.insert(job_version_name(version));
@@ -81,14 +86,17 @@ class Expectations {
   void observe_job_version(const std::string& key, const std::string& version) {
     {
       std::lock_guard lock(mutex_);
-      seen_job_version_[key] = version;
+      auto& seen = seen_job_versions_[key];
+      seen.push_back(version);
+      if (seen.size() > kRecentJobVersions)
+        seen.pop_front();
     }
     observe(key, job_version_name(version));
   }
   void forget(const std::string& key) {
     std::lock_guard lock(mutex_);
     pending_.erase(key);
-    seen_job_version_.erase(key);
+    seen_job_versions_.erase(key);
   }
   // The cache showed `name` (created) or lost it (deleted).
   void observe(const std::string& key, const std::string& name) {
@@ -118,7 +126,10 @@ class Expectations {
   };
   std::mutex mutex_;
   std::map<std::string, Pending> pending_;
-  std::map<std::string, std::string> seen_job_version_;
+  /// Job versions the informer delivered, newest last, per job: more than a reconcile's writes
+  /// plus the edits that can land while they are in flight.
+  static constexpr std::size_t kRecentJobVersions = 16;
+  std::map<std::string, std::deque<std::string>> seen_job_versions_;
 };
 
 std::string owned_name(const kube::Resource& r, const json& object) {

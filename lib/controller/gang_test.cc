@@ -27,7 +27,7 @@ json replica(int replicas, json containers) {
           {"template", {{"spec", {{"containers", std::move(containers)}}}}}};
 }
 
-json tf_job(json replica_specs, json scheduling_policy = json()) {
+json tf_job_of(json replica_specs, json scheduling_policy = json()) {
   json job = {{"apiVersion", "kubeflow.org/v1"},
               {"kind", "TFJob"},
               {"metadata", {{"name", "mnist"}, {"namespace", "team-a"}, {"uid", "uid-1"}}},
@@ -39,8 +39,8 @@ json tf_job(json replica_specs, json scheduling_policy = json()) {
 
 TEST(PodGroupTest, NamedOwnedAndSizedLikeTheJob) {
   const json gpu_worker = container("tensorflow", {{"limits", {{"nvidia.com/gpu", 8}}}});
-  const json group = pod_group(tf_job({{"PS", replica(1, {container("tensorflow", json())})},
-                                       {"Worker", replica(4, {gpu_worker})}}));
+  const json group = pod_group(tf_job_of({{"PS", replica(1, {container("tensorflow", json())})},
+                                          {"Worker", replica(4, {gpu_worker})}}));
   EXPECT_EQ(group["apiVersion"], "scheduling.volcano.sh/v1beta1");
   EXPECT_EQ(group["kind"], "PodGroup");
   EXPECT_EQ(group["metadata"]["name"], "mnist");
@@ -61,9 +61,9 @@ TEST(PodGroupTest, MinResourcesCountTheFirstMinMemberPodsInReplicaTypeOrder) {
   const json worker = container("tensorflow", {{"requests", {{"cpu", "500m"}}},
                                                {"limits", {{"cpu", "1"}, {"memory", "1Gi"}}}});
   const json sidecar = container("logger", {{"requests", {{"cpu", "250m"}, {"memory", "512Mi"}}}});
-  const json group =
-      pod_group(tf_job({{"Worker", replica(10, {worker, sidecar})}, {"Chief", replica(1, {chief})}},
-                       {{"minAvailable", 3}, {"queue", "team-a"}, {"priorityClass", "high"}}));
+  const json group = pod_group(
+      tf_job_of({{"Worker", replica(10, {worker, sidecar})}, {"Chief", replica(1, {chief})}},
+                {{"minAvailable", 3}, {"queue", "team-a"}, {"priorityClass", "high"}}));
   EXPECT_EQ(group["spec"]["minMember"], 3);
   EXPECT_EQ(group["spec"]["queue"], "team-a");
   EXPECT_EQ(group["spec"]["priorityClassName"], "high");
@@ -72,8 +72,9 @@ TEST(PodGroupTest, MinResourcesCountTheFirstMinMemberPodsInReplicaTypeOrder) {
 }
 
 TEST(PodGroupTest, SchedulingPolicyMinResourcesAreTakenAsGiven) {
-  const json group = pod_group(tf_job({{"Worker", replica(2, {container("tensorflow", json())})}},
-                                      {{"minResources", {{"nvidia.com/gpu", "16"}}}}));
+  const json group =
+      pod_group(tf_job_of({{"Worker", replica(2, {container("tensorflow", json())})}},
+                          {{"minResources", {{"nvidia.com/gpu", "16"}}}}));
   EXPECT_EQ(group["spec"]["minResources"], json({{"nvidia.com/gpu", "16"}}));
   EXPECT_EQ(group["spec"]["minMember"], 2);
 }

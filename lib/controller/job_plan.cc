@@ -11,6 +11,7 @@
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
 #include "error.h"
+#include "json_access.h"
 
 namespace trainctl::controller {
 namespace {
@@ -20,14 +21,6 @@ using nlohmann::json;
 /// The operator's exit code for a pod whose default container has not terminated; being ≥ 128 it
 /// counts as retryable under ExitCode, as in the operator.
 constexpr int kUnknownExitCode = 0xbeef;
-
-const json& object_member(const json& parent, std::string_view key) {
-  static const json empty = json::object();
-  if (!parent.is_object())
-    return empty;
-  const auto it = parent.find(key);
-  return it != parent.end() && it->is_object() ? *it : empty;
-}
 
 std::string label(const json& object, std::string_view key) {
   return object_member(object_member(object, "metadata"), "labels").value(std::string(key), "");

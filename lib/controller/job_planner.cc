@@ -8,6 +8,7 @@
 #include "controller/gang.h"
 #include "controller/job_status.h"
 #include "controller/objects.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::controller {
@@ -16,18 +17,6 @@ namespace {
 using nlohmann::json;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
-
-const json& object_member(const json& parent, std::string_view key) {
-  static const json empty = json::object();
-  if (!parent.is_object())
-    return empty;
-  const auto it = parent.find(key);
-  return it != parent.end() && it->is_object() ? *it : empty;
-}
-
-std::string name_of(const json& object) {
-  return object_member(object, "metadata").value("name", "");
-}
 
 bool uses_pod_groups(GangScheduler scheduler) {
   return scheduler == GangScheduler::Builtin || scheduler == GangScheduler::Volcano;

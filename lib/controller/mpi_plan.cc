@@ -6,15 +6,12 @@
 #include "controller/mpi.h"
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
+#include "json_access.h"
 
 namespace trainctl::controller {
 namespace {
 
 using nlohmann::json;
-
-std::string name_of(const json& object) {
-  return object.value("metadata", json::object()).value("name", "");
-}
 
 const json* find_named(const std::vector<json>& objects, const std::string& name) {
   for (const json& object : objects) {

@@ -5,6 +5,7 @@
 #include "controller/cluster_env.h"
 #include "controller/gang.h"
 #include "controller/objects.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::controller {
@@ -19,18 +20,6 @@ constexpr std::string_view kIstioConfigAnnotation = "proxy.istio.io/config";
 constexpr std::string_view kIstioHoldConfig = R"({"holdApplicationUntilProxyStarts": true})";
 constexpr int kHostPortBase = 20000;
 constexpr int kHostPortRange = 10000;
-
-const json& empty_object() {
-  static const json empty = json::object();
-  return empty;
-}
-
-const json& object_member(const json& parent, std::string_view key) {
-  if (!parent.is_object())
-    return empty_object();
-  const auto it = parent.find(key);
-  return it != parent.end() && it->is_object() ? *it : empty_object();
-}
 
 const api::JobKindInfo& info_of(const json& job) {
   return api::job_kind_info(

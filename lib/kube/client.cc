@@ -49,14 +49,14 @@ bool is_success(int status) {
 }
 
 /// The namespace to address: the caller's, else the object's own.
-std::string namespace_of(std::string_view ns, const json& object) {
+std::string target_namespace(std::string_view ns, const json& object) {
   if (!ns.empty())
     return std::string(ns);
   const auto& meta = object.value("metadata", json::object());
   return meta.value("namespace", "");
 }
 
-std::string name_of(const json& object) {
+std::string required_name_of(const json& object) {
   const auto& meta = object.value("metadata", json::object());
   std::string name = meta.value("name", "");
   if (name.empty())
@@ -181,7 +181,7 @@ json Client::create(const Resource& r, std::string_view ns, const json& object,
   q.add_if(options.dry_run, "dryRun", "All")
       .add_if(!options.field_manager.empty(), "fieldManager", options.field_manager);
   return json_call(
-      json_request("POST", resource_path(r, namespace_of(ns, object)) + q.encode(), &object),
+      json_request("POST", resource_path(r, target_namespace(ns, object)) + q.encode(), &object),
       false);
 }
 
@@ -190,7 +190,7 @@ json Client::update(const Resource& r, std::string_view ns, const json& object,
   Query q;
   q.add_if(options.dry_run, "dryRun", "All")
       .add_if(!options.field_manager.empty(), "fieldManager", options.field_manager);
-  const std::string path = resource_path(r, namespace_of(ns, object), name_of(object));
+  const std::string path = resource_path(r, target_namespace(ns, object), required_name_of(object));
   return json_call(json_request("PUT", path + q.encode(), &object), false);
 }
 
@@ -199,7 +199,8 @@ json Client::update_status(const Resource& r, std::string_view ns, const json& o
   Query q;
   q.add_if(options.dry_run, "dryRun", "All")
       .add_if(!options.field_manager.empty(), "fieldManager", options.field_manager);
-  const std::string path = resource_path(r, namespace_of(ns, object), name_of(object), "status");
+  const std::string path =
+      resource_path(r, target_namespace(ns, object), required_name_of(object), "status");
   return json_call(json_request("PUT", path + q.encode(), &object), false);
 }
 

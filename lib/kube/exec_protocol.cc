@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "error.h"
+#include "json_access.h"
 
 namespace trainctl::kube {
 namespace {
@@ -18,11 +19,6 @@ constexpr std::size_t kStdinChunk = std::size_t{32} * 1024;
   throw Error(ErrorKind::Protocol, "exec: " + std::move(message));
 }
 
-std::string string_field(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // The exit code a NonZeroExitCode Status carries in details.causes[] (reason "ExitCode").
 int exit_code_cause(const json& status) {
   const json* causes = nullptr;
@@ -33,9 +29,9 @@ int exit_code_cause(const json& status) {
   if (causes == nullptr)
     protocol_error("a NonZeroExitCode status without details.causes");
   for (const json& cause : *causes) {
-    if (!cause.is_object() || string_field(cause, "reason") != "ExitCode")
+    if (!cause.is_object() || string_member(cause, "reason") != "ExitCode")
       continue;
-    const std::string text = string_field(cause, "message");
+    const std::string text = string_member(cause, "message");
     int code = -1;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), code);
     if (ec != std::errc() || ptr != text.data() + text.size() || code < 0) {
@@ -87,13 +83,13 @@ std::string encode_close_stdin() {
 int exit_code_from_status(const json& status) {
   if (!status.is_object())
     protocol_error("the error channel carried no Status object");
-  const std::string outcome = string_field(status, "status");
+  const std::string outcome = string_member(status, "status");
   if (outcome == "Success")
     return 0;
   if (outcome != "Failure") {
     protocol_error(fmt::format("the error channel carried status {:?}", outcome));
   }
-  if (string_field(status, "reason") == "NonZeroExitCode")
+  if (string_member(status, "reason") == "NonZeroExitCode")
     return exit_code_cause(status);
   int code = 0;
   if (auto it = status.find("code"); it != status.end() && it->is_number_integer()) {

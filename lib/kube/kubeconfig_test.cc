@@ -30,13 +30,6 @@ KubeconfigViewOptions view_options(bool minify, std::string context = "", bool r
   return options;
 }
 
-/// The message of the Error(Config) that `f` throws.
-std::string config_error(const std::function<void()>& f) {
-  const Error e = testing::expect_error(f);
-  EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
-  return e.message();
-}
-
 class KubeconfigTest : public ::testing::Test {
  protected:
   KubeconfigTest() {
@@ -59,7 +52,7 @@ class KubeconfigTest : public ::testing::Test {
   }
 
   std::string resolve_error(const std::string& yaml, ConfigOverrides o = {}) {
-    return config_error([&] { resolve(yaml, o); });
+    return testing::config_error([&] { resolve(yaml, o); });
   }
 
   void make_in_cluster(const std::string& host = "10.96.0.1", const std::string& port = "443") {
@@ -110,7 +103,7 @@ TEST_F(KubeconfigTest, ExplicitKubeconfigIsTheOnlyFileSearched) {
 TEST_F(KubeconfigTest, MissingExplicitKubeconfigIsAnErrorNamingIt) {
   ConfigOverrides o;
   o.kubeconfig = (dir_.path() / "nope.yaml").string();
-  EXPECT_THAT(config_error([&] { resolve_rest_config(o, env_); }),
+  EXPECT_THAT(testing::config_error([&] { resolve_rest_config(o, env_); }),
               HasSubstr((dir_.path() / "nope.yaml").string()));
 }
 
@@ -720,11 +713,12 @@ TEST_F(KubeconfigTest, EmptyKubeconfigFileFallsBackToInCluster) {
 TEST_F(KubeconfigTest, InClusterNeedsTheTokenFile) {
   make_in_cluster();
   fs::remove(dir_.path() / "sa/token");
-  EXPECT_THAT(config_error([&] { resolve_rest_config({}, env_); }), HasSubstr("no configuration"));
+  EXPECT_THAT(testing::config_error([&] { resolve_rest_config({}, env_); }),
+              HasSubstr("no configuration"));
 }
 
 TEST_F(KubeconfigTest, NoConfigurationAnywhereIsAnError) {
-  EXPECT_EQ(config_error([&] { resolve_rest_config({}, env_); }),
+  EXPECT_EQ(testing::config_error([&] { resolve_rest_config({}, env_); }),
             "no configuration: set --kubeconfig, $KUBECONFIG or ~/.kube/config, or run inside a "
             "cluster (try `trainctl sandbox up`)");
 }
@@ -764,7 +758,8 @@ TEST(RequestTimeoutTest, ParsesSecondsAndGoDurations) {
 
 TEST(RequestTimeoutTest, RejectsGarbage) {
   for (const char* bad : {"abc", "-1s", "10x", "1.2.3s", "s", "30 s"}) {
-    EXPECT_THAT(config_error([&] { parse_request_timeout(bad); }), HasSubstr("--request-timeout"))
+    EXPECT_THAT(testing::config_error([&] { parse_request_timeout(bad); }),
+                HasSubstr("--request-timeout"))
         << bad;
   }
 }
@@ -954,7 +949,7 @@ TEST_F(KubeconfigTest, UseContextWritesTheFirstFileWhenNoneSetsCurrentContext) {
 TEST_F(KubeconfigTest, UseContextRejectsUnknownContexts) {
   dir_.write("first", "current-context: a\ncontexts: [{name: a, context: {cluster: c}}]\n");
   use_kubeconfigs({"first"});
-  EXPECT_THAT(config_error([&] { use_context(load_kubeconfig({}, env_), "zzz"); }),
+  EXPECT_THAT(testing::config_error([&] { use_context(load_kubeconfig({}, env_), "zzz"); }),
               HasSubstr("\"zzz\""));
   EXPECT_EQ(load_kubeconfigs({dir_.path() / "first"}).current_context, "a");
 }

@@ -13,6 +13,7 @@
 #include "api/quantity.h"
 #include "api/resources.h"
 #include "error.h"
+#include "json_access.h"
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
@@ -48,29 +49,16 @@ constexpr int kLastPodHost = 254;
 /// Thrown inside Store::modify to skip a write that is no longer wanted or would change nothing.
 struct SkipWrite {};
 
-const json& field(const json& object, std::string_view key) {
-  static const json kNull;
-  if (!object.is_object())
-    return kNull;
-  auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
-
-std::string string_field(const json& object, std::string_view key) {
-  const json& value = field(object, key);
-  return value.is_string() ? value.get<std::string>() : std::string();
-}
-
 std::uint64_t resource_version_of(const json& object) {
-  const std::string rv = string_field(field(object, "metadata"), "resourceVersion");
+  const std::string rv = string_member(member(object, "metadata"), "resourceVersion");
   std::uint64_t value = 0;
   auto [end, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), value);
   return ec == std::errc() && end == rv.data() + rv.size() ? value : 0;
 }
 
 std::string key_of(const json& pod) {
-  const json& metadata = field(pod, "metadata");
-  return string_field(metadata, "namespace") + "/" + string_field(metadata, "name");
+  const json& metadata = member(pod, "metadata");
+  return string_member(metadata, "namespace") + "/" + string_member(metadata, "name");
 }
 
 bool finished(std::string_view phase) {
@@ -112,7 +100,7 @@ bool tolerated(const std::vector<Toleration>& tolerations, const Taint& taint) {
 /// 100m and 200Mi when unset, so that pods without requests still spread.
 Resources score_requests(const json& spec) {
   Resources total;
-  const json& containers = field(spec, "containers");
+  const json& containers = member(spec, "containers");
   if (!containers.is_array())
     return total;
   for (const auto& c : containers) {
@@ -147,38 +135,38 @@ struct PodFacts {
 };
 
 PodFacts facts_of(const json& pod) {
-  const json& metadata = field(pod, "metadata");
-  const json& spec = field(pod, "spec");
+  const json& metadata = member(pod, "metadata");
+  const json& spec = member(pod, "spec");
   PodFacts f;
-  f.ns = string_field(metadata, "namespace");
-  f.name = string_field(metadata, "name");
-  f.uid = string_field(metadata, "uid");
-  f.created = string_field(metadata, "creationTimestamp");
-  f.terminating = !field(metadata, "deletionTimestamp").is_null();
-  f.node_name = string_field(spec, "nodeName");
-  f.scheduler_name = string_field(spec, "schedulerName");
+  f.ns = string_member(metadata, "namespace");
+  f.name = string_member(metadata, "name");
+  f.uid = string_member(metadata, "uid");
+  f.created = string_member(metadata, "creationTimestamp");
+  f.terminating = !member(metadata, "deletionTimestamp").is_null();
+  f.node_name = string_member(spec, "nodeName");
+  f.scheduler_name = string_member(spec, "schedulerName");
   if (f.scheduler_name.empty())
     f.scheduler_name = "default-scheduler";
-  const json& gates = field(spec, "schedulingGates");
+  const json& gates = member(spec, "schedulingGates");
   f.gated = gates.is_array() && !gates.empty();
-  if (field(spec, "priority").is_number_integer())
+  if (member(spec, "priority").is_number_integer())
     f.priority = spec["priority"].get<std::int64_t>();
-  f.phase = string_field(field(pod, "status"), "phase");
+  f.phase = string_member(member(pod, "status"), "phase");
   try {
     f.requests = pod_requests(spec);
     f.score_requests = score_requests(spec);
   } catch (const Error& e) {
     f.invalid = e.message();
   }
-  f.node_selector = field(spec, "nodeSelector");
-  f.required_terms = field(field(field(field(spec, "affinity"), "nodeAffinity"),
-                                 "requiredDuringSchedulingIgnoredDuringExecution"),
-                           "nodeSelectorTerms");
-  const json& tolerations = field(spec, "tolerations");
+  f.node_selector = member(spec, "nodeSelector");
+  f.required_terms = member(member(member(member(spec, "affinity"), "nodeAffinity"),
+                                   "requiredDuringSchedulingIgnoredDuringExecution"),
+                            "nodeSelectorTerms");
+  const json& tolerations = member(spec, "tolerations");
   if (tolerations.is_array()) {
     for (const auto& t : tolerations) {
-      f.tolerations.push_back({string_field(t, "key"), string_field(t, "operator"),
-                               string_field(t, "value"), string_field(t, "effect")});
+      f.tolerations.push_back({string_member(t, "key"), string_member(t, "operator"),
+                               string_member(t, "value"), string_member(t, "effect")});
     }
   }
   return f;
@@ -199,25 +187,25 @@ struct NodeView {
 
 NodeView node_view(const json& node) {
   NodeView view;
-  const json& metadata = field(node, "metadata");
-  view.name = string_field(metadata, "name");
-  const json& labels = field(metadata, "labels");
+  const json& metadata = member(node, "metadata");
+  view.name = string_member(metadata, "name");
+  const json& labels = member(metadata, "labels");
   if (labels.is_object()) {
     for (auto it = labels.begin(); it != labels.end(); ++it) {
       if (it.value().is_string())
         view.labels[it.key()] = it.value().get<std::string>();
     }
   }
-  const json& spec = field(node, "spec");
+  const json& spec = member(node, "spec");
   view.unschedulable =
-      field(spec, "unschedulable").is_boolean() && spec["unschedulable"].get<bool>();
-  const json& taints = field(spec, "taints");
+      member(spec, "unschedulable").is_boolean() && spec["unschedulable"].get<bool>();
+  const json& taints = member(spec, "taints");
   if (taints.is_array()) {
     for (const auto& t : taints)
       view.taints.push_back(
-          {string_field(t, "key"), string_field(t, "value"), string_field(t, "effect")});
+          {string_member(t, "key"), string_member(t, "value"), string_member(t, "effect")});
   }
-  const json& allocatable = field(field(node, "status"), "allocatable");
+  const json& allocatable = member(member(node, "status"), "allocatable");
   if (allocatable.is_object()) {
     for (auto it = allocatable.begin(); it != allocatable.end(); ++it) {
       try {
@@ -232,10 +220,10 @@ NodeView node_view(const json& node) {
 
 bool label_expression_matches(const json& expression,
                               const std::map<std::string, std::string>& labels) {
-  const std::string key = string_field(expression, "key");
-  const std::string op = string_field(expression, "operator");
+  const std::string key = string_member(expression, "key");
+  const std::string op = string_member(expression, "operator");
   std::vector<std::string> values;
-  if (field(expression, "values").is_array()) {
+  if (member(expression, "values").is_array()) {
     for (const auto& v : expression["values"]) {
       if (v.is_string())
         values.push_back(v.get<std::string>());
@@ -287,8 +275,8 @@ bool matches_node(const PodFacts& pod, const NodeView& node) {
     return true;
   const std::map<std::string, std::string> fields = {{"metadata.name", node.name}};
   for (const auto& term : pod.required_terms) {
-    const json& expressions = field(term, "matchExpressions");
-    const json& match_fields = field(term, "matchFields");
+    const json& expressions = member(term, "matchExpressions");
+    const json& match_fields = member(term, "matchFields");
     const bool has_expressions = expressions.is_array() && !expressions.empty();
     const bool has_fields = match_fields.is_array() && !match_fields.empty();
     if (!has_expressions && !has_fields)
@@ -442,7 +430,7 @@ struct SimulatedCluster::Impl {
   /// has already accounted for.
   void upsert_pod(const json& object, bool mark_dirty = true) {
     const std::string key = key_of(object);
-    const std::string uid = string_field(field(object, "metadata"), "uid");
+    const std::string uid = string_member(member(object, "metadata"), "uid");
     const std::uint64_t rv = resource_version_of(object);
     auto it = pods.find(key);
     if (it != pods.end() && it->second.facts.uid != uid) {
@@ -564,7 +552,7 @@ struct SimulatedCluster::Impl {
     // The store may drop status on create, as the API server does for some resources.
     try {
       store.modify(kNodes, "", node.name, WritePart::Status, [&](json& stored) {
-        if (field(field(stored, "status"), "capacity").is_object())
+        if (member(member(stored, "status"), "capacity").is_object())
           throw SkipWrite{};
         stored["status"] = status;
       });
@@ -606,7 +594,7 @@ struct SimulatedCluster::Impl {
     ListPage page = store.list(kNodes, ListRequest{});
     std::set<std::string> present;
     for (const auto& node : page.items)
-      present.insert(string_field(field(node, "metadata"), "name"));
+      present.insert(string_member(member(node, "metadata"), "name"));
     bool registered = false;
     for (auto& node : own_nodes) {
       try {
@@ -643,9 +631,9 @@ struct SimulatedCluster::Impl {
   void set_scheduled_condition(PodEntry& entry, std::string_view status, std::string_view reason,
                                std::string_view message, TimePoint now) {
     // Cheap check first: most passes find the condition as it should be.
-    for (const auto& c : field(field(entry.object, "status"), "conditions")) {
-      if (string_field(c, "type") == "PodScheduled" && string_field(c, "status") == status &&
-          string_field(c, "reason") == reason && string_field(c, "message") == message) {
+    for (const auto& c : member(member(entry.object, "status"), "conditions")) {
+      if (string_member(c, "type") == "PodScheduled" && string_member(c, "status") == status &&
+          string_member(c, "reason") == reason && string_member(c, "message") == message) {
         return;
       }
     }
@@ -659,10 +647,10 @@ struct SimulatedCluster::Impl {
     try {
       json stored =
           store.modify(kPods, entry.facts.ns, entry.facts.name, WritePart::Main, [&](json& pod) {
-            const json& metadata = field(pod, "metadata");
-            if (string_field(metadata, "uid") != uid ||
-                !field(metadata, "deletionTimestamp").is_null() ||
-                !string_field(field(pod, "spec"), "nodeName").empty()) {
+            const json& metadata = member(pod, "metadata");
+            if (string_member(metadata, "uid") != uid ||
+                !member(metadata, "deletionTimestamp").is_null() ||
+                !string_member(member(pod, "spec"), "nodeName").empty()) {
               throw SkipWrite{};
             }
             pod["spec"]["nodeName"] = node;
@@ -794,7 +782,7 @@ struct SimulatedCluster::Impl {
     try {
       json stored =
           store.modify(kPods, entry.facts.ns, entry.facts.name, WritePart::Status, [&](json& pod) {
-            if (string_field(field(pod, "metadata"), "uid") != uid || !change(pod["status"]))
+            if (string_member(member(pod, "metadata"), "uid") != uid || !change(pod["status"]))
               throw SkipWrite{};
           });
       upsert_pod(stored, false);
@@ -898,12 +886,12 @@ struct SimulatedCluster::Impl {
   const SimulatedContainer& pick_container(const PodEntry& entry, const std::string& name,
                                            bool for_exec) const {
     const std::string& pod = entry.facts.name;
-    const json& spec = field(entry.object, "spec");
+    const json& spec = member(entry.object, "spec");
     auto names = [&](const char* list) {
       std::vector<std::string> out;
-      if (field(spec, list).is_array()) {
+      if (member(spec, list).is_array()) {
         for (const auto& c : spec[list])
-          out.push_back(string_field(c, "name"));
+          out.push_back(string_member(c, "name"));
       }
       return out;
     };
@@ -951,12 +939,12 @@ struct SimulatedCluster::Impl {
 
   const json& container_spec(const PodEntry& entry, const std::string& name) const {
     static const json kEmpty = json::object();
-    const json& spec = field(entry.object, "spec");
+    const json& spec = member(entry.object, "spec");
     for (const char* list : {"containers", "initContainers"}) {
-      if (!field(spec, list).is_array())
+      if (!member(spec, list).is_array())
         continue;
       for (const auto& c : spec[list]) {
-        if (string_field(c, "name") == name)
+        if (string_member(c, "name") == name)
           return c;
       }
     }

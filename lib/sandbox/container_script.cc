@@ -9,6 +9,7 @@
 #include <ctime>
 #include <map>
 
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -22,21 +23,8 @@ constexpr milliseconds kMinRestartBackoff{100};
 /// A guard against scripts that would change state forever within one instant.
 constexpr int kMaxChangesPerAdvance = 100'000;
 
-const nlohmann::json& field(const nlohmann::json& object, std::string_view key) {
-  static const nlohmann::json kNull;
-  if (!object.is_object())
-    return kNull;
-  auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
-
-std::string string_field(const nlohmann::json& object, std::string_view key) {
-  const nlohmann::json& value = field(object, key);
-  return value.is_string() ? value.get<std::string>() : std::string();
-}
-
 std::optional<std::string> annotation(const nlohmann::json& pod, const std::string& key) {
-  const nlohmann::json& value = field(field(field(pod, "metadata"), "annotations"), key);
+  const nlohmann::json& value = member(member(member(pod, "metadata"), "annotations"), key);
   if (!value.is_string())
     return std::nullopt;
   return value.get<std::string>();
@@ -44,11 +32,11 @@ std::optional<std::string> annotation(const nlohmann::json& pod, const std::stri
 
 /// A literal env value of the container (valueFrom cannot be resolved here).
 std::optional<std::string> env_value(const nlohmann::json& container, std::string_view name) {
-  const nlohmann::json& env = field(container, "env");
+  const nlohmann::json& env = member(container, "env");
   if (!env.is_array())
     return std::nullopt;
   for (const auto& var : env) {
-    if (string_field(var, "name") == name && field(var, "value").is_string())
+    if (string_member(var, "name") == name && member(var, "value").is_string())
       return var["value"].get<std::string>();
   }
   return std::nullopt;
@@ -98,7 +86,7 @@ std::string shell_quote(const std::string& word) {
 std::string command_line(const nlohmann::json& container) {
   std::vector<std::string> words;
   for (const char* key : {"command", "args"}) {
-    const nlohmann::json& list = field(container, key);
+    const nlohmann::json& list = member(container, key);
     if (!list.is_array())
       continue;
     for (const auto& word : list) {
@@ -107,7 +95,7 @@ std::string command_line(const nlohmann::json& container) {
     }
   }
   if (words.empty())
-    return fmt::format("(entrypoint of {})", string_field(container, "image"));
+    return fmt::format("(entrypoint of {})", string_member(container, "image"));
   return fmt::format("{}", fmt::join(words, " "));
 }
 
@@ -165,7 +153,7 @@ std::string names_list(const std::vector<std::string>& names) {
 
 ContainerScript script_for(const nlohmann::json& pod, const nlohmann::json& container,
                            ContainerRole role, std::chrono::milliseconds default_run_time) {
-  const std::string name = string_field(container, "name");
+  const std::string name = string_member(container, "name");
   ContainerScript script;
   script.command_line = command_line(container);
   const bool runs_until_stopped = role == ContainerRole::Sidecar || name == "istio-proxy";
@@ -204,20 +192,20 @@ ContainerScript script_for(const nlohmann::json& pod, const nlohmann::json& cont
 SimulatedPod::SimulatedPod(const nlohmann::json& pod, TimePoint seen_at,
                            const KubeletTiming& timing)
     : timing_(timing), seen_at_(seen_at), start_at_(seen_at + timing.start_delay) {
-  const nlohmann::json& metadata = field(pod, "metadata");
-  const nlohmann::json& spec = field(pod, "spec");
-  uid_ = string_field(metadata, "uid");
-  name_ = string_field(metadata, "name");
-  namespace_ = string_field(metadata, "namespace");
-  restart_policy_ = string_field(spec, "restartPolicy");
+  const nlohmann::json& metadata = member(pod, "metadata");
+  const nlohmann::json& spec = member(pod, "spec");
+  uid_ = string_member(metadata, "uid");
+  name_ = string_member(metadata, "name");
+  namespace_ = string_member(metadata, "namespace");
+  restart_policy_ = string_member(spec, "restartPolicy");
   if (restart_policy_.empty())
     restart_policy_ = "Always";
-  const nlohmann::json& init = field(spec, "initContainers");
+  const nlohmann::json& init = member(spec, "initContainers");
   const bool has_init = init.is_array() && !init.empty();
   auto add = [&](const nlohmann::json& spec_container, ContainerRole role) {
     SimulatedContainer c;
-    c.name = string_field(spec_container, "name");
-    c.image = string_field(spec_container, "image");
+    c.name = string_member(spec_container, "name");
+    c.image = string_member(spec_container, "image");
     c.role = role;
     c.script = script_for(pod, spec_container, role, timing_.default_run_time);
     c.waiting_reason = has_init ? "PodInitializing" : "ContainerCreating";
@@ -225,11 +213,11 @@ SimulatedPod::SimulatedPod(const nlohmann::json& pod, TimePoint seen_at,
   };
   if (has_init) {
     for (const auto& c : init) {
-      add(c, string_field(c, "restartPolicy") == "Always" ? ContainerRole::Sidecar
-                                                          : ContainerRole::Init);
+      add(c, string_member(c, "restartPolicy") == "Always" ? ContainerRole::Sidecar
+                                                           : ContainerRole::Init);
     }
   }
-  const nlohmann::json& apps = field(spec, "containers");
+  const nlohmann::json& apps = member(spec, "containers");
   if (apps.is_array()) {
     for (const auto& c : apps)
       add(c, ContainerRole::App);
@@ -555,7 +543,7 @@ bool set_pod_condition(nlohmann::json& status, std::string_view type, std::strin
     conditions = nlohmann::json::array();
   nlohmann::json* condition = nullptr;
   for (auto& c : conditions) {
-    if (string_field(c, "type") == type)
+    if (string_member(c, "type") == type)
       condition = &c;
   }
   if (!condition) {
@@ -563,7 +551,7 @@ bool set_pod_condition(nlohmann::json& status, std::string_view type, std::strin
     condition = &conditions.back();
   }
   const nlohmann::json before = *condition;
-  if (string_field(*condition, "status") != value || !condition->contains("lastTransitionTime"))
+  if (string_member(*condition, "status") != value || !condition->contains("lastTransitionTime"))
     (*condition)["lastTransitionTime"] = format_time(now);
   (*condition)["status"] = value;
   auto set_or_erase = [&](const char* key, std::string_view text) {
@@ -652,19 +640,19 @@ std::string basename(std::string_view path) {
 }
 
 std::string hostname_of(const nlohmann::json& pod) {
-  std::string host = string_field(field(pod, "spec"), "hostname");
-  return host.empty() ? string_field(field(pod, "metadata"), "name") : host;
+  std::string host = string_member(member(pod, "spec"), "hostname");
+  return host.empty() ? string_member(member(pod, "metadata"), "name") : host;
 }
 
 /// The container's environment as a shell sees it: literal env values and HOSTNAME.
 std::map<std::string, std::string> environment(const ExecContext& context) {
   std::map<std::string, std::string> env;
   env["HOSTNAME"] = hostname_of(context.pod);
-  const nlohmann::json& vars = field(context.container, "env");
+  const nlohmann::json& vars = member(context.container, "env");
   if (vars.is_array()) {
     for (const auto& var : vars) {
-      if (field(var, "value").is_string())
-        env[string_field(var, "name")] = var["value"].get<std::string>();
+      if (member(var, "value").is_string())
+        env[string_member(var, "name")] = var["value"].get<std::string>();
     }
   }
   return env;
@@ -674,18 +662,18 @@ std::map<std::string, std::string> environment(const ExecContext& context) {
 std::optional<std::string> read_file(const ExecContext& context, std::string_view path) {
   if (path == "/etc/hostname")
     return hostname_of(context.pod) + "\n";
-  const nlohmann::json& mounts = field(context.container, "volumeMounts");
-  const nlohmann::json& volumes = field(field(context.pod, "spec"), "volumes");
+  const nlohmann::json& mounts = member(context.container, "volumeMounts");
+  const nlohmann::json& volumes = member(member(context.pod, "spec"), "volumes");
   if (!mounts.is_array() || !volumes.is_array())
     return std::nullopt;
   const nlohmann::json* best = nullptr;
   std::string best_rel;
   std::size_t best_len = 0;
   for (const auto& mount : mounts) {
-    std::string mount_path = string_field(mount, "mountPath");
+    std::string mount_path = string_member(mount, "mountPath");
     while (mount_path.size() > 1 && mount_path.back() == '/')
       mount_path.pop_back();
-    const std::string sub_path = string_field(mount, "subPath");
+    const std::string sub_path = string_member(mount, "subPath");
     std::string rel;
     if (!sub_path.empty()) {
       if (path != mount_path)
@@ -704,41 +692,41 @@ std::optional<std::string> read_file(const ExecContext& context, std::string_vie
   }
   if (!best)
     return std::nullopt;
-  const std::string volume_name = string_field(*best, "name");
+  const std::string volume_name = string_member(*best, "name");
   for (const auto& volume : volumes) {
-    if (string_field(volume, "name") != volume_name)
+    if (string_member(volume, "name") != volume_name)
       continue;
-    const bool is_secret = field(volume, "secret").is_object();
-    const nlohmann::json& source = is_secret ? volume["secret"] : field(volume, "configMap");
+    const bool is_secret = member(volume, "secret").is_object();
+    const nlohmann::json& source = is_secret ? volume["secret"] : member(volume, "configMap");
     if (!source.is_object())
       return std::nullopt;
     std::string key = best_rel;
-    const nlohmann::json& items = field(source, "items");
+    const nlohmann::json& items = member(source, "items");
     if (items.is_array() && !items.empty()) {
       key.clear();
       for (const auto& item : items) {
-        if (string_field(item, "path") == best_rel)
-          key = string_field(item, "key");
+        if (string_member(item, "path") == best_rel)
+          key = string_member(item, "key");
       }
       if (key.empty())
         return std::nullopt;
     }
-    const std::string object_name = string_field(source, is_secret ? "secretName" : "name");
+    const std::string object_name = string_member(source, is_secret ? "secretName" : "name");
     if (!context.lookup)
       return std::nullopt;
     const std::optional<nlohmann::json> object =
         context.lookup(is_secret ? "secrets" : "configmaps", object_name);
     if (!object)
       return std::nullopt;
-    const nlohmann::json& data = field(*object, "data");
-    if (field(data, key).is_string()) {
+    const nlohmann::json& data = member(*object, "data");
+    if (member(data, key).is_string()) {
       const std::string value = data[key].get<std::string>();
       if (!is_secret)
         return value;
       return base64_decode(value);
     }
-    const nlohmann::json& binary = field(*object, "binaryData");
-    if (!is_secret && field(binary, key).is_string())
+    const nlohmann::json& binary = member(*object, "binaryData");
+    if (!is_secret && member(binary, key).is_string())
       return base64_decode(binary[key].get<std::string>());
     return std::nullopt;
   }
@@ -999,7 +987,7 @@ int run_command(ShellState& shell, const std::vector<std::string>& argv) {
     }
     return status;
   }
-  const bool in_proxy = string_field(shell.context.container, "name") == "istio-proxy";
+  const bool in_proxy = string_member(shell.context.container, "name") == "istio-proxy";
   if (command == "pilot-agent" && in_proxy) {
     if (args.size() == 3 && args[0] == "request" && to_lower(args[1]) == "post" &&
         (args[2] == "quitquitquit" || args[2] == "/quitquitquit")) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/status.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -18,10 +19,6 @@ namespace {
 constexpr std::string_view kRejected =
     "the server rejected our request due to an error in our request";
 
-ApiError bad_request(std::string message) {
-  return ApiError(ErrorKind::BadRequest, 400, "BadRequest", std::move(message));
-}
-
 // errors.NewGenericServerResponse(422, ...) as the patch handler builds it for a JSON patch
 // that does not apply: the generic message, the specifics as a cause.
 [[noreturn]] void patch_does_not_apply(std::string cause) {
@@ -29,13 +26,6 @@ ApiError bad_request(std::string message) {
       ErrorKind::Invalid, 422, "Invalid", std::string(kRejected),
       json{
           {"causes", json::array({{{"reason", "UnexpectedServerResponse"}, {"message", cause}}})}});
-}
-
-std::string str_member(const json& object, std::string_view key) {
-  if (!object.is_object())
-    return "";
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,7 +278,7 @@ void smp_map(json& target, const json& patch, std::vector<std::string>& path);
 void smp_list_by_key(json& target, const json& patch, const std::string& key,
                      std::vector<std::string>& path) {
   for (const auto& element : patch) {
-    if (element.is_object() && str_member(element, "$patch") == "replace") {
+    if (element.is_object() && string_member(element, "$patch") == "replace") {
       target = strip_directives(patch);
       return;
     }
@@ -304,7 +294,7 @@ void smp_list_by_key(json& target, const json& patch, const std::string& key,
     auto match = std::find_if(target.begin(), target.end(), [&](const json& t) {
       return t.is_object() && t.contains(key) && t.at(key) == *key_value;
     });
-    if (str_member(element, "$patch") == "delete") {
+    if (string_member(element, "$patch") == "delete") {
       target.erase(std::remove_if(target.begin(), target.end(),
                                   [&](const json& t) {
                                     return t.is_object() && t.contains(key) &&
@@ -324,7 +314,7 @@ void smp_map(json& target, const json& patch, std::vector<std::string>& path) {
   if (!target.is_object())
     target = json::object();
   if (patch.contains("$patch")) {
-    const std::string directive = str_member(patch, "$patch");
+    const std::string directive = string_member(patch, "$patch");
     if (directive == "replace") {
       target = strip_directives(patch);
       return;
@@ -372,7 +362,7 @@ void smp_map(json& target, const json& patch, std::vector<std::string>& path) {
     }
     path.push_back(k);
     if (v.is_object()) {
-      if (str_member(v, "$patch") == "delete")
+      if (string_member(v, "$patch") == "delete")
         target.erase(k);
       else
         smp_map(target[k], v, path);
@@ -489,14 +479,14 @@ void check_identity(json& obj, const ResourceInfo& info, const std::string& ns,
   json& md = obj["metadata"];
   if (!md.is_object())
     md = json::object();
-  const std::string patched_name = str_member(md, "name");
+  const std::string patched_name = string_member(md, "name");
   if (patched_name.empty())
     md["name"] = name;
   else if (patched_name != name)
     throw bad_request(fmt::format(
         "the name of the object ({}) does not match the name on the URL ({})", patched_name, name));
   if (info.namespaced) {
-    const std::string patched_ns = str_member(md, "namespace");
+    const std::string patched_ns = string_member(md, "namespace");
     if (patched_ns.empty())
       md["namespace"] = ns;
     else if (patched_ns != ns)
@@ -577,9 +567,9 @@ json apply_json_patch(json target, const json& operations) {
           fmt::format("json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
                       operation.type_name()));
     }
-    const std::string op = str_member(operation, "op");
-    const std::string path = str_member(operation, "path");
-    const std::string from = str_member(operation, "from");
+    const std::string op = string_member(operation, "op");
+    const std::string path = string_member(operation, "path");
+    const std::string from = string_member(operation, "from");
     const json value = operation.value("value", json());
     if (op == "add") {
       add_at(target, op, path, value);
@@ -650,9 +640,9 @@ void record_apply_manager(json& object, const ResourceInfo& info, const std::str
   const json& existing = object["metadata"]["managedFields"];
   if (existing.is_array()) {
     for (const auto& e : existing) {
-      const bool same = str_member(e, "manager") == manager &&
-                        str_member(e, "operation") == "Apply" &&
-                        str_member(e, "subresource") == subresource;
+      const bool same = string_member(e, "manager") == manager &&
+                        string_member(e, "operation") == "Apply" &&
+                        string_member(e, "subresource") == subresource;
       if (!same)
         entries.push_back(e);
     }

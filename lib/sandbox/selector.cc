@@ -238,7 +238,7 @@ bool is_builtin_group(std::string_view group) {
 
 namespace {
 
-[[noreturn]] void bad_request(std::string message) {
+[[noreturn]] void reject_selector(std::string message) {
   throw Error(ErrorKind::BadRequest, std::move(message), 400);
 }
 
@@ -366,7 +366,7 @@ class LabelParser {
         std::string err;
         auto requirement = parse_requirement(err);
         if (!requirement)
-          bad_request("unable to parse requirement: " + err);
+          reject_selector("unable to parse requirement: " + err);
         out.push_back(std::move(*requirement));
         auto [t, l] = consume(true);
         if (t == Tok::End)
@@ -374,14 +374,14 @@ class LabelParser {
         if (t == Tok::Comma) {
           auto [t2, l2] = lookahead(true);
           if (t2 != Tok::Identifier && t2 != Tok::DoesNotExist)
-            bad_request(fmt::format("found '{}', expected: identifier after ','", l2));
+            reject_selector(fmt::format("found '{}', expected: identifier after ','", l2));
           continue;
         }
-        bad_request(fmt::format("found '{}', expected: ',' or 'end of string'", l));
+        reject_selector(fmt::format("found '{}', expected: ',' or 'end of string'", l));
       }
       if (tok == Tok::End)
         return out;
-      bad_request(fmt::format("found '{}', expected: !, identifier, or 'end of string'", lit));
+      reject_selector(fmt::format("found '{}', expected: !, identifier, or 'end of string'", lit));
     }
   }
 
@@ -687,8 +687,8 @@ std::string unescape_field_value(std::string_view s) {
   for (char c : s) {
     if (in_slash) {
       if (c != '\\' && c != ',' && c != '=') {
-        bad_request(fmt::format("invalid field selector: invalid escape sequence: \\{}",
-                                std::string(1, c)));
+        reject_selector(fmt::format("invalid field selector: invalid escape sequence: \\{}",
+                                    std::string(1, c)));
       }
       out += c;
       in_slash = false;
@@ -698,14 +698,14 @@ std::string unescape_field_value(std::string_view s) {
       in_slash = true;
     } else if (c == ',' || c == '=') {
       // Go prints the rune with %v, i.e. as its number.
-      bad_request(fmt::format("invalid field selector: unescaped character in value: {}",
-                              static_cast<int>(static_cast<unsigned char>(c))));
+      reject_selector(fmt::format("invalid field selector: unescaped character in value: {}",
+                                  static_cast<int>(static_cast<unsigned char>(c))));
     } else {
       out += c;
     }
   }
   if (in_slash)
-    bad_request("invalid field selector: invalid escape sequence: \\");
+    reject_selector("invalid field selector: invalid escape sequence: \\");
   return out;
 }
 
@@ -794,7 +794,7 @@ FieldSelector FieldSelector::parse(std::string_view text) {
       }
     }
     if (!requirement)
-      bad_request(fmt::format("invalid selector: '{}'; can't understand '{}'", text, part));
+      reject_selector(fmt::format("invalid selector: '{}'; can't understand '{}'", text, part));
     selector.requirements_.push_back(std::move(*requirement));
   }
   return selector;
@@ -841,12 +841,12 @@ void FieldSelector::check_supported(const std::string& group_resource, bool name
     const std::string& f = r.field;
     if (typed != kTypeFields.end()) {
       if (!typed->second.count(f))
-        bad_request("field label not supported: " + f);
+        reject_selector("field label not supported: " + f);
     } else if (!is_builtin_group(group)) {
       if (f != "metadata.name" && !(namespaced && f == "metadata.namespace"))
-        bad_request("field label not supported: " + f);
+        reject_selector("field label not supported: " + f);
     } else if (f != "metadata.name" && f != "metadata.namespace") {
-      bad_request(fmt::format(
+      reject_selector(fmt::format(
           "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
           validation::go_quote(f)));
     }

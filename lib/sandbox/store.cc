@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "api/status.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -88,6 +89,10 @@ int code_for(ErrorKind kind) {
 
 }  // namespace
 
+ApiError bad_request(std::string message) {
+  return ApiError(ErrorKind::BadRequest, 400, "BadRequest", std::move(message));
+}
+
 json status_object(const Error& error) {
   if (const auto* api = dynamic_cast<const ApiError*>(&error))
     return api->api_status();
@@ -108,34 +113,8 @@ constexpr std::string_view kFinalizerForeground = "foregroundDeletion";
 constexpr std::string_view kNamespaceFinalizer = "kubernetes";
 constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
 
-const json& null_json() {
-  static const json kNull;
-  return kNull;
-}
-
-const json& member(const json& object, std::string_view key) {
-  if (!object.is_object())
-    return null_json();
-  auto it = object.find(key);
-  return it == object.end() ? null_json() : *it;
-}
-
-std::string str_member(const json& object, std::string_view key) {
-  const json& v = member(object, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
 const json& meta(const json& object) {
   return member(object, "metadata");
-}
-std::string name_of(const json& o) {
-  return str_member(meta(o), "name");
-}
-std::string ns_of(const json& o) {
-  return str_member(meta(o), "namespace");
-}
-std::string uid_of(const json& o) {
-  return str_member(meta(o), "uid");
 }
 bool terminating(const json& o) {
   return meta(o).contains("deletionTimestamp");
@@ -178,7 +157,7 @@ std::set<std::string> owner_uids(const json* o) {
   const json& refs = member(meta(*o), "ownerReferences");
   if (refs.is_array()) {
     for (const auto& ref : refs) {
-      if (auto uid = str_member(ref, "uid"); !uid.empty())
+      if (auto uid = string_member(ref, "uid"); !uid.empty())
         out.insert(uid);
     }
   }
@@ -230,10 +209,6 @@ ApiError conflict(const std::string& resource, const std::string& group, const s
                   fmt::format("Operation cannot be fulfilled on {} {}: {}", qualified,
                               validation::go_quote(name), why),
                   std::move(details));
-}
-
-ApiError bad_request(std::string message) {
-  return ApiError(ErrorKind::BadRequest, 400, "BadRequest", std::move(message));
 }
 
 ApiError gone(std::string message) {
@@ -392,7 +367,7 @@ void validate_metadata_content(const json& md, std::vector<FieldError>& errs) {
   if (refs.is_array()) {
     std::string first_controller;
     for (const auto& ref : refs) {
-      const std::string api_version = str_member(ref, "apiVersion");
+      const std::string api_version = string_member(ref, "apiVersion");
       const auto slash = api_version.find('/');
       const std::string version =
           slash == std::string::npos ? api_version : api_version.substr(slash + 1);
@@ -402,13 +377,13 @@ void validate_metadata_content(const json& md, std::vector<FieldError>& errs) {
                                      "version must not be empty"));
       }
       for (const char* field : {"kind", "name", "uid"}) {
-        if (str_member(ref, field).empty()) {
+        if (string_member(ref, field).empty()) {
           errs.push_back(invalid_value(std::string("metadata.ownerReferences.") + field, "\"\"",
                                        "must not be empty"));
         }
       }
       if (member(ref, "controller") == json(true)) {
-        const std::string current = str_member(ref, "kind") + "/" + str_member(ref, "name");
+        const std::string current = string_member(ref, "kind") + "/" + string_member(ref, "name");
         if (!first_controller.empty()) {
           errs.push_back(invalid_value(
               "metadata.ownerReferences", refs.dump(),
@@ -573,16 +548,16 @@ ContinueToken decode_continue(const std::string& text) {
   json token = json::parse(*raw, nullptr, /*allow_exceptions=*/false);
   if (!token.is_object())
     throw fail("invalid character in the encoded token");
-  if (str_member(token, "v") != "meta.k8s.io/v1") {
+  if (string_member(token, "v") != "meta.k8s.io/v1") {
     throw fail(fmt::format("server does not recognize this encoded version {}",
-                           validation::go_quote(str_member(token, "v"))));
+                           validation::go_quote(string_member(token, "v"))));
   }
   ContinueToken out;
   const json& rv = member(token, "rv");
   out.rv = rv.is_number_integer() ? rv.get<std::int64_t>() : 0;
   if (out.rv == 0)
     throw fail("incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
-  out.start = str_member(token, "start");
+  out.start = string_member(token, "start");
   if (out.start.empty())
     throw fail("encoded start key empty (version meta.k8s.io/v1)");
   return out;
@@ -751,9 +726,9 @@ struct StoreCore {
       by_uid.erase(uid_of(*before));
     if (t.info.namespaced) {
       if (after && !before)
-        ++ns_counts[ns_of(*after)];
-      if (before && !after && --ns_counts[ns_of(*before)] == 0)
-        ns_counts.erase(ns_of(*before));
+        ++ns_counts[namespace_of(*after)];
+      if (before && !after && --ns_counts[namespace_of(*before)] == 0)
+        ns_counts.erase(namespace_of(*before));
     }
     const auto old_owners = owner_uids(before);
     const auto new_owners = owner_uids(after);
@@ -774,7 +749,7 @@ struct StoreCore {
   }
 
   static bool passes(const WatchStream& w, const json& obj) {
-    if (!w.ns_.empty() && ns_of(obj) != w.ns_)
+    if (!w.ns_.empty() && namespace_of(obj) != w.ns_)
       return false;
     if (!w.labels_.empty() && !w.labels_.matches(member(meta(obj), "labels")))
       return false;
@@ -858,17 +833,17 @@ struct StoreCore {
     if (!obj["metadata"].is_object())
       obj["metadata"] = json::object();
     json& md = obj["metadata"];
-    if (parse_rv(str_member(md, "resourceVersion")) != 0) {
+    if (parse_rv(string_member(md, "resourceVersion")) != 0) {
       throw ApiError(ErrorKind::ServerError, 500, "",
                      "resourceVersion should not be set on objects to be created");
     }
     md.erase("resourceVersion");
     obj["apiVersion"] = info.api_version();
     obj["kind"] = info.kind;
-    const std::string requested_name = str_member(md, "name");
+    const std::string requested_name = string_member(md, "name");
     std::string ns;
     if (info.namespaced) {
-      ns = str_member(md, "namespace");
+      ns = string_member(md, "namespace");
       if (ns.empty())
         throw invalid(info, requested_name, {required_value("metadata.namespace", "")});
       check_namespace_admission(info, ns, requested_name);
@@ -885,7 +860,7 @@ struct StoreCore {
       md.erase("generation");
     prepare_for_create(info, obj);
 
-    const std::string generate_name = str_member(md, "generateName");
+    const std::string generate_name = string_member(md, "generateName");
     const bool generating = requested_name.empty() && !generate_name.empty();
     constexpr int kAttempts = 8;
     for (int attempt = 0;; ++attempt) {
@@ -894,7 +869,7 @@ struct StoreCore {
         if (info.group_resource() == "namespaces")
           obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = md["name"];
       }
-      const std::string name = str_member(md, "name");
+      const std::string name = string_member(md, "name");
       validate_create(info, obj);
       const std::string key = key_of(info, ns, name);
       auto existing = t.objects.find(key);
@@ -913,14 +888,14 @@ struct StoreCore {
   void validate_create(const ResourceInfo& info, const json& obj) {
     const json& md = meta(obj);
     std::vector<FieldError> errs;
-    const std::string generate_name = str_member(md, "generateName");
+    const std::string generate_name = string_member(md, "generateName");
     if (!generate_name.empty()) {
       for (const auto& msg : name_errors(info, mask_trailing_dash(generate_name))) {
         errs.push_back(
             invalid_value("metadata.generateName", validation::go_quote(generate_name), msg));
       }
     }
-    const std::string name = str_member(md, "name");
+    const std::string name = string_member(md, "name");
     if (name.empty()) {
       errs.push_back(required_value("metadata.name", "name or generateName is required"));
     } else {
@@ -928,7 +903,7 @@ struct StoreCore {
         errs.push_back(invalid_value("metadata.name", validation::go_quote(name), msg));
     }
     if (info.namespaced) {
-      const std::string ns = str_member(md, "namespace");
+      const std::string ns = string_member(md, "namespace");
       for (const auto& msg : validation::dns1123_label(ns))
         errs.push_back(invalid_value("metadata.namespace", validation::go_quote(ns), msg));
     }
@@ -947,20 +922,20 @@ struct StoreCore {
     SharedJson existing = t.objects.at(key);
     const json& old = *existing;
     const json& old_md = meta(old);
-    const std::string name = str_member(old_md, "name");
+    const std::string name = string_member(old_md, "name");
     if (!obj.is_object())
       throw bad_request("the body of the request was not a JSON object");
     if (!obj["metadata"].is_object())
       obj["metadata"] = json::object();
 
-    const std::string given_rv = str_member(obj["metadata"], "resourceVersion");
+    const std::string given_rv = string_member(obj["metadata"], "resourceVersion");
     if (given_rv.empty() || given_rv == "0") {
       if (!allow_unconditional) {
         throw invalid(
             info.group, info.plural, name,
             {invalid_value("metadata.resourceVersion", "0x0", "must be specified for an update")});
       }
-    } else if (given_rv != str_member(old_md, "resourceVersion")) {
+    } else if (given_rv != string_member(old_md, "resourceVersion")) {
       throw conflict(info.plural, info.group, name, kOptimisticLockMsg);
     }
 
@@ -989,18 +964,18 @@ struct StoreCore {
     next["apiVersion"] = info.api_version();
     next["kind"] = info.kind;
     if (part == WritePart::Main) {
-      if (str_member(md, "name") != name)
-        errs.push_back(immutable("metadata.name", validation::go_quote(str_member(md, "name"))));
-      if (info.namespaced && str_member(md, "namespace") != str_member(old_md, "namespace")) {
+      if (string_member(md, "name") != name)
+        errs.push_back(immutable("metadata.name", validation::go_quote(string_member(md, "name"))));
+      if (info.namespaced && string_member(md, "namespace") != string_member(old_md, "namespace")) {
         errs.push_back(
-            immutable("metadata.namespace", validation::go_quote(str_member(md, "namespace"))));
+            immutable("metadata.namespace", validation::go_quote(string_member(md, "namespace"))));
       }
-      const std::string uid = str_member(md, "uid");
+      const std::string uid = string_member(md, "uid");
       if (!uid.empty() && uid != uid_of(old))
         errs.push_back(immutable("metadata.uid", validation::go_quote(uid)));
       if (!old_md.contains("deletionTimestamp") && md.contains("deletionTimestamp")) {
         errs.push_back(immutable("metadata.deletionTimestamp",
-                                 validation::go_quote(str_member(md, "deletionTimestamp"))));
+                                 validation::go_quote(string_member(md, "deletionTimestamp"))));
       }
       if (!info.namespaced)
         md.erase("namespace");
@@ -1071,7 +1046,7 @@ struct StoreCore {
   SharedJson put(Table& t, json obj, WritePart part, bool dry_run) {
     const ResourceInfo& info = t.info;
     const std::string name = name_of(obj);
-    const std::string ns = info.namespaced ? ns_of(obj) : "";
+    const std::string ns = info.namespaced ? namespace_of(obj) : "";
     if (name.empty()) {
       throw invalid(info, name,
                     {required_value("metadata.name", "name or generateName is required")});
@@ -1098,7 +1073,7 @@ struct StoreCore {
                                  "recreated",
                                  *req.precondition_uid, uid_of(cur)));
     }
-    const std::string rv_now = str_member(meta(cur), "resourceVersion");
+    const std::string rv_now = string_member(meta(cur), "resourceVersion");
     if (req.precondition_resource_version && *req.precondition_resource_version != rv_now) {
       throw conflict(info.kind, info.group, name,
                      fmt::format("the ResourceVersion in the precondition ({}) does not match "
@@ -1238,7 +1213,7 @@ struct StoreCore {
     }
     if (t.info.namespaced) {
       auto& namespaces = tables.at("namespaces");
-      auto ns = namespaces.objects.find(ns_of(removed));
+      auto ns = namespaces.objects.find(namespace_of(removed));
       if (ns != namespaces.objects.end() && terminating(*ns->second))
         tasks.push_back({TaskKind::FinishNamespace, ns->first});
     }
@@ -1261,7 +1236,7 @@ struct StoreCore {
     json& refs = next["metadata"]["ownerReferences"];
     json kept = json::array();
     for (auto& ref : refs) {
-      if (!drop.count(str_member(ref, "uid")))
+      if (!drop.count(string_member(ref, "uid")))
         kept.push_back(std::move(ref));
     }
     if (kept.empty())
@@ -1360,7 +1335,7 @@ struct StoreCore {
         continue;
       const json& refs = member(meta(*it->second), "ownerReferences");
       for (const auto& ref : refs) {
-        if (str_member(ref, "uid") == owner && member(ref, "blockOwnerDeletion") == json(true))
+        if (string_member(ref, "uid") == owner && member(ref, "blockOwnerDeletion") == json(true))
           ++n;
       }
     }
@@ -1880,7 +1855,7 @@ std::vector<json> Store::remove_collection(const std::string& group_resource,
   std::vector<json> out;
   for (const auto& item : list(group_resource, all).items) {
     try {
-      out.push_back(remove(group_resource, ns_of(item), name_of(item), request));
+      out.push_back(remove(group_resource, namespace_of(item), name_of(item), request));
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)  // deleted meanwhile, e.g. by garbage collection
         throw;

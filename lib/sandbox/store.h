@@ -204,6 +204,9 @@ class ApiError : public Error {
   nlohmann::json status_;
 };
 
+/// 400 BadRequest: a request the server cannot decode or will not take as sent.
+ApiError bad_request(std::string message);
+
 /// The metav1.Status body for any error the sandbox throws: ApiError's own, or one derived from
 /// the kind and message of a plain Error (reason from the kind, e.g. Gone -> "Expired").
 nlohmann::json status_object(const Error& error);

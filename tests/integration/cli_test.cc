@@ -24,7 +24,7 @@ constexpr const char* kNoServer = "https://127.0.0.1:1";
 using RunResult = testing::CommandResult;
 
 /// Runs trainctl with no KUBECONFIG and no home; `out` holds both streams, as a user sees them.
-RunResult run(const std::string& args, const std::string& env = "") {
+RunResult run_cli(const std::string& args, const std::string& env = "") {
   RunResult r = testing::run_command(
       fmt::format("env -u KUBECONFIG HOME=/nonexistent {} {} {}", env, TRAINCTL_BINARY, args));
   r.out += r.err;
@@ -63,13 +63,13 @@ contexts:
 };
 
 TEST_F(CliTest, VersionClientPrintsTheBuildVersion) {
-  RunResult r = run("version --client");
+  RunResult r = run_cli("version --client");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr("Client Version: v0."));
 }
 
 TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
-  RunResult r = run("version --no-such-flag");
+  RunResult r = run_cli("version --no-such-flag");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("no-such-flag"));
 }
@@ -85,57 +85,57 @@ TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
   });
   server.start();
   const std::string config = kubeconfig_for(server.url(), "cli-token");
-  RunResult r = run("version --kubeconfig " + config);
+  RunResult r = run_cli("version --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("Server Version: v1.31.2"));
 
-  RunResult json = run("version -o json", "KUBECONFIG=" + config);
+  RunResult json = run_cli("version -o json", "KUBECONFIG=" + config);
   EXPECT_THAT(json.out, HasSubstr("\"gitVersion\": \"v1.31.2\""));
 }
 
 TEST_F(CliTest, ConfigViewRedactsTokens) {
   const std::string config = kubeconfig_for(kNoServer, "very-secret-token");
-  RunResult r = run("config view --kubeconfig " + config);
+  RunResult r = run_cli("config view --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, Not(HasSubstr("very-secret-token")));
   EXPECT_THAT(r.out, HasSubstr("REDACTED"));
-  RunResult raw = run("config view --raw --kubeconfig " + config);
+  RunResult raw = run_cli("config view --raw --kubeconfig " + config);
   EXPECT_THAT(raw.out, HasSubstr("very-secret-token"));
 }
 
 TEST_F(CliTest, ConfigViewResolvedShowsNamespaceAndSource) {
   const std::string config = kubeconfig_for(kNoServer, "t");
-  RunResult r = run("config view --resolved --kubeconfig " + config);
+  RunResult r = run_cli("config view --resolved --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("namespace: team-a"));
   EXPECT_THAT(r.out, HasSubstr("auth: bearer token"));
   EXPECT_THAT(r.out, HasSubstr(config));
-  RunResult flag = run("config view --resolved -n other-ns --kubeconfig " + config);
+  RunResult flag = run_cli("config view --resolved -n other-ns --kubeconfig " + config);
   EXPECT_THAT(flag.out, HasSubstr("namespace: other-ns"));
 }
 
 TEST_F(CliTest, GetContextsAndUseContextWriteTheRightFile) {
   const std::string config = kubeconfig_for(kNoServer, "t");
-  RunResult list = run("config get-contexts --kubeconfig " + config);
+  RunResult list = run_cli("config get-contexts --kubeconfig " + config);
   EXPECT_EQ(list.exit_code, 0) << list.out;
   EXPECT_THAT(list.out, HasSubstr("*         test"));
-  RunResult use = run("config use-context other --kubeconfig " + config);
+  RunResult use = run_cli("config use-context other --kubeconfig " + config);
   EXPECT_EQ(use.exit_code, 0) << use.out;
-  EXPECT_THAT(run("config current-context --kubeconfig " + config).out, HasSubstr("other"));
-  RunResult missing = run("config use-context nope --kubeconfig " + config);
+  EXPECT_THAT(run_cli("config current-context --kubeconfig " + config).out, HasSubstr("other"));
+  RunResult missing = run_cli("config use-context nope --kubeconfig " + config);
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.out, HasSubstr("nope"));
 }
 
 TEST_F(CliTest, MissingKubeconfigIsAConfigErrorNamingThePath) {
-  RunResult r = run("config view --resolved --kubeconfig /nonexistent/kubeconfig");
+  RunResult r = run_cli("config view --resolved --kubeconfig /nonexistent/kubeconfig");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("/nonexistent/kubeconfig"));
 }
 
 TEST_F(CliTest, VersionSaysWhyTheServerIsUnreachable) {
   const std::string config = kubeconfig_for(kNoServer, "t");
-  RunResult r = run("version --kubeconfig " + config);
+  RunResult r = run_cli("version --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0);  // version still prints the client's, and says why not the server's
   EXPECT_THAT(r.out, HasSubstr("server version unavailable"));
 }

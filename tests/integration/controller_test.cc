@@ -40,7 +40,9 @@ class ControllerTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    thread_ = {};  // requests stop and joins
+    thread_ = {};      // requests stop and joins
+    if (HasFailure())  // what the controller did, for a failure seen only in CI
+      std::cerr << "controller log:\n" << log_text_.str();
   }
 
   kube::Client& client() { return local_.client(); }

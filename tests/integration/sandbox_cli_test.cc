@@ -33,7 +33,7 @@ using RunResult = testing::CommandResult;
 /// Runs the trainctl binary with `args`; `env` (NAME=value ...) is added to an environment with
 /// no KUBECONFIG, so a test never reads or writes the kubeconfig of whoever runs it. `out` holds
 /// both streams.
-RunResult run(const std::string& args, const std::string& env) {
+RunResult run_sandbox_cli(const std::string& args, const std::string& env) {
   RunResult r = testing::run_command(
       fmt::format("env -u KUBECONFIG -u XDG_STATE_HOME {} {} {}", env, TRAINCTL_BINARY, args));
   r.out += r.err;
@@ -67,7 +67,7 @@ class SandboxCliTest : public ::testing::Test {
  protected:
   void TearDown() override {
     const std::optional<pid_t> pid = pid_in_file();
-    run("sandbox down --data-dir " + data_dir().string(), home_env());
+    run_sandbox_cli("sandbox down --data-dir " + data_dir().string(), home_env());
     // A sandbox that ignored `down` must not outlive the test.
     if (pid && alive(*pid) && !exits_within(*pid, std::chrono::seconds(5)))
       ::kill(*pid, SIGKILL);
@@ -80,8 +80,9 @@ class SandboxCliTest : public ::testing::Test {
   /// `trainctl sandbox VERB --data-dir <tmp> ARGS` with HOME in the temp dir.
   RunResult sandbox(const std::string& verb, const std::string& args = "",
                     const std::string& env = "") {
-    return run(fmt::format("sandbox {} --data-dir {} {}", verb, data_dir().string(), args),
-               home_env() + " " + env);
+    return run_sandbox_cli(
+        fmt::format("sandbox {} --data-dir {} {}", verb, data_dir().string(), args),
+        home_env() + " " + env);
   }
 
   RunResult up(const std::string& args = "", const std::string& env = "") {

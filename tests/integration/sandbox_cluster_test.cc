@@ -45,7 +45,7 @@ std::string phase_of(const json& pod) {
 }
 
 /// The condition of `type` in the pod's status, or null.
-json condition(const json& pod, const std::string& type) {
+json pod_condition(const json& pod, const std::string& type) {
   for (const auto& c : pod.value("status", json::object()).value("conditions", json::array())) {
     if (c.value("type", "") == type)
       return c;
@@ -100,7 +100,7 @@ TEST_F(SandboxClusterTest, FourReadyNodesAreListedWithGpuCapacity) {
     EXPECT_EQ(node["status"]["capacity"]["memory"], "256Gi");
     EXPECT_EQ(node["status"]["allocatable"]["nvidia.com/gpu"], "8");
     EXPECT_EQ(node["metadata"]["labels"]["kubernetes.io/hostname"], node["metadata"]["name"]);
-    EXPECT_EQ(condition(node, "Ready").value("status", ""), "True");
+    EXPECT_EQ(pod_condition(node, "Ready").value("status", ""), "True");
   }
   EXPECT_THAT(names,
               ElementsAre("sandbox-node-0", "sandbox-node-1", "sandbox-node-2", "sandbox-node-3"));
@@ -114,7 +114,7 @@ TEST_F(SandboxClusterTest, PodGoesPendingRunningSucceeded) {
   ASSERT_THAT(phases, ElementsAre("Pending", "Running", "Succeeded"));
   EXPECT_THAT(last["spec"].value("nodeName", ""), StartsWith("sandbox-node-"));
   EXPECT_FALSE(last["status"].value("podIP", "").empty());
-  EXPECT_EQ(condition(last, "PodScheduled").value("status", ""), "True");
+  EXPECT_EQ(pod_condition(last, "PodScheduled").value("status", ""), "True");
   json main = container_status(last, "main");
   ASSERT_TRUE(main.is_object()) << last["status"].dump();
   EXPECT_EQ(main["state"]["terminated"]["exitCode"], 0);
@@ -155,7 +155,7 @@ TEST_F(SandboxClusterTest, PodAskingForTooManyGpusIsUnschedulable) {
   client().create(resources::pods(), "default", pod);
   json scheduled;
   ASSERT_TRUE(wait_until([&] {
-    scheduled = condition(get_pod(client(), "greedy"), "PodScheduled");
+    scheduled = pod_condition(get_pod(client(), "greedy"), "PodScheduled");
     return scheduled.is_object();
   }));
   EXPECT_EQ(scheduled["status"], "False");
@@ -179,7 +179,7 @@ TEST_F(SandboxClusterTest, NodeSelectorIsHonoured) {
   EXPECT_EQ(get_pod(client(), "pinned")["spec"]["nodeName"], "sandbox-node-3");
   json scheduled;
   ASSERT_TRUE(wait_until([&] {
-    scheduled = condition(get_pod(client(), "nowhere"), "PodScheduled");
+    scheduled = pod_condition(get_pod(client(), "nowhere"), "PodScheduled");
     return scheduled.is_object();
   }));
   EXPECT_EQ(scheduled["reason"], "Unschedulable");

@@ -29,11 +29,9 @@ using RunResult = testing::CommandResult;
 
 /// Runs trainctl with `args` in a clean environment (no KUBECONFIG, no HOME, no TRAINCTL_*
 /// values), optionally feeding `input` on stdin.
-RunResult run(const std::string& args, const std::string& input = "") {
-  testing::TempDir io;
-  const auto in_file = io.write("stdin", input);
-  return testing::run_command(fmt::format("env -i PATH=/usr/bin:/bin HOME=/nonexistent {} {} <{}",
-                                          TRAINCTL_BINARY, args, in_file.string()));
+/// trainctl as a user with nothing configured runs it (testing::run_clean).
+RunResult run_submit(const std::string& args, const std::string& input = "") {
+  return testing::run_clean(TRAINCTL_BINARY, args, input);
 }
 
 json parse_json(const RunResult& r) {
@@ -49,12 +47,12 @@ const json& container(const json& job, const std::string& specs, const std::stri
 // ---- render: offline, no cluster ----
 
 TEST(RenderTest, TfJobCarriesEveryRoleAndPodSetting) {
-  RunResult r =
-      run("render tfjob --name mnist --image reg/tf:1 --workers 3 --ps 2 --chief 1 --gpus 2 "
-          "--cpu 4 --memory 8Gi --ps-cpu 2 --ps-gpus 0 --env A=1 --env B=x=y --label team=a "
-          "--toleration gpu=true:NoSchedule --toleration dedicated --volume data:/data:ro "
-          "--node-selector pool=gpu --queue team-a --backoff-limit 3 -o json -- python train.py "
-          "--lr 0.1");
+  RunResult r = run_submit(
+      "render tfjob --name mnist --image reg/tf:1 --workers 3 --ps 2 --chief 1 --gpus 2 "
+      "--cpu 4 --memory 8Gi --ps-cpu 2 --ps-gpus 0 --env A=1 --env B=x=y --label team=a "
+      "--toleration gpu=true:NoSchedule --toleration dedicated --volume data:/data:ro "
+      "--node-selector pool=gpu --queue team-a --backoff-limit 3 -o json -- python train.py "
+      "--lr 0.1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json job = parse_json(r);
   EXPECT_EQ(job["kind"], "TFJob");
@@ -92,9 +90,9 @@ TEST(RenderTest, TfJobCarriesEveryRoleAndPodSetting) {
 }
 
 TEST(RenderTest, PyTorchWorkersCountTheMaster) {
-  RunResult r =
-      run("render pytorchjob --name ddp --image reg/pt:1 --workers 4 --nproc-per-node 8 "
-          "--worker-image reg/pt:worker --master-memory 4Gi -o json -- torchrun train.py");
+  RunResult r = run_submit(
+      "render pytorchjob --name ddp --image reg/pt:1 --workers 4 --nproc-per-node 8 "
+      "--worker-image reg/pt:worker --master-memory 4Gi -o json -- torchrun train.py");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json job = parse_json(r);
   EXPECT_EQ(job["kind"], "PyTorchJob");
@@ -110,9 +108,9 @@ TEST(RenderTest, PyTorchWorkersCountTheMaster) {
 }
 
 TEST(RenderTest, MpiJobHasOneLauncherAndTheWorkers) {
-  RunResult r =
-      run("render mpijob --name hvd --image reg/hvd:1 --workers 2 --slots-per-worker 4 "
-          "--mpi-implementation Intel -o json -- mpirun python train.py");
+  RunResult r = run_submit(
+      "render mpijob --name hvd --image reg/hvd:1 --workers 2 --slots-per-worker 4 "
+      "--mpi-implementation Intel -o json -- mpirun python train.py");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json job = parse_json(r);
   EXPECT_EQ(job["kind"], "MPIJob");
@@ -127,8 +125,8 @@ TEST(RenderTest, MpiJobHasOneLauncherAndTheWorkers) {
 
 TEST(RenderTest, IsDeterministicAndUsesGenerateNameWithoutName) {
   const std::string args = "render tfjob --image reg/tf:1 --workers 2 --env B=2 --env A=1";
-  RunResult first = run(args);
-  RunResult second = run(args);
+  RunResult first = run_submit(args);
+  RunResult second = run_submit(args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.out, second.out);
   const json job = yaml_to_json(YAML::Load(first.out));
@@ -137,7 +135,7 @@ TEST(RenderTest, IsDeterministicAndUsesGenerateNameWithoutName) {
 }
 
 TEST(RenderTest, ValidationErrorsNameTheRenderedLineAndFieldWithExit2) {
-  RunResult r = run("render tfjob --name mnist --image reg/tf:1 --workers -1 --memory lots");
+  RunResult r = run_submit("render tfjob --name mnist --image reg/tf:1 --workers -1 --memory lots");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob \\(rendered\\):[0-9]+: "
@@ -148,10 +146,10 @@ TEST(RenderTest, ValidationErrorsNameTheRenderedLineAndFieldWithExit2) {
 }
 
 TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
-  RunResult r = run("render tfjob --name a --image i --toleration k=v:Sometimes");
+  RunResult r = run_submit("render tfjob --name a --image i --toleration k=v:Sometimes");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("Sometimes"));
-  RunResult env = run("render tfjob --name a --image i --env NOVALUE");
+  RunResult env = run_submit("render tfjob --name a --image i --env NOVALUE");
   EXPECT_EQ(env.exit_code, 2);
   EXPECT_THAT(env.err, HasSubstr("--env"));
 }
@@ -159,7 +157,7 @@ TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
 TEST(RenderTest, ValuesFilesThenFlagsThenSetWin) {
   testing::TempDir dir;
   const auto values = dir.write("values.yaml", "image: reg/from-file:1\nworkers: 2\ncpu: \"1\"\n");
-  RunResult r = run(fmt::format(
+  RunResult r = run_submit(fmt::format(
       "render tfjob --name layered --values {} --cpu 3 --set workers=5 --set-string queue=007 "
       "-o json",
       values.string()));
@@ -174,7 +172,7 @@ TEST(RenderTest, ValuesFilesThenFlagsThenSetWin) {
 // ---- template ----
 
 TEST(TemplateTest, ListShowsTheShippedTemplates) {
-  RunResult r = run("template list");
+  RunResult r = run_submit("template list");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, MatchesRegex("NAME +SOURCE +PATH\n(.|\n)*"));
   for (const char* name : {"tfjob", "pytorchjob", "mpijob"})
@@ -182,10 +180,10 @@ TEST(TemplateTest, ListShowsTheShippedTemplates) {
 }
 
 TEST(TemplateTest, ShowPrintsTheTemplateText) {
-  RunResult r = run("template show mpijob");
+  RunResult r = run_submit("template show mpijob");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("kind: MPIJob"));
-  RunResult missing = run("template show nosuch");
+  RunResult missing = run_submit("template show nosuch");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("nosuch"));
 }
@@ -193,15 +191,15 @@ TEST(TemplateTest, ShowPrintsTheTemplateText) {
 TEST(TemplateTest, ExportRefusesToOverwriteWithoutForce) {
   testing::TempDir dir;
   const auto target = dir.path() / "mine";
-  RunResult r = run(fmt::format("template export tfjob {}", target.string()));
+  RunResult r = run_submit(fmt::format("template export tfjob {}", target.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto file = target / "tfjob.yaml.mustache";
   EXPECT_THAT(testing::TempDir::read(file), HasSubstr("kind: TFJob"));
   dir.write("mine/tfjob.yaml.mustache", "edited");
-  RunResult again = run(fmt::format("template export tfjob {}", target.string()));
+  RunResult again = run_submit(fmt::format("template export tfjob {}", target.string()));
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_EQ(testing::TempDir::read(file), "edited");
-  RunResult forced = run(fmt::format("template export tfjob {} --force", target.string()));
+  RunResult forced = run_submit(fmt::format("template export tfjob {} --force", target.string()));
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_THAT(testing::TempDir::read(file), HasSubstr("kind: TFJob"));
 }
@@ -222,8 +220,8 @@ spec:
           - name: tensorflow
             image: {{image}}
 )");
-  RunResult r = run(fmt::format("render tfjob --name c --image i --template {} -o json",
-                                (dir.path() / "custom.yaml.mustache").string()));
+  RunResult r = run_submit(fmt::format("render tfjob --name c --image i --template {} -o json",
+                                       (dir.path() / "custom.yaml.mustache").string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json job = parse_json(r);
   EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 7);
@@ -238,8 +236,9 @@ class SubmitTest : public ::testing::Test {
 
   RunResult trainctl(const std::string& args, const std::string& input = "") {
     // Before the verb: whatever follows `--` is the job's command.
-    return run(fmt::format("--kubeconfig {} {}", local_.sandbox().kubeconfig_path().string(), args),
-               input);
+    return run_submit(
+        fmt::format("--kubeconfig {} {}", local_.sandbox().kubeconfig_path().string(), args),
+        input);
   }
   kube::Client& client() { return local_.client(); }
 
@@ -301,7 +300,7 @@ TEST_F(SubmitTest, CreatesTheRenderedJob) {
   EXPECT_EQ(worker["command"], json({"python", "train.py"}));
   EXPECT_EQ(worker["env"][0], json({{"name", "EPOCHS"}, {"value", "3"}}));
   // The recorded hash is the one `render` computes for the same flags.
-  const json rendered = parse_json(run("render pytorchjob -o json " + flags));
+  const json rendered = parse_json(run_submit("render pytorchjob -o json " + flags));
   const json& annotations = job["metadata"]["annotations"];
   EXPECT_EQ(annotations["trainctl.io/template"], "pytorchjob");
   EXPECT_EQ(annotations["trainctl.io/spec-hash"],
@@ -318,7 +317,7 @@ TEST_F(SubmitTest, WithoutANameTheServerGeneratesOne) {
 
 TEST_F(SubmitTest, DryRunClientSendsNoRequestAndPrintsJson) {
   // Against a server where nothing listens: it must not need one.
-  RunResult r = run(
+  RunResult r = run_submit(
       "submit tfjob --name dry --image reg/tf:1 --dry-run=client -o json -s https://127.0.0.1:1 "
       "-- python train.py");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -386,8 +385,9 @@ TEST_F(SubmitTest, IfExistsFailSkipReplace) {
 
 TEST(SubmitWithoutCrdsTest, TellsToInstallWithExit3) {
   testing::LocalSandbox local;
-  RunResult r = run(fmt::format("submit tfjob --name x --image i --kubeconfig {} -- python t.py",
-                                local.sandbox().kubeconfig_path().string()));
+  RunResult r =
+      run_submit(fmt::format("submit tfjob --name x --image i --kubeconfig {} -- python t.py",
+                             local.sandbox().kubeconfig_path().string()));
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("run `trainctl install`"));
   EXPECT_THAT(r.err, HasSubstr("tfjobs"));

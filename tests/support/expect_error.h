@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
 #include <utility>
 
 #include "error.h"
@@ -20,6 +22,13 @@ Error expect_error(F&& f) {
   }
   ADD_FAILURE() << "expected a trainctl::Error";
   return Error(ErrorKind::Protocol, "<no error was thrown>");
+}
+
+/// The message of the Error(Config) that `f` throws (a kubeconfig or credential problem).
+inline std::string config_error(const std::function<void()>& f) {
+  const Error e = expect_error(f);
+  EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
+  return e.message();
 }
 
 /// The same for the sandbox's ApiError, whose Status (reason, details, causes) tests inspect;

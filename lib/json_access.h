@@ -1,0 +1,27 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace trainctl {
+
+// Safe reads of API objects whose shape the server, a user or a test decides: a missing member
+// or one of another type reads as empty instead of throwing.
+
+/// The member `key` of `object`, or null when `object` is not an object or has no such member.
+const nlohmann::json& member(const nlohmann::json& object, std::string_view key);
+
+/// The member `key` of `object` when it is an object, else an empty object (so `.value(...)`
+/// and further object_member calls chain safely).
+const nlohmann::json& object_member(const nlohmann::json& object, std::string_view key);
+
+/// The member `key` of `object` when it is a string, else "".
+std::string string_member(const nlohmann::json& object, std::string_view key);
+
+/// metadata.name, metadata.namespace and metadata.uid of an API object ("" when absent).
+std::string name_of(const nlohmann::json& object);
+std::string namespace_of(const nlohmann::json& object);
+std::string uid_of(const nlohmann::json& object);
+
+}  // namespace trainctl
