@@ -48,8 +48,6 @@ void append_elastic_env(json& env, const json& job, const json& elastic) {
                                                   elastic.value("maxReplicas", workers))));
   if (elastic.contains("maxRestarts"))
     env.push_back(env_var("PET_MAX_RESTARTS", scalar_text(elastic["maxRestarts"])));
-  if (elastic.contains("nProcPerNode"))
-    env.push_back(env_var("PET_NPROC_PER_NODE", scalar_text(elastic["nProcPerNode"])));
   if (elastic.contains("rdzvId"))
     env.push_back(env_var("PET_RDZV_ID", scalar_text(elastic["rdzvId"])));
   if (elastic.contains("rdzvConf") && elastic["rdzvConf"].is_array()) {
@@ -104,11 +102,16 @@ json pytorch_env(const json& job, std::string_view type, int index) {
     env.push_back(env_var("PET_MASTER_ADDR", master));
     env.push_back(env_var("WORLD_SIZE", std::to_string(total * nproc_per_node(spec))));
     env.push_back(env_var("RANK", rank));
-    env.push_back(
-        env_var("PET_NPROC_PER_NODE", scalar_text(spec.value("nprocPerNode", json("auto")))));
     env.push_back(env_var("PET_NODE_RANK", rank));
   }
+  // Master or not, as the operator's setPodEnv (pytorch/envvar.go): spec.nprocPerNode, which its
+  // defaulting sets to "auto"; the deprecated elasticPolicy.nProcPerNode stands in when only it
+  // is given, so that the variable is never set twice.
   const json& elastic = spec.value("elasticPolicy", json());
+  json nproc = spec.value("nprocPerNode", json());
+  if (nproc.is_null() && elastic.is_object())
+    nproc = elastic.value("nProcPerNode", json());
+  env.push_back(env_var("PET_NPROC_PER_NODE", scalar_text(nproc.is_null() ? json("auto") : nproc)));
   if (elastic.is_object())
     append_elastic_env(env, job, elastic);
   else

@@ -23,9 +23,10 @@ std::string tf_config(const nlohmann::json& job, std::string_view type, int inde
 /// The variables every container of PyTorchJob replica `type` `index` gets, in the operator's
 /// order, as `[{name, value}]`: PYTHONUNBUFFERED; with a Master MASTER_PORT, PET_MASTER_PORT,
 /// MASTER_ADDR, PET_MASTER_ADDR, WORLD_SIZE (replicas × nprocPerNode, 1 when that is not a
-/// number), RANK, PET_NPROC_PER_NODE, PET_NODE_RANK; with an elasticPolicy PET_RDZV_ENDPOINT,
-/// PET_RDZV_BACKEND, PET_NNODES=min:max and the optional PET_MAX_RESTARTS, PET_NPROC_PER_NODE,
-/// PET_RDZV_ID, PET_RDZV_CONF, PET_STANDALONE; without one PET_NNODES = total replicas.
+/// number), RANK, PET_NODE_RANK; always PET_NPROC_PER_NODE (spec.nprocPerNode, else the
+/// deprecated elasticPolicy.nProcPerNode, else "auto"); with an elasticPolicy PET_RDZV_ENDPOINT,
+/// PET_RDZV_BACKEND, PET_NNODES=min:max and the optional PET_MAX_RESTARTS, PET_RDZV_ID,
+/// PET_RDZV_CONF, PET_STANDALONE; without one PET_NNODES = total replicas.
 nlohmann::json pytorch_env(const nlohmann::json& job, std::string_view type, int index);
 
 }  // namespace trainctl::controller

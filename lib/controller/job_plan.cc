@@ -180,7 +180,8 @@ class ReplicaPlanner {
 
   /// backoffLimit counts restarts: pods deleted to run again (recorded on the job), those about
   /// to be, and in-place container restarts of running OnFailure/Always pods (as the operator's
-  /// PastBackoffLimit). The job fails on the limit-th restart (0: on the first).
+  /// PastBackoffLimit). backoffLimit N allows N retries, as a batch/v1 Job's: the job fails when
+  /// the (N+1)-th restart would be needed (0: on the first).
   bool enforce_backoff_limit() {
     const json& limit = p_.run_policy().value("backoffLimit", json());
     if (!limit.is_number_integer())
@@ -195,8 +196,7 @@ class ReplicaPlanner {
           restarts += container_restarts(*pod);
       }
     }
-    const int max = limit.get<int>();
-    if (max == 0 ? restarts == 0 : restarts < max)
+    if (restarts <= limit.get<int>())
       return false;
     p_.fail_on_limit(p_.describe("has failed because it has reached the specified backoff limit"));
     return true;

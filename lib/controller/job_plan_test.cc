@@ -359,6 +359,34 @@ TEST(JobPlanTest, PyTorchElasticEnvironment) {
   EXPECT_EQ(env_value(container, "PET_MAX_RESTARTS"), "5");
   EXPECT_EQ(env_value(container, "MASTER_ADDR"), "<unset>");
   EXPECT_EQ(env_value(container, "WORLD_SIZE"), "<unset>");
+  // Master or not, upstream's setPodEnv (pkg/controller.v1/pytorch/envvar.go) sets it from
+  // spec.nprocPerNode: torchrun starts that many processes per node.
+  EXPECT_EQ(env_value(container, "PET_NPROC_PER_NODE"), "4");
+}
+
+TEST(JobPlanTest, PyTorchWorkerOnlyJobsGetNprocPerNodeOnceDefaultingToAuto) {
+  // Upstream defaults spec.nprocPerNode to "auto" (kubeflow.org/v1 pytorch defaults) and its
+  // setPodEnv writes PET_NPROC_PER_NODE from it whether or not there is a Master.
+  json job = pytorch_job({{"elasticPolicy", {{"minReplicas", 1}, {"maxReplicas", 2}}}});
+  job["spec"].erase("nprocPerNode");
+  job["spec"]["pytorchReplicaSpecs"].erase("Master");
+  const json env =
+      created(plan_job(job, {}, options()), "ddp-worker-0")["spec"]["containers"][0].value(
+          "env", json::array());
+  EXPECT_EQ(
+      std::count_if(env.begin(), env.end(),
+                    [](const json& e) { return e.value("name", "") == "PET_NPROC_PER_NODE"; }),
+      1);
+  EXPECT_EQ(
+      env_value(created(plan_job(job, {}, options()), "ddp-worker-0")["spec"]["containers"][0],
+                "PET_NPROC_PER_NODE"),
+      "auto");
+  // The deprecated elasticPolicy.nProcPerNode stands in when only it is given.
+  job["spec"]["elasticPolicy"]["nProcPerNode"] = 8;
+  EXPECT_EQ(
+      env_value(created(plan_job(job, {}, options()), "ddp-worker-1")["spec"]["containers"][0],
+                "PET_NPROC_PER_NODE"),
+      "8");
 }
 
 TEST(JobPlanTest, HostNetworkModeUsesAStableHostPort) {
@@ -558,8 +586,13 @@ TEST(JobPlanTest, BackoffLimitCountsContainerRestartsAndRecreatedPods) {
   cluster.step(options(seconds(1)));
   EXPECT_EQ(api::job_status(cluster.job), "Running");
 
+  // backoffLimit 2 allows two retries, as `--backoff-limit`'s help and a batch/v1 Job say.
   cluster.pod("ddp-worker-0")["status"]["containerStatuses"][0]["restartCount"] = 2;
-  const Plan plan = cluster.step(options(seconds(2)));
+  cluster.step(options(seconds(2)));
+  EXPECT_EQ(api::job_status(cluster.job), "Running");
+
+  cluster.pod("ddp-worker-0")["status"]["containerStatuses"][0]["restartCount"] = 3;
+  const Plan plan = cluster.step(options(seconds(3)));
   EXPECT_EQ(api::job_status(cluster.job), "Failed");
   EXPECT_EQ((*condition_of(cluster.job, "Failed"))["message"],
             "PyTorchJob team/ddp has failed because it has reached the specified backoff limit");
@@ -577,12 +610,27 @@ TEST(JobPlanTest, BackoffLimitStopsRecreatingFailedPods) {
   cluster.set_phase("mnist-worker-0", "Failed", 143);
   cluster.step(options(seconds(1)));
   EXPECT_EQ(api::job_status(cluster.job), "Restarting");
-  cluster.step(options(seconds(2)));  // recreated
+  cluster.step(options(seconds(2)));  // recreated: retry 1
   cluster.set_phase("mnist-worker-0", "Failed", 143);
   cluster.step(options(seconds(3)));
+  EXPECT_EQ(api::job_status(cluster.job), "Restarting");
+  cluster.step(options(seconds(4)));  // recreated: retry 2, the last backoffLimit 2 allows
+  EXPECT_EQ(api::job_status(cluster.job), "Restarting");
+  cluster.set_phase("mnist-worker-0", "Failed", 143);
+  cluster.step(options(seconds(5)));
   EXPECT_EQ(api::job_status(cluster.job), "Failed");
   EXPECT_THAT((*condition_of(cluster.job, "Failed"))["message"].get<std::string>(),
               HasSubstr("backoff limit"));
+}
+
+TEST(JobPlanTest, BackoffLimitZeroFailsOnTheFirstRestart) {
+  json job = tf_job({{"runPolicy", {{"backoffLimit", 0}}}});
+  job["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode";
+  FakeCluster cluster{.job = job};
+  cluster.step(options());
+  cluster.set_phase("mnist-worker-0", "Failed", 143);
+  cluster.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
 }
 
 TEST(JobPlanTest, ActiveDeadlineRequeuesThenFails) {

@@ -10,6 +10,7 @@
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
 #include "error.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::controller::mpi {
@@ -40,12 +41,6 @@ struct MpiSpec {
   int worker_replicas = 0;
 };
 
-const json& object_or_empty(const json& parent, std::string_view key) {
-  static const json empty = json::object();
-  const auto it = parent.find(key);
-  return it != parent.end() && it->is_object() ? *it : empty;
-}
-
 Implementation parse_implementation(const MpiSpec& spec, std::string_view value) {
   if (value == "OpenMPI")
     return Implementation::OpenMPI;
@@ -61,8 +56,8 @@ Implementation parse_implementation(const MpiSpec& spec, std::string_view value)
 }
 
 MpiSpec read_spec(const json& job) {
-  const json& meta = object_or_empty(job, "metadata");
-  const json& spec = object_or_empty(job, "spec");
+  const json& meta = object_member(job, "metadata");
+  const json& spec = object_member(job, "spec");
   MpiSpec result;
   result.name = meta.value("name", "");
   result.namespace_ = meta.value("namespace", "default");
@@ -106,7 +101,7 @@ json object_meta(const json& job, const MpiSpec& spec, std::string name) {
 /// A copy of the replica's pod template; throws when it has no container to configure.
 json pod_template(const json& job, const MpiSpec& spec, const std::string& type) {
   json tmpl = replica_spec(job, type).value("template", json::object());
-  const json& containers = object_or_empty(tmpl, "spec").value("containers", json::array());
+  const json& containers = object_member(tmpl, "spec").value("containers", json::array());
   if (!containers.is_array() || containers.empty() || !containers[0].is_object()) {
     throw Error(ErrorKind::Validation,
                 fmt::format("MPIJob {}/{}: spec.mpiReplicaSpecs.{}.template.spec.containers: at "
@@ -202,12 +197,12 @@ void mount_config(json& pod_spec, const MpiSpec& spec) {
 }
 
 std::string pod_phase(const json& pod) {
-  return object_or_empty(pod, "status").value("phase", "");
+  return object_member(pod, "status").value("phase", "");
 }
 
 /// The object's condition of `type` whose status is "True", or null.
 const json* find_condition(const json& object, std::string_view type) {
-  const json& status = object_or_empty(object, "status");
+  const json& status = object_member(object, "status");
   const auto conditions = status.find("conditions");
   if (conditions == status.end() || !conditions->is_array())
     return nullptr;
@@ -220,7 +215,7 @@ const json* find_condition(const json& object, std::string_view type) {
 
 /// The pod's replica-index label as a number; -1 when missing or malformed.
 int replica_index(const json& pod) {
-  const std::string text = object_or_empty(object_or_empty(pod, "metadata"), "labels")
+  const std::string text = object_member(object_member(pod, "metadata"), "labels")
                                .value(std::string(labels::replica_index), "");
   int index = -1;
   std::from_chars(text.data(), text.data() + text.size(), index);
@@ -339,7 +334,7 @@ json launcher_job(const json& job, const PlanOptions& options) {
   mount_config(pod_spec, spec);
 
   json job_spec = {{"template", std::move(tmpl)}};
-  const json& run_policy = object_or_empty(object_or_empty(job, "spec"), "runPolicy");
+  const json& run_policy = object_member(object_member(job, "spec"), "runPolicy");
   for (const char* field : {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"}) {
     if (run_policy.contains(field))
       job_spec[field] = run_policy[field];
@@ -370,7 +365,7 @@ MpiOutcome launcher_outcome(const json& job, const json* launcher,
     return {.phase = MpiOutcome::Phase::Succeeded,
             .reason = "MPIJobSucceeded",
             .message = fmt::format("MPIJob {} successfully completed.", job_ref),
-            .completion_time = object_or_empty(*launcher, "status").value("completionTime", "")};
+            .completion_time = object_member(*launcher, "status").value("completionTime", "")};
   }
   if (const json* failed = launcher != nullptr ? find_condition(*launcher, "Failed") : nullptr) {
     std::string reason = failed->value("reason", "");
@@ -382,7 +377,7 @@ MpiOutcome launcher_outcome(const json& job, const json* launcher,
   }
   const auto evicted = std::count_if(worker_pods.begin(), worker_pods.end(), [](const json& pod) {
     return pod_phase(pod) == "Failed" &&
-           object_or_empty(pod, "status").value("reason", "") == "Evicted";
+           object_member(pod, "status").value("reason", "") == "Evicted";
   });
   if (evicted > 0) {
     return {.phase = MpiOutcome::Phase::Failed,
@@ -394,7 +389,7 @@ MpiOutcome launcher_outcome(const json& job, const json* launcher,
       std::all_of(worker_pods.begin(), worker_pods.end(),
                   [](const json& pod) { return pod_phase(pod) == "Running"; });
   const int launcher_ready =
-      launcher != nullptr ? object_or_empty(*launcher, "status").value("ready", 0) : 0;
+      launcher != nullptr ? object_member(*launcher, "status").value("ready", 0) : 0;
   if (launcher_ready >= 1 && workers_running &&
       static_cast<int>(worker_pods.size()) >= spec.worker_replicas) {
     return {.phase = MpiOutcome::Phase::Running,
