@@ -7,6 +7,7 @@
 
 #include "api/status.h"
 #include "error.h"
+#include "json_access.h"
 
 namespace trainctl::controller {
 using nlohmann::json;
@@ -18,6 +19,28 @@ void declare_executor_metrics(MetricsRegistry& metrics) {
   metrics.declare_counter("trainctl_events_total", "Kubernetes Events recorded, by reason.",
                           {"type", "reason"});
 }
+
+namespace {
+
+/// Whether a write failed because the object it meant is gone: NotFound, or a Conflict on the
+/// uid the write carried (the name now belongs to a newer object, or to none: the real server
+/// compares a PUT's metadata.uid with an empty object then). An optimistic-lock Conflict (same
+/// object, another resourceVersion) is no such thing: the caller retries it.
+bool object_is_gone(const Error& e) {
+  if (e.kind() == ErrorKind::NotFound)
+    return true;
+  if (e.kind() != ErrorKind::Conflict)
+    return false;
+  std::string message = string_member(e.status(), "message");
+  if (message.empty())
+    message = e.message();
+  // storage.Preconditions.Check (update, and delete in some registries), then
+  // rest.BeforeDelete (delete).
+  return message.find("Precondition failed: UID in precondition:") != std::string::npos ||
+         message.find("the UID in the precondition (") != std::string::npos;
+}
+
+}  // namespace
 
 Executor::Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log,
                    std::string component)
@@ -47,11 +70,33 @@ json Executor::perform(const Action& action) {
         return client_.remove(action.resource, action.namespace_, action.name, options);
       } catch (const Error& e) {
         // Gone already, or replaced by a newer object with the same name (uid precondition).
-        if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::Conflict)
+        if (!object_is_gone(e))
           throw;
       }
       return nullptr;
     }
+    case Action::Type::Update:
+    case Action::Type::UpdateStatus:
+    case Action::Type::Patch:
+      try {
+        return write(action);
+      } catch (const Error& e) {
+        // Planned from a cache that still held the object: nothing is left to write to.
+        if (!object_is_gone(e))
+          throw;
+        log_.debug(2, "the object of a write is gone",
+                   {{"resource", action.resource.plural},
+                    {"object", action.namespace_.empty() ? action.name
+                                                         : action.namespace_ + "/" + action.name},
+                    {"error", e.what()}});
+      }
+      return nullptr;
+  }
+  return nullptr;
+}
+
+json Executor::write(const Action& action) {
+  switch (action.type) {
     case Action::Type::Update:
       count("update", action.resource);
       return client_.update(action.resource, action.namespace_, action.object);
@@ -62,8 +107,9 @@ json Executor::perform(const Action& action) {
       count("patch", action.resource);
       return client_.patch(action.resource, action.namespace_, action.name, kube::PatchType::Merge,
                            action.object);
+    default:
+      return nullptr;
   }
-  return nullptr;
 }
 
 void Executor::record(const EventRecord& event) {

@@ -23,9 +23,10 @@ class Executor {
   Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log, std::string component);
 
   /// Performs the actions in order, then records the events. Throws the first error that is not
-  /// "already done" (a Conflict means the cache was stale: the caller retries); events that
-  /// cannot be recorded are logged, never fatal. Returns what the server returned for each
-  /// action (null for a create or delete that was already done).
+  /// "already done" (a Conflict means the cache was stale: the caller retries); a write to an
+  /// object that is gone (NotFound, or a Conflict on its uid: deleted, perhaps re-created under
+  /// the same name) is done too. Events that cannot be recorded are logged, never fatal. Returns
+  /// what the server returned for each action (null for one that was already done).
   std::vector<nlohmann::json> apply(const Plan& plan);
 
   /// Asks an Istio sidecar to quit (pods/exec) and marks the pod so it is asked only once.
@@ -33,6 +34,8 @@ class Executor {
 
  private:
   nlohmann::json perform(const Action& action);
+  /// Sends an Update, UpdateStatus or Patch.
+  nlohmann::json write(const Action& action);
   void record(const EventRecord& event);
   void count(std::string_view verb, const kube::Resource& resource);
 

@@ -66,6 +66,12 @@ void respond_status(ResponseWriter& w, int code, std::string_view reason, std::s
   respond_json(w, code, failure_status(code, reason, message, std::move(details)));
 }
 
+/// errors.NewInternalError: what the real server answers for a failure that is no API error.
+void respond_internal_error(ResponseWriter& w, std::string_view what) {
+  respond_status(w, 500, "InternalError", fmt::format("Internal error occurred: {}", what),
+                 {{"causes", json::array({{{"message", what}}})}});
+}
+
 [[noreturn]] void fail(ErrorKind kind, int code, std::string message) {
   throw Error(kind, std::move(message), code);
 }
@@ -387,10 +393,28 @@ void ApiServer::handle(const Request& request, ResponseWriter& response) {
     const json status = status_object(e);
     respond_json(response, status.value("code", 500), status);
   } catch (const json::exception& e) {
+    // A body of the wrong shape; logged as well, in case it was the server's own reading.
+    log_failure(request, e.what());
     if (response.responded())
       return;
     respond_status(response, 400, "BadRequest", e.what());
+  } catch (const std::exception& e) {
+    // Mid-response, the HTTP server cuts the connection short (and logs it).
+    if (response.responded())
+      throw;
+    log_failure(request, e.what());
+    respond_internal_error(response, e.what());
+  } catch (...) {
+    if (response.responded())
+      throw;
+    log_failure(request, "unknown exception");
+    respond_internal_error(response, "unknown exception");
   }
+}
+
+void ApiServer::log_failure(const Request& request, std::string_view what) const {
+  if (options_.error_log)
+    options_.error_log(fmt::format("{} {}: {}", request.method, request.path, what));
 }
 
 void ApiServer::serve(const Request& request, ResponseWriter& response, const UserInfo&) {

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sandbox/cluster.h"
@@ -41,6 +43,9 @@ struct ApiServerOptions {
   /// The server's own address, for discovery's serverAddressByClientCIDRs.
   std::string advertise_address = "127.0.0.1:6443";
   Faults faults;
+  /// Receives what went wrong inside a request that the client only sees as an error status
+  /// (an exception that is no API error); may be called from any thread. Empty = dropped.
+  std::function<void(std::string_view)> error_log;
 };
 
 /// The Kubernetes REST API over a Store: discovery, the verbs on every registered resource,
@@ -83,6 +88,8 @@ class ApiServer {
   void serve_binding(const Request& request, ResponseWriter& response, const Route& route);
 
   std::optional<UserInfo> authenticate(const Request& request) const;
+  /// Hands what failed inside a request to ApiServerOptions::error_log.
+  void log_failure(const Request& request, std::string_view what) const;
   bool inject_fault(ResponseWriter& response);
   std::optional<Route> route(const std::string& path) const;
   nlohmann::json resource_list(const std::string& group, const std::string& version) const;

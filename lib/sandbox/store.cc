@@ -211,6 +211,45 @@ ApiError conflict(const std::string& resource, const std::string& group, const s
                   std::move(details));
 }
 
+/// storage.Preconditions.Check's words for a uid that does not match the stored object's ("" when
+/// there is none).
+std::string uid_precondition_failed(std::string_view precondition, std::string_view actual) {
+  return fmt::format("Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                     precondition, actual);
+}
+
+/// The etcd key the real server keeps an object under, as its storage errors quote it: the
+/// resource's storage prefix (a few built-ins have historical ones; custom resources and the
+/// aggregated API servers' types are filed under their group) then namespace and name.
+std::string etcd_key(const ResourceInfo& info, const std::string& ns, const std::string& name) {
+  static const std::map<std::string, std::string> kPrefixes = {
+      {"services", "services/specs"},
+      {"endpoints", "services/endpoints"},
+      {"nodes", "minions"},
+      {"replicationcontrollers", "controllers"},
+      {"events.events.k8s.io", "events"},
+      {"ingresses.networking.k8s.io", "ingress"},
+  };
+  const std::string gr = info.group_resource();
+  std::string prefix = info.plural;
+  if (auto it = kPrefixes.find(gr); it != kPrefixes.end())
+    prefix = it->second;
+  else if (!is_builtin_group(info.group) || info.group == "apiextensions.k8s.io" ||
+           info.group == "apiregistration.k8s.io")
+    prefix = info.group + "/" + info.plural;
+  return "/registry/" + prefix + "/" + (info.namespaced ? ns + "/" : "") + name;
+}
+
+/// What GuaranteedUpdate's failed precondition becomes (storage.NewInvalidObjError through
+/// InterpretUpdateError): 409 Conflict naming the etcd key.
+ApiError storage_precondition_conflict(const ResourceInfo& info, const std::string& ns,
+                                       const std::string& name, std::string_view message) {
+  return conflict(info.plural, info.group, name,
+                  fmt::format("StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, "
+                              "AdditionalErrorMsg: {}",
+                              etcd_key(info, ns, name), message));
+}
+
 ApiError gone(std::string message) {
   return ApiError(ErrorKind::Gone, 410, "Expired", std::move(message));
 }
@@ -1052,12 +1091,19 @@ struct StoreCore {
                     {required_value("metadata.name", "name or generateName is required")});
     }
     const std::string key = key_of(info, ns, name);
-    if (!t.objects.count(key)) {
-      if (part == WritePart::Main && allows_create_on_update(info)) {
-        obj["metadata"].erase("resourceVersion");
-        return create(t, std::move(obj), dry_run);
-      }
+    const auto existing = t.objects.find(key);
+    const bool may_create = part == WritePart::Main && allows_create_on_update(info);
+    if (existing == t.objects.end() && !may_create)
       throw not_found(info, name);
+    // A uid in the body is the update's precondition, checked against the stored object (an
+    // empty one when the PUT may create) before anything else.
+    const std::string uid = uid_of(obj);
+    const std::string stored_uid = existing == t.objects.end() ? "" : uid_of(*existing->second);
+    if (!uid.empty() && uid != stored_uid)
+      throw storage_precondition_conflict(info, ns, name, uid_precondition_failed(uid, stored_uid));
+    if (existing == t.objects.end()) {
+      obj["metadata"].erase("resourceVersion");
+      return create(t, std::move(obj), dry_run);
     }
     return update(t, key, std::move(obj), part, dry_run, allows_unconditional_update(info));
   }
@@ -1066,6 +1112,23 @@ struct StoreCore {
 
   void check_preconditions(const ResourceInfo& info, const json& cur, const DeleteRequest& req) {
     const std::string name = name_of(cur);
+    const std::string rv_now = string_member(meta(cur), "resourceVersion");
+    const std::string gr = info.group_resource();
+    if (gr == "namespaces" || gr == "customresourcedefinitions.apiextensions.k8s.io") {
+      // Their registries check before deleting, in the storage layer's words.
+      if (req.precondition_uid && *req.precondition_uid != uid_of(cur)) {
+        throw conflict(info.plural, info.group, name,
+                       uid_precondition_failed(*req.precondition_uid, uid_of(cur)));
+      }
+      if (req.precondition_resource_version && *req.precondition_resource_version != rv_now) {
+        throw conflict(info.plural, info.group, name,
+                       fmt::format("Precondition failed: ResourceVersion in precondition: {}, "
+                                   "ResourceVersion in object meta: {}",
+                                   *req.precondition_resource_version, rv_now));
+      }
+      return;
+    }
+    // rest.BeforeDelete's words (group and kind as the resource).
     if (req.precondition_uid && *req.precondition_uid != uid_of(cur)) {
       throw conflict(info.kind, info.group, name,
                      fmt::format("the UID in the precondition ({}) does not match the UID in "
@@ -1073,7 +1136,6 @@ struct StoreCore {
                                  "recreated",
                                  *req.precondition_uid, uid_of(cur)));
     }
-    const std::string rv_now = string_member(meta(cur), "resourceVersion");
     if (req.precondition_resource_version && *req.precondition_resource_version != rv_now) {
       throw conflict(info.kind, info.group, name,
                      fmt::format("the ResourceVersion in the precondition ({}) does not match "

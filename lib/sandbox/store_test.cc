@@ -302,10 +302,90 @@ TEST_F(StoreTest, SystemFieldsCannotBeChanged) {
   json updated = store_.update("pods", changed);
   EXPECT_EQ(updated["metadata"]["creationTimestamp"], "2024-05-01T12:00:00Z");
   EXPECT_EQ(updated["metadata"]["generation"], 1);
-  updated["metadata"]["uid"] = "another";
-  auto e = testing::expect_api_error([&] { store_.update("pods", updated); });
+  // A patch cannot change the uid (ValidateObjectMetaUpdate); a PUT carrying another uid fails
+  // its uid precondition first (see UpdateCarryingTheUidOfAnObjectThatIsGone).
+  auto e = testing::expect_api_error([&] {
+    store_.modify("pods", "default", "web", WritePart::Main,
+                  [](json& obj) { obj["metadata"]["uid"] = "another"; });
+  });
   EXPECT_EQ(e.message(),
             "Pod \"web\" is invalid: metadata.uid: Invalid value: \"another\": field is immutable");
+}
+
+// A PUT whose metadata.uid names an object that is gone fails the storage layer's uid
+// precondition, as GuaranteedUpdate does in the real server: 409 Conflict with the etcd key.
+TEST_F(StoreTest, UpdateCarryingTheUidOfAnObjectThatIsGone) {
+  const json old = store_.create("pods", pod("web"));
+  const std::string old_uid = old["metadata"]["uid"];
+  store_.remove("pods", "default", "web");
+  const json replacement = store_.create("pods", pod("web"));
+  const std::string new_uid = replacement["metadata"]["uid"];
+  ASSERT_NE(old_uid, new_uid);
+
+  json stale = old;
+  stale["metadata"]["resourceVersion"] = replacement["metadata"]["resourceVersion"];
+  for (const WritePart part : {WritePart::Main, WritePart::Status}) {
+    auto e = testing::expect_api_error([&] { store_.update("pods", stale, part); });
+    EXPECT_EQ(e.kind(), ErrorKind::Conflict);
+    EXPECT_EQ(e.http_code(), 409);
+    EXPECT_EQ(e.api_status()["reason"], "Conflict");
+    EXPECT_EQ(e.message(),
+              "Operation cannot be fulfilled on pods \"web\": StorageError: invalid object, Code: "
+              "4, Key: /registry/pods/default/web, ResourceVersion: 0, AdditionalErrorMsg: "
+              "Precondition failed: UID in precondition: " +
+                  old_uid + ", UID in object meta: " + new_uid);
+    EXPECT_EQ(e.api_status()["details"], json({{"name", "web"}, {"kind", "pods"}}));
+  }
+  EXPECT_EQ(store_.get("pods", "default", "web")["metadata"]["uid"], new_uid);
+
+  // Without a uid the write goes through; with the current one too.
+  json current = replacement;
+  current["metadata"]["labels"]["a"] = "1";
+  EXPECT_EQ(store_.update("pods", current)["metadata"]["labels"]["a"], "1");
+
+  // Gone altogether: NotFound, as a type that cannot be created by a PUT answers.
+  store_.remove("pods", "default", "web");
+  auto missing = testing::expect_api_error([&] { store_.update("pods", stale); });
+  EXPECT_EQ(missing.kind(), ErrorKind::NotFound);
+  EXPECT_EQ(missing.message(), "pods \"web\" not found");
+}
+
+TEST_F(StoreTest, UidPreconditionConflictsNameTheEtcdKeyOfEachKindOfResource) {
+  const json pg = store_.create(
+      "podgroups.scheduling.volcano.sh",
+      {{"metadata", {{"name", "pg"}, {"namespace", "default"}}}, {"spec", {{"minMember", 2}}}});
+  json stale = pg;
+  stale["metadata"]["uid"] = "0000";
+  auto custom =
+      testing::expect_api_error([&] { store_.update("podgroups.scheduling.volcano.sh", stale); });
+  EXPECT_EQ(custom.message(),
+            "Operation cannot be fulfilled on podgroups.scheduling.volcano.sh \"pg\": "
+            "StorageError: invalid object, Code: 4, Key: "
+            "/registry/scheduling.volcano.sh/podgroups/default/pg, ResourceVersion: 0, "
+            "AdditionalErrorMsg: Precondition failed: UID in precondition: 0000, UID in object "
+            "meta: " +
+                pg["metadata"]["uid"].get<std::string>());
+  EXPECT_EQ(custom.api_status()["details"],
+            json({{"name", "pg"}, {"group", "scheduling.volcano.sh"}, {"kind", "podgroups"}}));
+
+  const json node = store_.create("nodes", {{"metadata", {{"name", "n1"}}}});
+  json stale_node = node;
+  stale_node["metadata"]["uid"] = "0000";
+  EXPECT_NE(testing::expect_api_error([&] { store_.update("nodes", stale_node); })
+                .message()
+                .find("Key: /registry/minions/n1, "),
+            std::string::npos);
+
+  // Services may be created by a PUT, so a missing one is compared with an empty object.
+  const json svc = {{"metadata", {{"name", "s"}, {"namespace", "default"}, {"uid", "0000"}}},
+                    {"spec", {{"ports", {{{"port", 80}}}}}}};
+  auto e = testing::expect_api_error([&] { store_.update("services", svc); });
+  EXPECT_EQ(e.kind(), ErrorKind::Conflict);
+  EXPECT_EQ(e.message(),
+            "Operation cannot be fulfilled on services \"s\": StorageError: invalid object, "
+            "Code: 4, Key: /registry/services/specs/default/s, ResourceVersion: 0, "
+            "AdditionalErrorMsg: Precondition failed: UID in precondition: 0000, UID in object "
+            "meta: ");
 }
 
 TEST_F(StoreTest, GenerationCountsSpecChangesOnly) {
@@ -419,6 +499,25 @@ TEST_F(StoreTest, DeletePreconditions) {
             std::string::npos);
   store_.remove("pods", "default", "web", DeleteRequest{.precondition_uid = uid});
   EXPECT_EQ(store_.object_count(), 1u);  // only the namespace is left
+
+  // The object is gone: NotFound, whatever the precondition.
+  auto gone = testing::expect_api_error(
+      [&] { store_.remove("pods", "default", "web", DeleteRequest{.precondition_uid = uid}); });
+  EXPECT_EQ(gone.kind(), ErrorKind::NotFound);
+  EXPECT_EQ(gone.message(), "pods \"web\" not found");
+}
+
+TEST_F(StoreTest, NamespaceDeletePreconditionsUseTheNamespaceRegistrysWording) {
+  const std::string uid =
+      store_.create("namespaces", {{"metadata", {{"name", "team"}}}})["metadata"]["uid"];
+  auto e = testing::expect_api_error(
+      [&] { store_.remove("namespaces", "", "team", DeleteRequest{.precondition_uid = "x"}); });
+  EXPECT_EQ(e.kind(), ErrorKind::Conflict);
+  EXPECT_EQ(e.message(),
+            "Operation cannot be fulfilled on namespaces \"team\": Precondition failed: UID in "
+            "precondition: x, UID in object meta: " +
+                uid);
+  EXPECT_EQ(e.api_status()["details"], json({{"name", "team"}, {"kind", "namespaces"}}));
 }
 
 TEST_F(StoreTest, InvalidPropagationPolicy) {

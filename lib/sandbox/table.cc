@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <ctime>
+#include <set>
 
 #include "api/status.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -22,7 +25,21 @@ struct Column {
 
 std::string age(const json& obj, std::chrono::system_clock::time_point now) {
   return api::human_duration_or_none(
-      api::age_of(obj["metadata"].value("creationTimestamp", json()), now));
+      api::age_of(member(object_member(obj, "metadata"), "creationTimestamp"), now));
+}
+
+/// The member `key` of `object` when it is an integer, else 0: a stored object's numbers may
+/// come in any shape a client wrote, and printing must not throw on them.
+std::int64_t integer_member(const json& object, std::string_view key) {
+  const json& v = member(object, key);
+  return v.is_number_integer() ? v.get<std::int64_t>() : 0;
+}
+
+/// The member `key` of `object` when it is an array, else an empty array.
+const json& array_member(const json& object, std::string_view key) {
+  static const json empty = json::array();
+  const json& v = member(object, key);
+  return v.is_array() ? v : empty;
 }
 
 std::string str(const json& v) {
@@ -39,22 +56,88 @@ std::string or_none(std::string s) {
 
 /// What `kubectl get pods` shows in STATUS: the phase, or a container's waiting/terminated reason.
 std::string pod_status(const json& pod) {
-  const json& status = pod.value("status", json::object());
-  std::string reason = status.value("reason", status.value("phase", "Unknown"));
-  for (const auto& cs : status.value("containerStatuses", json::array())) {
-    const json& state = cs.value("state", json::object());
-    if (state.contains("waiting") && !state["waiting"].value("reason", "").empty()) {
-      reason = state["waiting"]["reason"];
-    } else if (state.contains("terminated")) {
-      const json& t = state["terminated"];
-      reason = t.value("reason", "");
+  const json& status = object_member(pod, "status");
+  std::string reason = string_member(status, "reason");
+  if (reason.empty())
+    reason = string_member(status, "phase");
+  if (reason.empty())
+    reason = "Unknown";
+  for (const auto& cs : array_member(status, "containerStatuses")) {
+    const json& state = object_member(cs, "state");
+    const json& waiting = object_member(state, "waiting");
+    if (!string_member(waiting, "reason").empty()) {
+      reason = string_member(waiting, "reason");
+    } else if (member(state, "terminated").is_object()) {
+      const json& t = object_member(state, "terminated");
+      reason = string_member(t, "reason");
       if (reason.empty())
-        reason = fmt::format("ExitCode:{}", t.value("exitCode", 0));
+        reason = fmt::format("ExitCode:{}", integer_member(t, "exitCode"));
     }
   }
-  if (pod["metadata"].contains("deletionTimestamp"))
+  if (object_member(pod, "metadata").contains("deletionTimestamp"))
     reason = "Terminating";
   return reason;
+}
+
+/// `kubectl get svc`'s PORT(S): "80/TCP", "80:30080/TCP" with a node port, comma-separated
+/// (the server's makePortString).
+std::string service_ports(const json& spec) {
+  std::string ports;
+  for (const auto& p : array_member(spec, "ports")) {
+    std::string protocol = string_member(p, "protocol");
+    if (protocol.empty())
+      protocol = "TCP";
+    const std::int64_t node_port = integer_member(p, "nodePort");
+    ports += ports.empty() ? "" : ",";
+    ports += node_port > 0 ? fmt::format("{}:{}/{}", integer_member(p, "port"), node_port, protocol)
+                           : fmt::format("{}/{}", integer_member(p, "port"), protocol);
+  }
+  return ports;
+}
+
+std::string join_strings(const json& values) {
+  std::string out;
+  for (const auto& v : values) {
+    if (v.is_string())
+      out += (out.empty() ? "" : ",") + v.get<std::string>();
+  }
+  return out;
+}
+
+/// `kubectl get svc`'s EXTERNAL-IP (the server's getServiceExternalIP, printed wide).
+std::string service_external_ip(const json& service) {
+  const json& spec = object_member(service, "spec");
+  const std::string type = string_member(spec, "type");
+  const std::string external_ips = join_strings(array_member(spec, "externalIPs"));
+  if (type == "ClusterIP" || type == "NodePort")
+    return or_none(external_ips);
+  if (type == "ExternalName")
+    return string_member(spec, "externalName");
+  if (type != "LoadBalancer")
+    return "<unknown>";
+  // loadBalancerStatusStringer: each ingress point's IP, else its hostname; sorted, unique.
+  std::set<std::string> points;
+  const json& lb = object_member(object_member(service, "status"), "loadBalancer");
+  for (const auto& i : array_member(lb, "ingress")) {
+    const std::string ip = string_member(i, "ip");
+    const std::string point = ip.empty() ? string_member(i, "hostname") : ip;
+    if (!point.empty())
+      points.insert(point);
+  }
+  std::string ingress;
+  for (const auto& p : points)
+    ingress += (ingress.empty() ? "" : ",") + p;
+  if (!external_ips.empty())
+    return ingress.empty() ? external_ips : ingress + "," + external_ips;
+  return ingress.empty() ? "<pending>" : ingress;
+}
+
+/// A label map as labels.FormatLabels prints it: "a=1,b=2" (sorted), "<none>" when empty.
+std::string format_labels(const json& labels) {
+  std::string out;
+  for (const auto& [k, v] : labels.items())
+    out += (out.empty() ? "" : ",") + k + "=" + str(v);
+  return or_none(out);
 }
 
 std::vector<Column> columns_for(const std::string& gr, const json& printer_columns) {
@@ -129,92 +212,88 @@ std::vector<Column> columns_for(const std::string& gr, const json& printer_colum
 
 json cells_for(const std::string& gr, const json& obj, const json& printer_columns,
                std::chrono::system_clock::time_point now) {
-  const json& meta = obj["metadata"];
-  const json& spec = obj.value("spec", json::object());
-  const json& status = obj.value("status", json::object());
-  const std::string name = meta.value("name", "");
+  const json& spec = object_member(obj, "spec");
+  const json& status = object_member(obj, "status");
+  const std::string name = name_of(obj);
   if (gr == "pods") {
-    int ready = 0, total = 0, restarts = 0;
-    for (const auto& cs : status.value("containerStatuses", json::array())) {
-      ready += cs.value("ready", false) ? 1 : 0;
-      restarts += cs.value("restartCount", 0);
+    std::int64_t ready = 0, restarts = 0;
+    for (const auto& cs : array_member(status, "containerStatuses")) {
+      ready += member(cs, "ready") == json(true) ? 1 : 0;
+      restarts += integer_member(cs, "restartCount");
     }
-    total = static_cast<int>(spec.value("containers", json::array()).size());
+    const std::size_t total = array_member(spec, "containers").size();
     return {name,
             fmt::format("{}/{}", ready, total),
             pod_status(obj),
             std::to_string(restarts),
             age(obj, now),
-            or_none(status.value("podIP", "")),
-            or_none(spec.value("nodeName", "")),
+            or_none(string_member(status, "podIP")),
+            or_none(string_member(spec, "nodeName")),
             "<none>",
             "<none>"};
   }
   if (gr == "nodes") {
     std::string ready = "Unknown";
-    for (const auto& c : status.value("conditions", json::array())) {
-      if (c.value("type", "") == "Ready")
-        ready = c.value("status", "") == "True" ? "Ready" : "NotReady";
+    for (const auto& c : array_member(status, "conditions")) {
+      if (string_member(c, "type") == "Ready")
+        ready = string_member(c, "status") == "True" ? "Ready" : "NotReady";
     }
-    if (spec.value("unschedulable", false))
+    if (member(spec, "unschedulable") == json(true))
       ready += ",SchedulingDisabled";
     std::string internal_ip;
-    for (const auto& a : status.value("addresses", json::array())) {
-      if (a.value("type", "") == "InternalIP")
-        internal_ip = a.value("address", "");
+    for (const auto& a : array_member(status, "addresses")) {
+      if (string_member(a, "type") == "InternalIP")
+        internal_ip = string_member(a, "address");
     }
-    const json& info = status.value("nodeInfo", json::object());
+    const json& info = object_member(status, "nodeInfo");
     return {name,
             ready,
             "<none>",
             age(obj, now),
-            info.value("kubeletVersion", ""),
+            string_member(info, "kubeletVersion"),
             or_none(internal_ip),
             "<none>",
-            info.value("osImage", ""),
-            info.value("kernelVersion", ""),
-            info.value("containerRuntimeVersion", "")};
+            string_member(info, "osImage"),
+            string_member(info, "kernelVersion"),
+            string_member(info, "containerRuntimeVersion")};
   }
-  if (gr == "namespaces")
-    return {name, status.value("phase", "Active"), age(obj, now)};
+  if (gr == "namespaces") {
+    const std::string phase = string_member(status, "phase");
+    return {name, phase.empty() ? "Active" : phase, age(obj, now)};
+  }
   if (gr == "services") {
-    std::string ports;
-    for (const auto& p : spec.value("ports", json::array())) {
-      ports += (ports.empty() ? "" : ",") +
-               fmt::format("{}/{}", p.value("port", 0), p.value("protocol", "TCP"));
-    }
-    std::string selector;
-    for (const auto& [k, v] : spec.value("selector", json::object()).items()) {
-      selector += (selector.empty() ? "" : ",") + k + "=" + str(v);
-    }
+    // printService: the first of spec.clusterIPs ("None" for a headless service).
+    const json& cluster_ips = array_member(spec, "clusterIPs");
+    const std::string cluster_ip = cluster_ips.empty() ? "" : str(cluster_ips[0]);
+    const std::string ports = service_ports(spec);
     return {name,
-            spec.value("type", "ClusterIP"),
-            spec.value("clusterIP", ""),
-            "<none>",
+            string_member(spec, "type"),
+            or_none(cluster_ip),
+            service_external_ip(obj),
             or_none(ports),
             age(obj, now),
-            or_none(selector)};
+            format_labels(object_member(spec, "selector"))};
   }
   if (gr == "configmaps") {
-    return {
-        name,
-        obj.value("data", json::object()).size() + obj.value("binaryData", json::object()).size(),
-        age(obj, now)};
+    return {name, object_member(obj, "data").size() + object_member(obj, "binaryData").size(),
+            age(obj, now)};
   }
   if (gr == "secrets") {
-    return {name, obj.value("type", "Opaque"), obj.value("data", json::object()).size(),
-            age(obj, now)};
+    const std::string type = string_member(obj, "type");
+    return {name, type.empty() ? "Opaque" : type, object_member(obj, "data").size(), age(obj, now)};
   }
   if (gr == "jobs.batch") {
     std::string state = "Running";
-    for (const auto& c : status.value("conditions", json::array())) {
-      if (c.value("status", "") == "True" && (c["type"] == "Complete" || c["type"] == "Failed")) {
-        state = c["type"];
-      }
+    for (const auto& c : array_member(status, "conditions")) {
+      const std::string type = string_member(c, "type");
+      if (string_member(c, "status") == "True" && (type == "Complete" || type == "Failed"))
+        state = type;
     }
+    const json& completions = member(spec, "completions");
     return {name, state,
-            fmt::format("{}/{}", status.value("succeeded", 0), spec.value("completions", 1)), "",
-            age(obj, now)};
+            fmt::format("{}/{}", integer_member(status, "succeeded"),
+                        completions.is_number_integer() ? completions.get<std::int64_t>() : 1),
+            "", age(obj, now)};
   }
   json cells = {name};
   if (printer_columns.is_array() && !printer_columns.empty()) {
@@ -306,7 +385,7 @@ json to_table(const ResourceInfo& info, const std::vector<json>& objects,
     } else if (include_object != "None") {
       row["object"] = {{"kind", "PartialObjectMetadata"},
                        {"apiVersion", "meta.k8s.io/v1"},
-                       {"metadata", obj["metadata"]}};
+                       {"metadata", object_member(obj, "metadata")}};
     }
     rows.push_back(std::move(row));
   }

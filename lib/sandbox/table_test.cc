@@ -57,6 +57,76 @@ TEST(TableTest, CustomResourcesUsePrinterColumnsAndAddAge) {
   EXPECT_EQ(table["rows"][0]["object"]["spec"]["workers"], 4);
 }
 
+json service(const std::string& name, json spec, json status = json::object()) {
+  return {{"metadata", {{"name", name}, {"creationTimestamp", "2027-01-15T07:59:00Z"}}},
+          {"spec", std::move(spec)},
+          {"status", std::move(status)}};
+}
+
+TEST(TableTest, ServiceRowsShowWhatKubectlGetSvcPrints) {
+  // As `kubectl create svc clusterip foo --tcp=80:80` leaves it once the server defaulted it.
+  const json cluster_ip = service(
+      "foo",
+      {{"type", "ClusterIP"},
+       {"clusterIP", "10.96.0.1"},
+       {"clusterIPs", {"10.96.0.1"}},
+       {"ports", {{{"name", "80-80"}, {"port", 80}, {"protocol", "TCP"}, {"targetPort", 80}}}},
+       {"selector", {{"app", "foo"}, {"tier", "web"}}}});
+  const json node_port = service("np", {{"type", "NodePort"},
+                                        {"clusterIPs", {"10.96.0.2"}},
+                                        {"externalIPs", {"192.0.2.1", "192.0.2.2"}},
+                                        {"ports",
+                                         {{{"port", 80}, {"nodePort", 30080}, {"protocol", "TCP"}},
+                                          {{"port", 53}, {"protocol", "UDP"}}}}});
+  const json headless = service("db", {{"type", "ClusterIP"}, {"clusterIPs", {"None"}}});
+  const json pending = service("lb", {{"type", "LoadBalancer"}, {"clusterIPs", {"10.96.0.3"}}});
+  const json balanced = service("lb2", {{"type", "LoadBalancer"}, {"clusterIPs", {"10.96.0.4"}}},
+                                {{"loadBalancer", {{"ingress", {{{"ip", "203.0.113.7"}}}}}}});
+  const json external =
+      service("ext", {{"type", "ExternalName"}, {"externalName", "db.example.com"}});
+
+  const json table =
+      to_table({"", "v1", "services", "Service", true, true},
+               {cluster_ip, node_port, headless, pending, balanced, external}, nullptr, "", kNow);
+  std::vector<std::string> names;
+  for (const auto& c : table["columnDefinitions"])
+    names.push_back(c["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Type", "Cluster-IP", "External-IP", "Port(s)",
+                                             "Age", "Selector"}));
+  EXPECT_EQ(table["columnDefinitions"][6]["priority"], 1);
+  const json& rows = table["rows"];
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[0]["cells"],
+            json({"foo", "ClusterIP", "10.96.0.1", "<none>", "80/TCP", "60s", "app=foo,tier=web"}));
+  EXPECT_EQ(rows[1]["cells"], json({"np", "NodePort", "10.96.0.2", "192.0.2.1,192.0.2.2",
+                                    "80:30080/TCP,53/UDP", "60s", "<none>"}));
+  EXPECT_EQ(rows[2]["cells"],
+            json({"db", "ClusterIP", "None", "<none>", "<none>", "60s", "<none>"}));
+  EXPECT_EQ(rows[3]["cells"][3], "<pending>");
+  EXPECT_EQ(rows[4]["cells"][3], "203.0.113.7");
+  EXPECT_EQ(rows[5]["cells"],
+            json({"ext", "ExternalName", "<none>", "db.example.com", "<none>", "60s", "<none>"}));
+}
+
+TEST(TableTest, FieldsOfAnUnexpectedTypePrintAsEmptyInsteadOfThrowing) {
+  const json odd = {{"metadata", {{"name", "odd"}}},
+                    {"spec",
+                     {{"ports", {{{"port", "eighty"}, {"protocol", nullptr}}}},
+                      {"selector", nullptr},
+                      {"type", 7}}}};
+  json table;
+  ASSERT_NO_THROW(
+      table = to_table({"", "v1", "services", "Service", true, true}, {odd}, nullptr, "", kNow));
+  EXPECT_EQ(table["rows"][0]["cells"][4], "0/TCP");
+  const json pod = {{"metadata", {{"name", "p"}}},
+                    {"spec", {{"containers", "none"}}},
+                    {"status", {{"phase", nullptr}, {"containerStatuses", {{{"ready", "yes"}}}}}}};
+  ASSERT_NO_THROW(table =
+                      to_table({"", "v1", "pods", "Pod", true, true}, {pod}, nullptr, "", kNow));
+  EXPECT_EQ(table["rows"][0]["cells"][1], "0/0");
+  EXPECT_EQ(table["rows"][0]["cells"][2], "Unknown");
+}
+
 TEST(TableTest, OnlyAsTableAcceptHeadersGetTables) {
   EXPECT_TRUE(wants_table("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"));
   EXPECT_FALSE(wants_table("application/json"));

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "api/status.h"
+#include "controller/executor.h"
 #include "tests/support/sandbox_fixture.h"
 #include "yaml_json.h"
 
@@ -373,6 +374,61 @@ spec:
             R"({"holdApplicationUntilProxyStarts": true})");
   ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "meshed", "Succeeded"));
   EXPECT_EQ(pods_of("meshed")[0]["status"]["phase"], "Succeeded");
+}
+
+// A finished job's PodGroup may be deleted (and re-created) while admission still holds the old
+// object: writes carrying its uid then fail NotFound or with a uid-precondition Conflict. The
+// object they meant is gone, so they count as done; a stale resourceVersion still fails.
+TEST_F(ControllerTest, ExecutorCountsWritesToAnObjectThatIsGoneAsDone) {
+  controller::declare_executor_metrics(metrics_);
+  controller::Executor executor(*controller_client_, metrics_, log_, "test-controller");
+  const std::string manifest = R"(
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: pg}
+spec: {minMember: 2}
+)";
+  const json old = create(kube::resources::podgroups(), manifest);
+  json updated = old;
+  updated["status"] = {{"phase", "Inqueue"}};
+  const auto update = [&](const json& object) {
+    return controller::Plan{.actions = {{.type = controller::Action::Type::Update,
+                                         .resource = kube::resources::podgroups(),
+                                         .namespace_ = "default",
+                                         .name = "pg",
+                                         .object = object}}};
+  };
+  const auto status_update = [&](const json& object) {
+    controller::Plan plan = update(object);
+    plan.actions[0].type = controller::Action::Type::UpdateStatus;
+    return plan;
+  };
+
+  client().remove(kube::resources::podgroups(), "default", "pg");
+  std::vector<json> results;
+  ASSERT_NO_THROW(results = executor.apply(update(updated)));
+  EXPECT_EQ(results, std::vector<json>{nullptr});
+  ASSERT_NO_THROW(executor.apply(status_update(updated)));
+
+  // Re-created under the same name: the server refuses the old uid, and the new object stays.
+  const json replacement = create(kube::resources::podgroups(), manifest);
+  updated["metadata"]["resourceVersion"] = replacement["metadata"]["resourceVersion"];
+  ASSERT_NO_THROW(results = executor.apply(update(updated)));
+  EXPECT_EQ(results, std::vector<json>{nullptr});
+  ASSERT_NO_THROW(executor.apply(status_update(updated)));
+  const json now = client().get(kube::resources::podgroups(), "default", "pg");
+  EXPECT_EQ(now["metadata"]["uid"], replacement["metadata"]["uid"]);
+  EXPECT_FALSE(now.contains("status") && now["status"].value("phase", "") == "Inqueue");
+
+  // The same object at another version is a real conflict: the caller must retry.
+  json stale = replacement;
+  stale["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"];
+  try {
+    executor.apply(update(stale));
+    ADD_FAILURE() << "a stale resourceVersion must fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Conflict) << e.what();
+  }
 }
 
 }  // namespace

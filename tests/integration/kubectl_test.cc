@@ -378,6 +378,33 @@ data:
   EXPECT_EQ(kubectl({"apply", "-f", path}).out, "configmap/settings unchanged\n");
 }
 
+// `kubectl get svc` asks for the server's Table; it must print what a real cluster prints, and
+// the sandbox must still be there afterwards.
+TEST_F(KubectlTest, GetServicesPrintsTypeClusterIpExternalIpAndPorts) {
+  Output created =
+      kubectl({"create", "service", "clusterip", "web", "--tcp=80:80", "--tcp=443:8443"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.out, "service/web created\n");
+
+  Output table = kubectl({"get", "svc", "web"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  const auto lines = lines_of(table.out);
+  ASSERT_EQ(lines.size(), 2u) << table.out;
+  EXPECT_THAT(lines[0],
+              ::testing::MatchesRegex("NAME +TYPE +CLUSTER-IP +EXTERNAL-IP +PORT\\(S\\) +AGE *"));
+  EXPECT_THAT(lines[1],
+              ::testing::MatchesRegex(
+                  "web +ClusterIP +10\\.96\\.[0-9]+\\.[0-9]+ +<none> +80/TCP,443/TCP +[0-9]+s *"));
+
+  Output wide = kubectl({"get", "services", "-o", "wide"});
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_THAT(wide.out, HasSubstr("SELECTOR"));
+  EXPECT_THAT(wide.out, ::testing::ContainsRegex("web +ClusterIP .* app=web"));
+
+  Output still_up = kubectl({"get", "namespaces", "-o", "name"});
+  EXPECT_EQ(still_up.exit_code, 0) << still_up.err;
+}
+
 TEST_F(KubectlTest, ApiResourcesListsBuiltInResources) {
   Output r = kubectl({"api-resources", "-o", "name"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -16,7 +19,11 @@
 #include "error.h"
 #include "kube/client.h"
 #include "kube/resource.h"
+#include "sandbox/api_server.h"
+#include "sandbox/http_server.h"
+#include "sandbox/store.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/https_test_server.h"
 #include "tests/support/sandbox_fixture.h"
 
 namespace trainctl {
@@ -540,6 +547,94 @@ TEST_F(SandboxErrorTest, StaleResourceVersionIsAConflict) {
   EXPECT_EQ(client().get(resources::configmaps(), "default", "a")["data"]["key"], "first");
 }
 
+TEST_F(SandboxErrorTest, UpdateCarryingTheUidOfARecreatedObjectIsAPreconditionConflict) {
+  const json old = client().create(resources::configmaps(), "default", configmap("a"));
+  client().remove(resources::configmaps(), "default", "a");
+  const json now = client().create(resources::configmaps(), "default", configmap("a"));
+
+  json stale = old;
+  stale["metadata"]["resourceVersion"] = now["metadata"]["resourceVersion"];
+  const Error e = expect_error([&] { client().update(resources::configmaps(), "default", stale); });
+  EXPECT_EQ(e.kind(), ErrorKind::Conflict);
+  EXPECT_EQ(e.http_code(), 409);
+  EXPECT_EQ(e.status()["reason"], "Conflict");
+  EXPECT_EQ(e.status()["message"],
+            "Operation cannot be fulfilled on configmaps \"a\": StorageError: invalid object, "
+            "Code: 4, Key: /registry/configmaps/default/a, ResourceVersion: 0, "
+            "AdditionalErrorMsg: Precondition failed: UID in precondition: " +
+                old["metadata"]["uid"].get<std::string>() +
+                ", UID in object meta: " + now["metadata"]["uid"].get<std::string>());
+
+  // Deleted and not re-created: the object is simply not found.
+  client().remove(resources::configmaps(), "default", "a");
+  const Error gone =
+      expect_error([&] { client().update(resources::configmaps(), "default", stale); });
+  EXPECT_EQ(gone.kind(), ErrorKind::NotFound);
+  EXPECT_EQ(gone.status()["message"], "configmaps \"a\" not found");
+}
+
+// Whatever a handler throws, the server answers (a 500 Status when it is no API error, as
+// errors.NewInternalError words it), logs it and serves on. Here the store's clock, read when
+// a list is printed as a Table, throws a plain std::exception.
+TEST(SandboxInternalErrorTest, AnExceptionWhileServingIsA500AndTheServerServesOn) {
+  std::atomic<bool> clock_broken{false};
+  sandbox::StoreOptions store_options;
+  store_options.now = [&] {
+    if (clock_broken)
+      throw std::runtime_error("the clock is broken");
+    return std::chrono::system_clock::now();
+  };
+  sandbox::Store store(store_options);
+  sandbox::install_builtin_resources(store);
+  std::mutex log_mu;
+  std::vector<std::string> log;
+  sandbox::ApiServerOptions api_options;
+  api_options.error_log = [&](std::string_view line) {
+    std::lock_guard lock(log_mu);
+    log.emplace_back(line);
+  };
+  sandbox::ApiServer api(store, api_options);
+  const testing::TestPki& pki = testing::TestPki::shared();
+  sandbox::HttpsServerConfig http_config;
+  http_config.cert_pem = pki.server.cert_pem;
+  http_config.key_pem = pki.server.key_pem;
+  http_config.client_ca_pem = pki.ca.cert_pem;
+  sandbox::HttpsServer server(
+      http_config, [&](const sandbox::Request& request, sandbox::ResponseWriter& response) {
+        api.handle(request, response);
+      });
+  server.start();
+  kube::RestConfig config;
+  config.server = "https://127.0.0.1:" + std::to_string(server.port());
+  config.tls.ca_pem = pki.ca.cert_pem;
+  config.auth.client_cert_pem = pki.client.cert_pem;
+  config.auth.client_key_pem = pki.client.key_pem;
+  Client client(config);
+  client.create(resources::configmaps(), "default", configmap("a"));
+
+  clock_broken = true;
+  RawSandboxHttp http(config);
+  const auto broken = http.send("GET", "/api/v1/namespaces/default/configmaps", "", "",
+                                {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}});
+  EXPECT_EQ(broken.status, 500);
+  const json status = json::parse(broken.body, nullptr, false);
+  EXPECT_EQ(status["kind"], "Status") << broken.body;
+  EXPECT_EQ(status["status"], "Failure");
+  EXPECT_EQ(status["reason"], "InternalError");
+  EXPECT_EQ(status["code"], 500);
+  EXPECT_EQ(status["message"], "Internal error occurred: the clock is broken");
+  EXPECT_EQ(status["details"], json({{"causes", {{{"message", "the clock is broken"}}}}}));
+  {
+    std::lock_guard lock(log_mu);
+    EXPECT_THAT(
+        log, Contains(HasSubstr("GET /api/v1/namespaces/default/configmaps: the clock is broken")));
+  }
+
+  clock_broken = false;
+  EXPECT_EQ(client.get(resources::configmaps(), "default", "a")["metadata"]["name"], "a");
+  server.stop();
+}
+
 TEST_F(SandboxErrorTest, BadNameIsInvalidNamingTheField) {
   const Error e = expect_error(
       [&] { client().create(resources::configmaps(), "default", configmap("Bad_Name")); });
@@ -630,6 +725,43 @@ TEST_F(SandboxErrorTest, StrategicMergeOnACustomResourceIs415) {
 }
 
 // --- list -------------------------------------------------------------------------------------
+
+TEST_F(SandboxListTest, ServicesPrintAsTheServersTable) {
+  // What `kubectl create service clusterip web --tcp=80:80 --tcp=443:8443` sends.
+  client().create(
+      resources::services(), "default",
+      {{"apiVersion", "v1"},
+       {"kind", "Service"},
+       {"metadata", {{"name", "web"}, {"labels", {{"app", "web"}}}}},
+       {"spec",
+        {{"type", "ClusterIP"},
+         {"selector", {{"app", "web"}}},
+         {"ports",
+          {{{"name", "80-80"}, {"port", 80}, {"protocol", "TCP"}, {"targetPort", 80}},
+           {{"name", "443-8443"}, {"port", 443}, {"protocol", "TCP"}, {"targetPort", 8443}}}}}}});
+  RawSandboxHttp http(sandbox().admin_config());
+  const std::string accept =
+      "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta."
+      "k8s.io,application/json";
+  const auto list = http.send("GET", "/api/v1/namespaces/default/services?limit=500", "", "",
+                              {{"Accept", accept}});
+  ASSERT_EQ(list.status, 200) << list.body;
+  const json table = json::parse(list.body);
+  ASSERT_EQ(table["rows"].size(), 1u) << list.body;
+  const json cells = table["rows"][0]["cells"];
+  ASSERT_EQ(cells.size(), 7u) << cells.dump();
+  EXPECT_EQ(cells[0], "web");
+  EXPECT_EQ(cells[1], "ClusterIP");
+  EXPECT_THAT(cells[2].get<std::string>(), MatchesRegex("10\\.96\\.[0-9]+\\.[0-9]+"));
+  EXPECT_EQ(cells[3], "<none>");
+  EXPECT_EQ(cells[4], "80/TCP,443/TCP");
+  EXPECT_EQ(cells[6], "app=web");
+
+  const auto one =
+      http.send("GET", "/api/v1/namespaces/default/services/web", "", "", {{"Accept", accept}});
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body)["rows"][0]["cells"], cells);
+}
 
 TEST_F(SandboxListTest, LabelSelectorsSupportEveryOperator) {
   client().create(resources::configmaps(), "default",
