@@ -1,6 +1,7 @@
 #include "app.h"
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "error.h"
@@ -48,6 +49,15 @@ int run(int argc, char** argv) {
   } catch (const Error& e) {
     std::cerr << "trainctl: " << e.what() << '\n';
     return exit_code(e.kind());
+  } catch (const nlohmann::json::type_error& e) {
+    // 316 is a string that is not UTF-8, which only the user's input can hold: what the server
+    // sends was checked when it was parsed.
+    std::cerr << "trainctl: " << e.what() << '\n';
+    return exit_code(e.id == 316 ? ErrorKind::Validation : ErrorKind::Protocol);
+  } catch (const std::exception& e) {
+    // A bug, not the user's doing: still a message and an exit code scripts know, never an abort.
+    std::cerr << "trainctl: " << e.what() << '\n';
+    return exit_code(ErrorKind::Protocol);
   }
   return 0;
 }

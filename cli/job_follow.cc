@@ -319,6 +319,21 @@ void FollowOutput::finish() {
   status_.clear();
 }
 
+void FollowOutput::warning(std::string_view text) {
+  std::lock_guard lock(mu_);
+  if (!warned_.emplace(text).second)
+    return;
+  clear_status_locked();
+  out_.flush();
+  std::cerr << "trainctl: warning: " << text << '\n' << std::flush;
+  draw_status_locked();
+  out_.flush();
+}
+
+std::string logs_unavailable(std::string_view replica, std::string_view why) {
+  return fmt::format("logs of {} unavailable: {}", replica, why);
+}
+
 void FollowOutput::clear_status_locked() {
   if (live_ && !status_.empty())
     out_ << "\r\033[K";
@@ -470,8 +485,12 @@ struct LogFollower::Stream {
 };
 
 LogFollower::LogFollower(kube::Client& client, LogSelection selection, FollowOutput& out,
-                         PodWatch& pods)
-    : client_(client), selection_(std::move(selection)), out_(out), pods_(pods) {
+                         PodWatch& pods, LogFailure on_failure)
+    : client_(client),
+      selection_(std::move(selection)),
+      out_(out),
+      pods_(pods),
+      on_failure_(on_failure) {
   pods.on_change([this](const json& pod, bool deleted) { on_pod(pod, deleted); });
 }
 
@@ -528,15 +547,51 @@ void LogFollower::run_stream(std::stop_token stop, Stream& s) {
       stream_run(stop, s, container, first);
       first = false;
     } catch (const Error& e) {
-      if (e.kind() == ErrorKind::NotFound)
-        break;           // the pod went away
-      streamed.clear();  // the run was not ready after all (a 400): retry on the next change
-      pause(stop, std::chrono::milliseconds(300));
+      if (stop.stop_requested())
+        break;  // ended by stop(), not by the server
+      if (e.kind() == ErrorKind::BadRequest) {
+        streamed.clear();  // the run was not ready after all: retry on the next change
+        pause(stop, std::chrono::milliseconds(300));
+        continue;
+      }
+      if (!unreadable(s, e))
+        break;
+    } catch (const std::exception& e) {
+      if (stop.stop_requested() || !unreadable(s, e))
+        break;
     }
   }
   std::lock_guard lock(mu_);
   s.done = true;
   changed_.notify_all();
+}
+
+bool LogFollower::unreadable(const Stream& s, const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  const bool gone = error != nullptr && error->kind() == ErrorKind::NotFound;
+  if (on_failure_ == LogFailure::Warn) {
+    out_.warning(logs_unavailable(s.replica, e.what()));
+    return !gone;  // a later run may be readable; a deleted pod has none
+  }
+  if (gone)
+    return false;  // deleted meanwhile: its replacement has a stream of its own
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_)
+      failure_ = std::current_exception();
+  }
+  failed_.request_stop();
+  return false;
+}
+
+void LogFollower::throw_failure() const {
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(mu_);
+    failure = failure_;
+  }
+  if (failure)
+    std::rethrow_exception(failure);
 }
 
 void LogFollower::stream_run(std::stop_token stop, Stream& s, const std::string& container,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -84,6 +86,9 @@ class FollowOutput {
   void status(std::string status);
   /// Ends the live status line so later output starts on a fresh line. Idempotent.
   void finish();
+  /// Writes `trainctl: warning: <text>` to stderr, each distinct text once (a replica's logs can
+  /// be missed by the stream and by the final read for the same reason).
+  void warning(std::string_view text);
   bool live() const { return live_; }
 
  private:
@@ -96,7 +101,11 @@ class FollowOutput {
   bool color_;
   bool live_;
   std::string status_;
+  std::set<std::string, std::less<>> warned_;
 };
+
+/// The warning for a replica whose logs could not be read: `logs of worker-1 unavailable: <why>`.
+std::string logs_unavailable(std::string_view replica, std::string_view why);
 
 /// Whether the file descriptor is a terminal, and one that may get colours (NO_COLOR unset).
 bool is_terminal(int fd);
@@ -152,14 +161,32 @@ struct LogSelection {
 /// replicas it printed.
 std::size_t print_job_logs(kube::Client& client, const LogSelection& selection, FollowOutput& out);
 
+/// What a LogFollower does when a replica's log cannot be read for another reason than "not
+/// started yet" (which it retries): the kubelet is unreachable, RBAC lacks pods/log, the pod is
+/// gone.
+enum class LogFailure {
+  /// The logs are the point (`logs -f`): stop following; throw_failure() then throws the error.
+  /// A pod deleted meanwhile is no failure: its replacement is followed.
+  Fail,
+  /// The logs are extra (`submit --wait --logs`): warn on stderr and go on without that run's
+  /// log; a later run or a recreated pod is tried again.
+  Warn,
+};
+
 /// Streams the logs of the selected replicas concurrently, line by line as they arrive: pods
 /// that exist, pods that appear later or are recreated (a new uid), and each new run of a
 /// restarted container. Lines of one container run are printed once.
 class LogFollower {
  public:
   /// Registers itself on `pods`, which the caller starts after constructing this.
-  LogFollower(kube::Client& client, LogSelection selection, FollowOutput& out, PodWatch& pods);
+  LogFollower(kube::Client& client, LogSelection selection, FollowOutput& out, PodWatch& pods,
+              LogFailure on_failure);
   ~LogFollower();  // stops `pods` (which calls this), then stop()
+
+  /// Stopped once a stream failed under LogFailure::Fail: give it to what waits for the job.
+  std::stop_token failure_token() const { return failed_.get_token(); }
+  /// Throws the error of the stream that failed under LogFailure::Fail, if one did.
+  void throw_failure() const;
 
   /// Waits until every stream has ended (its pod finished or is gone), at most `grace`: after a
   /// job has finished, a replica that never ends (a PS) or never starts does not hold it up.
@@ -175,12 +202,17 @@ class LogFollower {
   void on_pod(const nlohmann::json& pod, bool deleted);
   void run_stream(std::stop_token stop, Stream& stream);
   void stream_run(std::stop_token stop, Stream& stream, const std::string& container, bool first);
+  /// Handles a log request that failed for good; returns whether the stream goes on.
+  bool unreadable(const Stream& stream, const std::exception& e);
 
   kube::Client& client_;
   LogSelection selection_;
   FollowOutput& out_;
   PodWatch& pods_;
-  std::mutex mu_;
+  LogFailure on_failure_;
+  std::stop_source failed_;
+  mutable std::mutex mu_;
+  std::exception_ptr failure_;  // the first, under LogFailure::Fail
   std::condition_variable_any changed_;
   bool stopped_ = false;                                    // no new streams once stop() began
   std::map<std::string, std::unique_ptr<Stream>> streams_;  // by pod uid

@@ -125,6 +125,30 @@ json parse_volume(const std::string& text) {
   return v;
 }
 
+/// Rejects render values that are not UTF-8 (from a flag, --set or a values file) before they
+/// reach a template: JSON, and so the job, takes nothing else.
+void reject_non_utf8_values(const json& value, const std::string& path) {
+  auto check = [&path](const std::string& text) {
+    if (const auto offset = invalid_utf8_offset(text)) {
+      throw Error(ErrorKind::Usage,
+                  fmt::format("value {}: invalid UTF-8 byte {:#04x} at offset {}",
+                              path.empty() ? "<top>" : path,
+                              static_cast<unsigned char>(text[*offset]), *offset));
+    }
+  };
+  if (value.is_string()) {
+    check(value.get_ref<const std::string&>());
+  } else if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) {
+      check(key);
+      reject_non_utf8_values(child, path.empty() ? key : path + "." + key);
+    }
+  } else if (value.is_array()) {
+    for (std::size_t i = 0; i < value.size(); ++i)
+      reject_non_utf8_values(value[i], fmt::format("{}[{}]", path, i));
+  }
+}
+
 void put_string(json& v, const char* key, const std::string& value) {
   if (!value.empty())
     v[key] = value;
@@ -223,6 +247,7 @@ json JobFlags::values(const std::string& namespace_) const {
     render::set_value(values, s);
   for (const auto& s : set_strings)
     render::set_value(values, s, true);
+  reject_non_utf8_values(values, "");
   return values;
 }
 
@@ -330,7 +355,7 @@ render::TemplateSearchPath template_search(const std::filesystem::path& explicit
 }
 
 std::string spec_hash(const json& spec) {
-  const std::string text = spec.dump();
+  const std::string text = spec.dump(-1, ' ', false, json::error_handler_t::replace);
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int size = 0;
   if (EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1)

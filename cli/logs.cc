@@ -73,13 +73,24 @@ struct LogsOptions {
       return;
     }
     PodWatch pods(*client, selection.ns, job);
-    LogFollower follower(*client, selection, out, pods);
+    // The logs are what was asked for: a replica's that cannot be read ends the command.
+    LogFollower follower(*client, selection, out, pods, LogFailure::Fail);
     pods.start();
-    watch_job(*client, controller::job_kind_resource(found.kind), selection.ns, job, std::nullopt,
-              [](const json* j) { return j != nullptr && !job_finished(*j); });
-    follower.drain(LogFollower::kDrainGrace);
+    bool finished = false;
+    try {
+      finished = watch_job(
+          *client, controller::job_kind_resource(found.kind), selection.ns, job, std::nullopt,
+          [](const json* j) { return j != nullptr && !job_finished(*j); },
+          follower.failure_token());
+    } catch (const Error&) {
+      follower.throw_failure();  // the follower's failure stopped the watch mid-request
+      throw;
+    }
+    if (finished)
+      follower.drain(LogFollower::kDrainGrace);
     pods.stop();
     follower.stop();
+    follower.throw_failure();
   }
 };
 

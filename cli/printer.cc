@@ -53,7 +53,8 @@ void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat f
   if (format == OutputFormat::Yaml) {
     out << json_to_yaml(doc);
   } else {
-    out << doc.dump(2) << '\n';
+    // User data that is not UTF-8 prints with U+FFFD rather than throwing.
+    out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   }
 }
 

@@ -34,7 +34,8 @@ struct ReplicaRecord {
   std::string log;
   std::optional<int> exit_code;
   bool failed = false;
-  bool final = false;  // the pod had terminated: nothing more will come
+  bool final = false;     // the pod had terminated: nothing more will come
+  std::string log_error;  // why `log` could not be read (it may then be empty or cut short)
 };
 
 std::optional<int> exit_code_of(const json& cs) {
@@ -84,7 +85,8 @@ class JobRun {
   void run(std::optional<SteadyTime> deadline) {
     std::optional<LogFollower> follower;
     if (flags_.logs)
-      follower.emplace(client_, LogSelection{.ns = ns_, .job = name_, .kind = kind_}, out_, pods_);
+      follower.emplace(client_, LogSelection{.ns = ns_, .job = name_, .kind = kind_}, out_, pods_,
+                       LogFailure::Warn);
     pods_.on_change([this](const json& pod, bool deleted) {
       if (!deleted)
         record(pod, /*now=*/false);
@@ -169,7 +171,8 @@ class JobRun {
 
  private:
   /// Takes the replica's log and exit code once its pod has terminated or is being deleted, or
-  /// at once with `now` (the job just finished; cleanup may delete the pod next).
+  /// at once with `now` (the job just finished; cleanup may delete the pod next). The log is
+  /// extra: when it cannot be read the record says why, and the job's outcome is unchanged.
   void record(const json& pod, bool now) {
     const json meta = pod.value("metadata", json::object());
     const std::string phase = pod.value("status", json::object()).value("phase", "");
@@ -181,7 +184,8 @@ class JobRun {
     {
       std::lock_guard lock(mu_);
       const auto it = records_.find(replica);
-      if (it != records_.end() && it->second.uid == uid && it->second.final)
+      if (it != records_.end() && it->second.uid == uid && it->second.final &&
+          it->second.log_error.empty())
         return;
     }
     const std::string container = log_container(pod, kind_);
@@ -195,9 +199,9 @@ class JobRun {
                             return true;
                           });
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::BadRequest)
-        throw;
-      // Gone already, or never started: keep what an earlier record had.
+      // Gone already, never started, or the kubelet or RBAC said no: keep what an earlier record
+      // had, else go on without the log.
+      r.log_error = e.message();
       std::lock_guard lock(mu_);
       if (records_.count(replica) != 0)
         return;
@@ -234,6 +238,10 @@ class JobRun {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     for (const auto& [replica, r] : records_) {
+      if (!r.log_error.empty())
+        out_.warning(logs_unavailable(replica, r.log_error));
+      if (!r.log_error.empty() && r.log.empty())
+        continue;  // no file rather than one that says the replica printed nothing
       const std::filesystem::path file = dir / (replica + ".log");
       std::ofstream out(file, std::ios::binary);
       out << r.log;
@@ -247,12 +255,24 @@ class JobRun {
     for (const auto& [replica, r] : records_) {
       if (!r.failed)
         continue;
-      out_.note(fmt::format("{} failed{}; its last lines:", replica,
-                            r.exit_code ? fmt::format(" with exit code {}", *r.exit_code) : ""));
-      for (const auto line : tail_lines(r.log, kFailureTailLines))
-        out_.log_line(replica, line);
+      const std::string how = r.exit_code ? fmt::format(" with exit code {}", *r.exit_code) : "";
+      if (r.log.empty() && !r.log_error.empty()) {
+        out_.note(fmt::format("{} failed{}", replica, how));
+      } else {
+        out_.note(fmt::format("{} failed{}; its last lines:", replica, how));
+        for (const auto line : tail_lines(r.log, kFailureTailLines))
+          out_.log_line(replica, line);
+      }
+      if (!r.log_error.empty())
+        out_.warning(logs_unavailable(replica, r.log_error));
     }
-    for (const auto& e : recent_events(client_, ns_, {name_}, kMaxEvents)) {
+    std::vector<json> events;
+    try {
+      events = recent_events(client_, ns_, {name_}, kMaxEvents);
+    } catch (const Error& e) {  // extra as the logs are: the exit code stays the job's
+      out_.warning(fmt::format("events of {} unavailable: {}", display_name(), e.message()));
+    }
+    for (const auto& e : events) {
       if (e.value("type", "") == "Warning")
         out_.note(fmt::format("Warning {}: {}", e.value("reason", ""), e.value("message", "")));
     }
@@ -286,7 +306,7 @@ void write_report(const std::string& path, const std::vector<std::unique_ptr<Job
       report["jobs"].push_back(run->report());
   }
   std::ofstream out(path, std::ios::binary);
-  out << report.dump(2) << '\n';
+  out << report.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
   if (!out)
     throw Error(ErrorKind::Usage, fmt::format("--report: cannot write {}", path));
 }

@@ -97,6 +97,47 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
+std::optional<std::size_t> invalid_utf8_offset(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto lead = static_cast<unsigned char>(s[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    // The well-formed sequences of Unicode's table 3-7: the lead byte fixes the length and the
+    // range of the second byte; every later byte is 80..BF.
+    std::size_t length = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xbf;
+    if (lead >= 0xc2 && lead <= 0xdf) {
+      length = 2;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+      length = 3;
+      low = lead == 0xe0 ? 0xa0 : 0x80;   // no overlong forms
+      high = lead == 0xed ? 0x9f : 0xbf;  // no surrogates
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+      length = 4;
+      low = lead == 0xf0 ? 0x90 : 0x80;   // no overlong forms
+      high = lead == 0xf4 ? 0x8f : 0xbf;  // nothing above U+10FFFF
+    } else {
+      return i;
+    }
+    if (s.size() - i < length)
+      return i;
+    const auto second = static_cast<unsigned char>(s[i + 1]);
+    if (second < low || second > high)
+      return i;
+    for (std::size_t k = 2; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(s[i + k]);
+      if (next < 0x80 || next > 0xbf)
+        return i;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
 std::string random_suffix(std::size_t length) {
   static constexpr std::string_view kAlphabet = "bcdfghjklmnpqrstvwxz2456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};

@@ -15,6 +15,12 @@ std::optional<std::string> base64_decode(std::string_view in);
 std::string_view trim(std::string_view s);
 std::string to_lower(std::string_view s);
 
+/// Where `s` stops being UTF-8 as RFC 3629 defines it (no overlong forms, no surrogates, nothing
+/// above U+10FFFF): the offset of the first byte of the first malformed or cut-off sequence;
+/// nullopt when all of `s` is valid. JSON strings must be UTF-8, so user input is checked with
+/// this before it becomes one.
+std::optional<std::size_t> invalid_utf8_offset(std::string_view s);
+
 /// `length` random characters from apimachinery's name-suffix alphabet (no vowels, no look-alike
 /// digits), as generateName and client-go identities use.
 std::string random_suffix(std::size_t length = 5);

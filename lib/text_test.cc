@@ -27,5 +27,26 @@ TEST(TextTest, TrimAndLower) {
   EXPECT_EQ(to_lower("Content-Type"), "content-type");
 }
 
+TEST(TextTest, InvalidUtf8OffsetFindsTheFirstMalformedSequence) {
+  EXPECT_EQ(invalid_utf8_offset(""), std::nullopt);
+  EXPECT_EQ(invalid_utf8_offset("plain ascii\n"), std::nullopt);
+  // 2, 3 and 4 bytes, at the edges of each range: U+0080, U+07FF, U+0800, U+FFFF, U+10000,
+  // U+10FFFF, and the last code points before the surrogates.
+  EXPECT_EQ(invalid_utf8_offset("\xc2\x80 \xdf\xbf \xe0\xa0\x80 \xef\xbf\xbf \xf0\x90\x80\x80 "
+                                "\xf4\x8f\xbf\xbf \xed\x9f\xbf"),
+            std::nullopt);
+  EXPECT_EQ(invalid_utf8_offset("ab\xff"), 2u);
+  EXPECT_EQ(invalid_utf8_offset("a\x80"), 1u);         // a continuation byte alone
+  EXPECT_EQ(invalid_utf8_offset("\xc0\xaf"), 0u);      // overlong "/"
+  EXPECT_EQ(invalid_utf8_offset("\xe0\x80\xaf"), 0u);  // overlong "/"
+  EXPECT_EQ(invalid_utf8_offset("\xf0\x80\x80\xaf"), 0u);
+  EXPECT_EQ(invalid_utf8_offset("x\xed\xa0\x80"), 1u);     // the surrogate U+D800
+  EXPECT_EQ(invalid_utf8_offset("\xf4\x90\x80\x80"), 0u);  // U+110000
+  EXPECT_EQ(invalid_utf8_offset("\xf5\x80\x80\x80"), 0u);
+  EXPECT_EQ(invalid_utf8_offset("ok \xe2\x9c"), 3u);   // cut off at the end
+  EXPECT_EQ(invalid_utf8_offset("\xe2\x28\xa1"), 0u);  // a second byte that is ASCII
+  EXPECT_EQ(invalid_utf8_offset("\xe2\x9c\x93\xf0\x9f\x98\x80 \xc3"), 8u);
+}
+
 }  // namespace
 }  // namespace trainctl

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
 #include "error.h"
+#include "text.h"
 #include "yaml_json.h"
 
 namespace trainctl::api {
@@ -59,6 +62,26 @@ int first_line(const YAML::Node& node) {
   return node.Mark().line + 1;
 }
 
+/// Rejects text that is not UTF-8 (JSON, and so the API, takes nothing else) as
+/// `file:line: invalid UTF-8 byte 0xff at column 12`, the column counted in bytes from 1.
+void require_utf8(std::string_view text, const std::string& file) {
+  const auto offset = invalid_utf8_offset(text);
+  if (!offset)
+    return;
+  const std::string_view before = text.substr(0, *offset);
+  const auto line = std::count(before.begin(), before.end(), '\n') + 1;
+  const std::size_t newline = before.rfind('\n');
+  const std::size_t column = newline == std::string_view::npos ? *offset + 1 : *offset - newline;
+  const auto byte = static_cast<unsigned char>(text[*offset]);
+  // yaml-cpp would read UTF-16, though not always into valid UTF-8; kubectl reads only UTF-8.
+  const bool other_encoding =
+      *offset == 0 && (text.starts_with("\xff\xfe") || text.starts_with("\xfe\xff"));
+  throw Error(
+      ErrorKind::Validation,
+      fmt::format("{}:{}: invalid UTF-8 byte {:#04x} at column {}{}", file, line, byte, column,
+                  other_encoding ? " (a UTF-16 byte order mark: save the file as UTF-8)" : ""));
+}
+
 }  // namespace
 
 std::string field_path(std::string_view parent, std::string_view key) {
@@ -98,6 +121,7 @@ void SourceMap::rename_prefix(std::string_view from, std::string_view to) {
 }
 
 std::vector<Manifest> parse_manifests(std::string_view text, std::string file) {
+  require_utf8(text, file);
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(text));

@@ -32,8 +32,9 @@ struct Manifest {
 
 /// Parses every document of `text` (YAML with `---` separators, or JSON, which is YAML too);
 /// empty documents are skipped. `file` names the input in messages ("-" for stdin). Throws
-/// Error(Validation) as `file:line:col: <parser message>` for a syntax error and
-/// `file:line: document N: ...` for a document that is not a mapping.
+/// Error(Validation) as `file:line: invalid UTF-8 byte 0xff at column 12` for text that is not
+/// UTF-8, `file:line:col: <parser message>` for a syntax error and `file:line: document N: ...`
+/// for a document that is not a mapping.
 std::vector<Manifest> parse_manifests(std::string_view text, std::string file);
 
 /// `parent.key`, or `key` at the top.

@@ -130,6 +130,22 @@ TEST(ParseManifests, DocumentsThatAreNotMappingsAreNamed) {
             "jobs.yaml:1: document 1: expected a mapping (a Kubernetes object), got a scalar");
 }
 
+TEST(ParseManifests, TextThatIsNotUtf8IsRejectedAtItsLineAndColumn) {
+  EXPECT_EQ(parse_error("kind: TFJob\nmetadata:\n  name: \"x\xff\xfe\"\n"),
+            "jobs.yaml:3: invalid UTF-8 byte 0xff at column 11");
+  EXPECT_EQ(parse_error("\xe9t\xe9: 1\n"), "jobs.yaml:1: invalid UTF-8 byte 0xe9 at column 1");
+  // Anywhere in the text, as kubectl reads it: a later document, a comment.
+  EXPECT_EQ(parse_error("kind: TFJob\n---\nkind: TFJob # caf\xe9\n"),
+            "jobs.yaml:3: invalid UTF-8 byte 0xe9 at column 18");
+  EXPECT_EQ(parse_error("\xff\xfe"
+                        "k"),
+            "jobs.yaml:1: invalid UTF-8 byte 0xff at column 1 (a UTF-16 byte order mark: save the "
+            "file as UTF-8)");
+  // Valid UTF-8 passes as it is.
+  EXPECT_EQ(parse_manifests("name: \"caf\xc3\xa9 \xe2\x9c\x93\"\n", "x").at(0).object["name"],
+            "caf\xc3\xa9 \xe2\x9c\x93");
+}
+
 TEST(SourceMap, RenamePrefixMovesASubtreeOnly) {
   SourceMap src;
   src.lines = {{"spec.x.worker", 3}, {"spec.x.worker.replicas", 4}, {"spec.x.workers", 9}};

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 #include <string>
 
@@ -229,6 +230,23 @@ TEST_F(JobFollowTest, LogsFollowContinuesWithTheNextRunOfARestartedContainer) {
   EXPECT_GE(count("[worker-0] + python train.py --crash\n"), 3u);
 }
 
+TEST_F(JobFollowTest, LogsFailsWithExit3WhenTheLogsCannotBeRead) {
+  create_job("mnist");
+  set_status("mnist", "Running");
+  create_replica("mnist", 0, "--rank=0", "30");
+  ASSERT_TRUE(testing::wait_until([&] { return phase("mnist-worker-0") == "Running"; }));
+  // pods/log now fails as on a cluster whose API server cannot reach the kubelets.
+  local_.sandbox().api().set_cluster(nullptr);
+  RunResult r = run("logs mnist");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("trainctl: no kubelet serves this sandbox (HTTP 503)\n"));
+  // Following, too: at once, not when the job (still running) finishes.
+  auto follow = start("logs mnist -f");
+  RunResult followed = finish(follow);
+  EXPECT_EQ(followed.exit_code, 3);
+  EXPECT_THAT(followed.err, HasSubstr("trainctl: no kubelet serves this sandbox (HTTP 503)\n"));
+}
+
 // ---- wait ----
 
 TEST_F(JobFollowTest, WaitForSucceededReturnsOnceTheJobSucceeds) {
@@ -393,6 +411,38 @@ TEST_F(SubmitWaitTest, AFailedJobExitsOneWithTheFailedReplicasLastLinesAndWarnin
   const json rep = json::parse(testing::TempDir::read(report));
   EXPECT_EQ(rep["status"], "Failed");
   EXPECT_EQ(rep["exitCodes"]["worker-1"], 3);
+}
+
+TEST_F(SubmitWaitTest, LogsThatCannotBeReadAreAWarningAndTheExitCodeStaysTheJobs) {
+  // pods/log now fails as on a cluster whose API server cannot reach the kubelets.
+  local_.sandbox().api().set_cluster(nullptr);
+  const std::string why = "no kubelet serves this sandbox (HTTP 503)";
+  const auto logs = dir_.path() / "logs";
+  auto submit = start(
+      fmt::format("submit -f {} --wait --logs --save-logs {}", job_file("mnist"), logs.string()));
+  operate("mnist", 0);
+  RunResult r = finish(submit);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("tfjob.kubeflow.org/mnist Succeeded after [0-9]+s\n"));
+  for (const char* replica : {"worker-0", "worker-1"}) {
+    const std::string warning =
+        fmt::format("trainctl: warning: logs of {} unavailable: {}\n", replica, why);
+    // Once, though both the stream (--logs) and the saved copy (--save-logs) missed it.
+    EXPECT_THAT(r.err, HasSubstr(warning));
+    EXPECT_EQ(r.err.find(warning), r.err.rfind(warning)) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(logs / "mnist" / (std::string(replica) + ".log")));
+  }
+
+  auto failing = start(fmt::format("submit -f {} --wait", job_file("bert")));
+  operate("bert", 3);
+  RunResult failed = finish(failing);
+  EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+  EXPECT_THAT(failed.out, HasSubstr("worker-1 failed with exit code 3\n"));
+  EXPECT_THAT(failed.out, HasSubstr("Warning TFJobFailed: worker-1 exited with code 3\n"));
+  EXPECT_THAT(failed.err,
+              HasSubstr(fmt::format("trainctl: warning: logs of worker-1 unavailable: {}\n", why)));
+  EXPECT_THAT(failed.err, Not(HasSubstr("logs of worker-0")));  // it succeeded: not needed
+  EXPECT_THAT(failed.err, HasSubstr("tfjob.kubeflow.org/bert failed"));
 }
 
 TEST_F(SubmitWaitTest, TimeoutExitsFourAndFlagsNeedWait) {

@@ -169,6 +169,61 @@ TEST(RenderTest, ValuesFilesThenFlagsThenSetWin) {
   EXPECT_EQ(job["spec"]["runPolicy"]["schedulingPolicy"]["queue"], "007");
 }
 
+/// A TFJob whose image (line 13, from column 28) holds bytes that are not UTF-8.
+constexpr const char* kNotUtf8Job = R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: bytes
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: "reg/tf:)"
+                                    "\xff\xfe"
+                                    R"("
+)";
+
+TEST(RenderTest, BytesThatAreNotUtf8AreAnErrorWithExit2NotACrash) {
+  testing::TempDir dir;
+  const auto tpl = dir.write("bytes.yaml.mustache", kNotUtf8Job);
+  for (const char* output : {"yaml", "json"}) {
+    RunResult r = run_submit(
+        fmt::format("render tfjob --name c --image i --template {} -o {}", tpl.string(), output));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(
+        r.err,
+        "trainctl: bytes.yaml.mustache (rendered):13: invalid UTF-8 byte 0xff at column 28\n");
+    EXPECT_EQ(r.out, "");
+  }
+  const auto values = dir.write("values.yaml", "image: \"reg/tf:\xff\"\n");
+  RunResult v = run_submit(fmt::format("render tfjob --values {} -o json", values.string()));
+  EXPECT_EQ(v.exit_code, 2) << v.err;
+  EXPECT_EQ(v.err, "trainctl: value image: invalid UTF-8 byte 0xff at offset 7\n");
+}
+
+TEST(SubmitFileTest, BytesThatAreNotUtf8AreAValidationErrorAtTheirLineNotACrash) {
+  testing::TempDir dir;
+  const std::string file = dir.write("job.yaml", kNotUtf8Job).string();
+  const std::string message =
+      fmt::format("trainctl: {}:13: invalid UTF-8 byte 0xff at column 28\n", file);
+  // Checked as the file is read: no server is needed to refuse it.
+  for (const std::string& args : {fmt::format("submit -f {} --dry-run=client", file),
+                                  fmt::format("submit -f {} --dry-run=client -o json", file),
+                                  fmt::format("submit -f {} -s https://127.0.0.1:1", file)}) {
+    RunResult r = run_submit(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(r.err, message) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  RunResult piped = run_submit("submit -f - --dry-run=client -o json", kNotUtf8Job);
+  EXPECT_EQ(piped.exit_code, 2) << piped.err;
+  EXPECT_EQ(piped.err, "trainctl: -:13: invalid UTF-8 byte 0xff at column 28\n");
+}
+
 // ---- template ----
 
 TEST(TemplateTest, ListShowsTheShippedTemplates) {
