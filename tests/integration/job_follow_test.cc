@@ -319,8 +319,9 @@ TEST_F(JobFollowTest, WaitForCreatedAndDeleted) {
 class SubmitWaitTest : public JobFollowTest {
  protected:
   /// Plays the operator for a job submit created: two workers that run and exit with
-  /// `worker1_exit`, the final status, then cleanPodPolicy All deleting the pods at once.
-  void operate(const std::string& name, int worker1_exit) {
+  /// `worker1_exit`, the final status, then (with `clean_pods`) cleanPodPolicy All deleting the
+  /// pods at once.
+  void operate(const std::string& name, int worker1_exit, bool clean_pods = true) {
     ASSERT_TRUE(testing::wait_until([&] {
       try {
         client().get(kube::resources::tfjobs(), "default", name);
@@ -355,6 +356,8 @@ class SubmitWaitTest : public JobFollowTest {
         {{"replicaStatuses", {{"Worker", {{"succeeded", ok ? 2 : 1}, {"failed", ok ? 0 : 1}}}}},
          {"startTime", start},
          {"completionTime", end}});
+    if (!clean_pods)
+      return;
     client().remove(kube::resources::pods(), "default", name + "-worker-0");
     client().remove(kube::resources::pods(), "default", name + "-worker-1");
   }
@@ -414,13 +417,14 @@ TEST_F(SubmitWaitTest, AFailedJobExitsOneWithTheFailedReplicasLastLinesAndWarnin
 }
 
 TEST_F(SubmitWaitTest, LogsThatCannotBeReadAreAWarningAndTheExitCodeStaysTheJobs) {
-  // pods/log now fails as on a cluster whose API server cannot reach the kubelets.
+  // pods/log now fails as on a cluster whose API server cannot reach the kubelets; the pods stay,
+  // so every read of their logs gets that answer.
   local_.sandbox().api().set_cluster(nullptr);
   const std::string why = "no kubelet serves this sandbox (HTTP 503)";
   const auto logs = dir_.path() / "logs";
   auto submit = start(
       fmt::format("submit -f {} --wait --logs --save-logs {}", job_file("mnist"), logs.string()));
-  operate("mnist", 0);
+  operate("mnist", 0, /*clean_pods=*/false);
   RunResult r = finish(submit);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ContainsRegex("tfjob.kubeflow.org/mnist Succeeded after [0-9]+s\n"));
@@ -434,7 +438,7 @@ TEST_F(SubmitWaitTest, LogsThatCannotBeReadAreAWarningAndTheExitCodeStaysTheJobs
   }
 
   auto failing = start(fmt::format("submit -f {} --wait", job_file("bert")));
-  operate("bert", 3);
+  operate("bert", 3, /*clean_pods=*/false);
   RunResult failed = finish(failing);
   EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
   EXPECT_THAT(failed.out, HasSubstr("worker-1 failed with exit code 3\n"));
