@@ -602,13 +602,20 @@ TEST(JobPlanTest, BackoffLimitCountsContainerRestartsAndRecreatedPods) {
   EXPECT_TRUE(cluster.observed.pods.empty());
 }
 
-TEST(JobPlanTest, BackoffLimitStopsRecreatingFailedPods) {
-  json job = tf_job({{"runPolicy", {{"backoffLimit", 2}}}});
+/// A TFJob whose workers restart on a retryable exit code, with `backoff_limit`, its pods created
+/// and worker-0 just failed with 143 (SIGTERM: retryable).
+FakeCluster job_with_a_failed_retryable_worker(int backoff_limit) {
+  json job = tf_job({{"runPolicy", {{"backoffLimit", backoff_limit}}}});
   job["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode";
   FakeCluster cluster{.job = job};
   cluster.step(options());
   cluster.set_phase("mnist-worker-0", "Failed", 143);
   cluster.step(options(seconds(1)));
+  return cluster;
+}
+
+TEST(JobPlanTest, BackoffLimitStopsRecreatingFailedPods) {
+  FakeCluster cluster = job_with_a_failed_retryable_worker(2);
   EXPECT_EQ(api::job_status(cluster.job), "Restarting");
   cluster.step(options(seconds(2)));  // recreated: retry 1
   cluster.set_phase("mnist-worker-0", "Failed", 143);
@@ -624,13 +631,7 @@ TEST(JobPlanTest, BackoffLimitStopsRecreatingFailedPods) {
 }
 
 TEST(JobPlanTest, BackoffLimitZeroFailsOnTheFirstRestart) {
-  json job = tf_job({{"runPolicy", {{"backoffLimit", 0}}}});
-  job["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode";
-  FakeCluster cluster{.job = job};
-  cluster.step(options());
-  cluster.set_phase("mnist-worker-0", "Failed", 143);
-  cluster.step(options(seconds(1)));
-  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+  EXPECT_EQ(api::job_status(job_with_a_failed_retryable_worker(0).job), "Failed");
 }
 
 TEST(JobPlanTest, ActiveDeadlineRequeuesThenFails) {
