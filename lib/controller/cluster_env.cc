@@ -61,6 +61,24 @@ void append_elastic_env(json& env, const json& job, const json& elastic) {
     env.push_back(env_var("PET_STANDALONE", ""));
 }
 
+/// TF_CONFIG with enableDynamicWorker, as the operator's convertClusterSpecToSparseClusterSpec
+/// and SparseTFConfig (tensorflow/tensorflow.go) encode it: a worker sees itself (keyed by its
+/// index) and every PS, a PS only itself, any other role nobody; no "environment". The Go struct
+/// orders worker before ps, and a job without PS gives a worker `"ps":null` (a nil slice).
+std::string sparse_tf_config(const json& cluster, const std::string& type, int index,
+                             const std::string& task_type) {
+  json workers = json::object();
+  json ps = json::array();
+  if (type == "ps") {
+    ps.push_back(cluster.at("ps").at(index));
+  } else if (type == "worker") {
+    workers[std::to_string(index)] = cluster.at("worker").at(index);
+    ps = cluster.contains("ps") ? cluster["ps"] : json();
+  }
+  return fmt::format(R"({{"cluster":{{"worker":{},"ps":{}}},"task":{{"type":{},"index":{}}}}})",
+                     workers.dump(), ps.dump(), task_type, index);
+}
+
 }  // namespace
 
 std::string tf_config(const json& job, std::string_view type, int index,
@@ -82,8 +100,11 @@ std::string tf_config(const json& job, std::string_view type, int index,
                                       own ? host_port(job, other, i) : port));
     }
   }
+  const std::string task_type = json(to_lower(type)).dump();
+  if (job.at("spec").value("enableDynamicWorker", false))
+    return sparse_tf_config(cluster, to_lower(type), index, task_type);
   return fmt::format(R"({{"cluster":{},"task":{{"type":{},"index":{}}},"environment":"cloud"}})",
-                     cluster.dump(), json(to_lower(type)).dump(), index);
+                     cluster.dump(), task_type, index);
 }
 
 json pytorch_env(const json& job, std::string_view type, int index) {

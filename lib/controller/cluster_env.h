@@ -16,7 +16,9 @@ namespace trainctl::controller {
 /// it: `{"cluster":{"<type>":["<job>-<type>-<i>.<ns>.svc[.<domain>]:<port>",...],...},
 /// "task":{"type":"<type>","index":N},"environment":"cloud"}`, cluster keys sorted, types
 /// lower-case. In host-network mode the replica's own entry carries its host port. Empty when the
-/// job has one replica in total (local training gets no TF_CONFIG).
+/// job has one replica in total (local training gets no TF_CONFIG). With spec.enableDynamicWorker
+/// the operator's sparse form: `{"cluster":{"worker":{"<i>":"<own>"},"ps":[...]},"task":...}`
+/// for a worker, `"ps":["<own>"]` for a PS, `{"worker":{},"ps":[]}` for other roles.
 std::string tf_config(const nlohmann::json& job, std::string_view type, int index,
                       const PlanOptions& options);
 

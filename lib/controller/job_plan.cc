@@ -222,6 +222,13 @@ class ReplicaPlanner {
     return job_.at("spec").value("elasticPolicy", json()).is_object() && lead.succeeded > 0;
   }
 
+  /// A TFJob with enableDynamicWorker continues when workers fail (tfjob_controller.go
+  /// UpdateJobStatus): workers come and go, the Chief or PS decide the job's fate.
+  bool tolerates_failures(const ReplicaState& r) const {
+    return p_.kind() == api::JobKind::TFJob && r.type == "Worker" &&
+           job_.at("spec").value("enableDynamicWorker", false);
+  }
+
   void record_exit(const json& pod) {
     const int code = exit_code(pod, info_.default_container);
     if (code == kUnknownExitCode)
@@ -242,7 +249,7 @@ class ReplicaPlanner {
       return;
     }
     for (const ReplicaState& r : replicas_) {
-      if (r.failures.empty())
+      if (r.failures.empty() || tolerates_failures(r))
         continue;
       for (const json* pod : r.failures)
         record_exit(*pod);

@@ -315,6 +315,53 @@ TEST(JobPlanTest, SingleReplicaTFJobGetsNoTFConfig) {
             "<unset>");
 }
 
+// Upstream: tensorflow/tensorflow.go genTFConfigJSONStr + convertClusterSpecToSparseClusterSpec
+// (SparseClusterSpec{Worker map[int32]string; PS []string}, no Environment field).
+TEST(JobPlanTest, DynamicWorkersGetTheOperatorsSparseTFConfig) {
+  json job = tf_job({{"enableDynamicWorker", true}});
+  job["spec"]["tfReplicaSpecs"]["Chief"] = job["spec"]["tfReplicaSpecs"]["PS"];
+  const Plan plan = plan_job(job, {}, options());
+  const auto tf_config = [&](const std::string& pod) {
+    return env_value(created(plan, pod)["spec"]["containers"][0], "TF_CONFIG");
+  };
+  EXPECT_EQ(tf_config("mnist-worker-1"),
+            R"({"cluster":{"worker":{"1":"mnist-worker-1.team.svc:2222"},)"
+            R"("ps":["mnist-ps-0.team.svc:2222"]},"task":{"type":"worker","index":1}})");
+  EXPECT_EQ(tf_config("mnist-ps-0"),
+            R"({"cluster":{"worker":{},"ps":["mnist-ps-0.team.svc:2222"]},)"
+            R"("task":{"type":"ps","index":0}})");
+  EXPECT_EQ(tf_config("mnist-chief-0"),
+            R"({"cluster":{"worker":{},"ps":[]},"task":{"type":"chief","index":0}})");
+
+  // Without PS a worker's ps is Go's nil slice.
+  job["spec"]["tfReplicaSpecs"].erase("PS");
+  EXPECT_EQ(
+      env_value(created(plan_job(job, {}, options()), "mnist-worker-0")["spec"]["containers"][0],
+                "TF_CONFIG"),
+      R"({"cluster":{"worker":{"0":"mnist-worker-0.team.svc:2222"},"ps":null},)"
+      R"("task":{"type":"worker","index":0}})");
+}
+
+// Upstream: tensorflow/tfjob_controller.go UpdateJobStatus ("continues regardless %d Worker
+// replica(s) failed as enableDynamicWorker is set true"); a failed PS still fails the job.
+TEST(JobPlanTest, DynamicWorkersMayFailWithoutFailingTheJob) {
+  json job = tf_job({{"enableDynamicWorker", true}});
+  job["spec"]["tfReplicaSpecs"]["Chief"] = job["spec"]["tfReplicaSpecs"]["PS"];
+  FakeCluster cluster = running_cluster(job);
+  cluster.step(options(seconds(1)));
+  cluster.set_phase("mnist-worker-1", "Failed", 1);
+  const Plan plan = cluster.step(options(seconds(2)));
+  EXPECT_EQ(api::job_status(cluster.job), "Running");
+  EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Worker"]["failed"], 1);
+  EXPECT_FALSE(has_event(plan, "TFJobFailed"));
+  EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
+
+  cluster.set_phase("mnist-ps-0", "Failed", 1);
+  cluster.step(options(seconds(3)));
+  EXPECT_EQ((*condition_of(cluster.job, "Failed"))["message"],
+            "TFJob team/mnist has failed because 1 PS replica(s) failed.");
+}
+
 TEST(JobPlanTest, PyTorchEnvironmentOnEveryContainer) {
   json job = pytorch_job();
   job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].push_back(
