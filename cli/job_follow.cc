@@ -98,8 +98,18 @@ std::string label_of(const json& object, std::string_view key) {
   return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+namespace {
+
+/// The replica-type label, else the MPI Operator's job-role.
+std::string replica_type_label(const json& pod) {
+  std::string type = label_of(pod, kReplicaTypeLabel);
+  return type.empty() ? label_of(pod, kJobRoleLabel) : type;
+}
+
+}  // namespace
+
 std::string replica_name(const json& pod) {
-  const std::string type = label_of(pod, kReplicaTypeLabel);
+  const std::string type = replica_type_label(pod);
   if (type.empty())
     return pod["metadata"].value("name", "");
   const std::string index = label_of(pod, kReplicaIndexLabel);
@@ -111,7 +121,7 @@ bool replica_order(const json& a, const json& b) {
     const std::string index = label_of(pod, kReplicaIndexLabel);
     const bool numeric =
         !index.empty() && index.size() < 9 && std::all_of(index.begin(), index.end(), ::isdigit);
-    return std::tuple(to_lower(label_of(pod, kReplicaTypeLabel)), numeric ? std::stoi(index) : -1,
+    return std::tuple(to_lower(replica_type_label(pod)), numeric ? std::stoi(index) : -1,
                       pod["metadata"].value("name", ""));
   };
   return key(a) < key(b);

@@ -31,12 +31,15 @@ namespace trainctl::cli {
 inline constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
 inline constexpr std::string_view kReplicaTypeLabel = "training.kubeflow.org/replica-type";
 inline constexpr std::string_view kReplicaIndexLabel = "training.kubeflow.org/replica-index";
+/// The MPI Operator's role label (`launcher`, `worker`); its pods have no replica-type.
+inline constexpr std::string_view kJobRoleLabel = "training.kubeflow.org/job-role";
 
 /// `training.kubeflow.org/job-name=<job>`: the label selector of a job's replica pods.
 std::string replica_selector(std::string_view job);
 /// A label's value, or "" when the object does not have it.
 std::string label_of(const nlohmann::json& object, std::string_view key);
-/// "worker-1" from the replica-type and replica-index labels; the pod name when they are missing.
+/// "worker-1" from the replica-type (else job-role) and replica-index labels; the pod name when
+/// they are missing.
 std::string replica_name(const nlohmann::json& pod);
 /// Pods in replica order: by type, then index as a number ("worker-2" before "worker-10").
 bool replica_order(const nlohmann::json& a, const nlohmann::json& b);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <string_view>
 
 #include "api/job.h"
@@ -90,11 +91,15 @@ std::string hostfile_line(const MpiSpec& spec, std::string_view host, const Plan
   return fmt::format("{}:{}\n", fqdn, spec.slots_per_worker);
 }
 
-/// The metadata every object of the job carries: name, namespace, job labels, controller owner.
+/// The metadata of the job's ConfigMap, Secret, Service and launcher Job: the MPI Operator's
+/// `app: <job>` (mpi_job_controller.go newConfigMap, newService, newSSHAuthSecret,
+/// newLauncherJob) plus the job labels the controller's informers select on, controller owner.
 json object_meta(const json& job, const MpiSpec& spec, std::string name) {
+  json labels = job_labels(kKind, spec.name);
+  labels["app"] = spec.name;
   return {{"name", std::move(name)},
           {"namespace", spec.namespace_},
-          {"labels", job_labels(kKind, spec.name)},
+          {"labels", std::move(labels)},
           {"ownerReferences", json::array({controller_reference(job)})}};
 }
 
@@ -111,13 +116,18 @@ json pod_template(const json& job, const MpiSpec& spec, const std::string& type)
   return tmpl;
 }
 
-/// The template's labels with the generated ones (which win) and the MPI Operator's job-role.
-void set_pod_labels(json& tmpl, const MpiSpec& spec, const std::string& type, int index) {
+/// The template's labels with the MPI Operator's (which win; mpi_job_controller.go defaultLabels):
+/// operator-name, job-name and job-role; workers also get replica-index, the launcher nothing
+/// more (no replica-type on either).
+void set_pod_labels(json& tmpl, const MpiSpec& spec, const std::string& type,
+                    std::optional<int> index) {
   json& pod_labels = tmpl["metadata"]["labels"];
   if (!pod_labels.is_object())
     pod_labels = json::object();
-  pod_labels.update(replica_labels(kKind, spec.name, type, index));
+  pod_labels.update(job_labels(kKind, spec.name));
   pod_labels[std::string(labels::job_role)] = to_lower(type);
+  if (index)
+    pod_labels[std::string(labels::replica_index)] = std::to_string(*index);
 }
 
 /// restartPolicy from the replica spec (ExitCode runs pods with Never and restarts them itself).
@@ -213,15 +223,6 @@ const json* find_condition(const json& object, std::string_view type) {
   return nullptr;
 }
 
-/// The pod's replica-index label as a number; -1 when missing or malformed.
-int replica_index(const json& pod) {
-  const std::string text = object_member(object_member(pod, "metadata"), "labels")
-                               .value(std::string(labels::replica_index), "");
-  int index = -1;
-  std::from_chars(text.data(), text.data() + text.size(), index);
-  return index;
-}
-
 }  // namespace
 
 std::string hostfile(const json& job, const PlanOptions& options) {
@@ -242,8 +243,9 @@ std::string discover_hosts_script(const json& job, const std::vector<json>& work
     if (pod_phase(pod) == "Running")
       running.push_back(&pod);
   }
+  // By name, as the MPI Operator's updateDiscoverHostsInConfigMap: worker-10 before worker-2.
   std::sort(running.begin(), running.end(),
-            [](const json* a, const json* b) { return replica_index(*a) < replica_index(*b); });
+            [](const json* a, const json* b) { return name_of(*a) < name_of(*b); });
   std::string out = "#!/bin/sh\n";
   if (spec.run_launcher_as_worker)
     out += fmt::format("echo {}\n", host_fqdn(spec, launcher_name(spec), options));
@@ -316,7 +318,7 @@ json launcher_job(const json& job, const PlanOptions& options) {
   const MpiSpec spec = read_spec(job);
   const std::string type = "Launcher";
   json tmpl = pod_template(job, spec, type);
-  set_pod_labels(tmpl, spec, type, 0);
+  set_pod_labels(tmpl, spec, type, std::nullopt);
   decorate_pod_template(tmpl, spec.name, type, options);
   json& pod_spec = tmpl["spec"];
   set_host_identity(pod_spec, spec, launcher_name(spec));

@@ -22,7 +22,8 @@ namespace trainctl::controller::mpi {
 std::string hostfile(const nlohmann::json& job, const PlanOptions& options);
 
 /// discover_hosts.sh for Horovod elastic: `#!/bin/sh`, then `echo <host>` for the launcher when
-/// it runs as a worker and for each Running pod of `worker_pods`, in replica-index order.
+/// it runs as a worker and for each Running pod of `worker_pods`, ordered by pod name as the MPI
+/// Operator orders them (worker-10 before worker-2).
 std::string discover_hosts_script(const nlohmann::json& job,
                                   const std::vector<nlohmann::json>& worker_pods,
                                   const PlanOptions& options);

@@ -121,7 +121,9 @@ TEST(MpiHostfileTest, UnknownImplementationIsAValidationError) {
   EXPECT_THAT(e.message(), HasSubstr("team/pi: spec.mpiImplementation"));
 }
 
-TEST(MpiDiscoverHostsTest, ListsOnlyRunningWorkersInIndexOrder) {
+// Upstream: mpi-operator v0.6 mpi_job_controller.go updateDiscoverHostsInConfigMap sorts the
+// running pods by name.
+TEST(MpiDiscoverHostsTest, ListsOnlyRunningWorkersInNameOrder) {
   const std::vector<json> pods = {
       make_pod("pi-worker-10", 10, "Running"), make_pod("pi-worker-1", 1, "Running"),
       make_pod("pi-worker-0", 0, "Pending"),   make_pod("pi-worker-3", 3, "Failed"),
@@ -130,8 +132,8 @@ TEST(MpiDiscoverHostsTest, ListsOnlyRunningWorkersInIndexOrder) {
   EXPECT_EQ(discover_hosts_script(make_job(), pods, options()),
             "#!/bin/sh\n"
             "echo pi-worker-1.pi.team.svc\n"
-            "echo pi-worker-2.pi.team.svc\n"
-            "echo pi-worker-10.pi.team.svc\n");
+            "echo pi-worker-10.pi.team.svc\n"
+            "echo pi-worker-2.pi.team.svc\n");
 }
 
 TEST(MpiDiscoverHostsTest, LauncherAsWorkerIsAlwaysListed) {
@@ -139,13 +141,16 @@ TEST(MpiDiscoverHostsTest, LauncherAsWorkerIsAlwaysListed) {
             "#!/bin/sh\necho pi-launcher.pi.team.svc.c.io\n");
 }
 
+// Upstream: mpi_job_controller.go newConfigMap labels it `app: <job>`; the job-name and
+// operator-name labels are trainctl's, for its informers' selector.
 TEST(MpiConfigMapTest, HoldsHostfileAndScriptWithJobLabelsAndOwner) {
   const json cm = config_map(make_job(), {make_pod("pi-worker-0", 0, "Running")}, options());
   EXPECT_EQ(cm["kind"], "ConfigMap");
   EXPECT_EQ(cm["metadata"]["name"], "pi-config");
   EXPECT_EQ(cm["metadata"]["namespace"], "team");
   EXPECT_EQ(cm["metadata"]["labels"]["training.kubeflow.org/job-name"], "pi");
-  EXPECT_EQ(cm["metadata"]["labels"]["training.kubeflow.org/operator-name"], "mpijob-controller");
+  EXPECT_EQ(cm["metadata"]["labels"]["training.kubeflow.org/operator-name"], "mpi-operator");
+  EXPECT_EQ(cm["metadata"]["labels"]["app"], "pi");
   expect_owned_by_job(cm);
   EXPECT_EQ(cm["data"]["hostfile"], hostfile(make_job(), options()));
   EXPECT_EQ(cm["data"]["discover_hosts.sh"], "#!/bin/sh\necho pi-worker-0.pi.team.svc\n");
@@ -157,6 +162,7 @@ TEST(MpiSecretTest, IsAnSshAuthSecretWithBase64Keys) {
   EXPECT_EQ(secret["kind"], "Secret");
   EXPECT_EQ(secret["metadata"]["name"], "pi-ssh");
   EXPECT_EQ(secret["type"], "kubernetes.io/ssh-auth");
+  EXPECT_EQ(secret["metadata"]["labels"]["app"], "pi");  // upstream newSSHAuthSecret
   expect_owned_by_job(secret);
   ASSERT_EQ(secret["data"].size(), 2u);
   EXPECT_EQ(base64_decode(secret["data"]["ssh-privatekey"].get<std::string>()), "PRIVATE\n");
@@ -164,16 +170,18 @@ TEST(MpiSecretTest, IsAnSshAuthSecretWithBase64Keys) {
             "ecdsa-sha2-nistp521 AAAA\n");
 }
 
+// Upstream: mpi_job_controller.go newJobService / newService.
 TEST(MpiServiceTest, HeadlessServiceSelectsEveryPodOfTheJob) {
   const json svc = service(make_job());
   EXPECT_EQ(svc["metadata"]["name"], "pi");
+  EXPECT_EQ(svc["metadata"]["labels"]["app"], "pi");
   expect_owned_by_job(svc);
   EXPECT_EQ(svc["spec"]["clusterIP"], "None");
-  EXPECT_EQ(svc["spec"]["selector"],
-            json({{"training.kubeflow.org/operator-name", "mpijob-controller"},
-                  {"training.kubeflow.org/job-name", "pi"}}));
+  EXPECT_EQ(svc["spec"]["selector"], json({{"training.kubeflow.org/operator-name", "mpi-operator"},
+                                           {"training.kubeflow.org/job-name", "pi"}}));
 }
 
+// Upstream: mpi_job_controller.go newWorker (defaultLabels + replica-index, no replica-type).
 TEST(MpiWorkerPodTest, RunsSshdUnderTheJobServiceWithTheKeyMounted) {
   const json pod = worker_pod(make_job(), 1, options());
   EXPECT_EQ(pod["metadata"]["name"], "pi-worker-1");
@@ -182,7 +190,8 @@ TEST(MpiWorkerPodTest, RunsSshdUnderTheJobServiceWithTheKeyMounted) {
   const json& labels = pod["metadata"]["labels"];
   EXPECT_EQ(labels["team"], "a");
   EXPECT_EQ(labels["training.kubeflow.org/job-name"], "pi");  // generated labels win
-  EXPECT_EQ(labels["training.kubeflow.org/replica-type"], "worker");
+  EXPECT_EQ(labels["training.kubeflow.org/operator-name"], "mpi-operator");
+  EXPECT_FALSE(labels.contains("training.kubeflow.org/replica-type"));
   EXPECT_EQ(labels["training.kubeflow.org/replica-index"], "1");
   EXPECT_EQ(labels["training.kubeflow.org/job-role"], "worker");
   EXPECT_EQ(pod["metadata"]["annotations"]["note"], "kept");
@@ -262,8 +271,11 @@ TEST(MpiLauncherJobTest, OpenMpiEnvironmentVolumesAndRunPolicy) {
   EXPECT_FALSE(job["spec"].contains("suspend"));
 
   const json& tmpl = job["spec"]["template"];
-  EXPECT_EQ(tmpl["metadata"]["labels"]["training.kubeflow.org/replica-type"], "launcher");
-  EXPECT_EQ(tmpl["metadata"]["labels"]["training.kubeflow.org/replica-index"], "0");
+  // Upstream newLauncherPodTemplate: defaultLabels only (no replica-type, no replica-index).
+  EXPECT_EQ(job["metadata"]["labels"]["app"], "pi");
+  EXPECT_EQ(tmpl["metadata"]["labels"]["training.kubeflow.org/operator-name"], "mpi-operator");
+  EXPECT_FALSE(tmpl["metadata"]["labels"].contains("training.kubeflow.org/replica-type"));
+  EXPECT_FALSE(tmpl["metadata"]["labels"].contains("training.kubeflow.org/replica-index"));
   EXPECT_EQ(tmpl["metadata"]["labels"]["training.kubeflow.org/job-role"], "launcher");
   const json& spec = tmpl["spec"];
   EXPECT_EQ(spec["hostname"], "pi-launcher");

@@ -5,6 +5,8 @@
 namespace trainctl::controller {
 
 std::string operator_name(api::JobKind kind) {
+  if (kind == api::JobKind::MPIJob)
+    return "mpi-operator";
   return to_lower(api::job_kind_info(kind).name) + "-controller";
 }
 

@@ -21,8 +21,8 @@ inline constexpr std::string_view replica_index = "training.kubeflow.org/replica
 inline constexpr std::string_view job_role = "training.kubeflow.org/job-role";
 }  // namespace labels
 
-/// `tfjob-controller`, `pytorchjob-controller`, `mpijob-controller`: the Training Operator's
-/// values, kept for compatibility with its selectors.
+/// `tfjob-controller`, `pytorchjob-controller` (the Training Operator's values) and
+/// `mpi-operator` (the MPI Operator's), kept for compatibility with their selectors.
 std::string operator_name(api::JobKind kind);
 
 /// The API resource of a job kind: tfjobs, pytorchjobs (kubeflow.org/v1), mpijobs (v2beta1).

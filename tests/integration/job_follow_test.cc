@@ -177,6 +177,29 @@ TEST_F(JobFollowTest, LogsPrefixesEveryReplicaAndSelectsOneOrTheTail) {
   EXPECT_EQ(run("logs mnist -f --previous").exit_code, 2);
 }
 
+// The MPI Operator labels its pods with job-role (launcher, worker) and no replica-type; the
+// launcher has no replica-index either.
+TEST_F(JobFollowTest, LogsNamesMpiOperatorPodsByTheirRole) {
+  create_job("pi", 2);
+  json worker = replica_pod("pi", 0, "--worker");
+  worker["metadata"]["labels"].erase("training.kubeflow.org/replica-type");
+  worker["metadata"]["labels"]["training.kubeflow.org/job-role"] = "worker";
+  json launcher = replica_pod("pi", 1, "--launcher");
+  launcher["metadata"]["name"] = "pi-launcher-x7k2p";
+  launcher["metadata"]["labels"] = {{"training.kubeflow.org/job-name", "pi"},
+                                    {"training.kubeflow.org/job-role", "launcher"}};
+  for (const json& pod : {worker, launcher})
+    client().create(kube::resources::pods(), "default", pod);
+  ASSERT_TRUE(testing::wait_until([&] { return finished("pi-worker-0"); }));
+  ASSERT_TRUE(testing::wait_until([&] { return finished("pi-launcher-x7k2p"); }));
+
+  RunResult all = run("logs pi");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out,
+            "[launcher] + python train.py --launcher\n[launcher] exited with code 0\n"
+            "[worker-0] + python train.py --worker\n[worker-0] exited with code 0\n");
+}
+
 TEST_F(JobFollowTest, LogsFollowPicksUpARecreatedPodAndEndsWhenTheJobFinishes) {
   create_job("mnist");
   set_status("mnist", "Running");
