@@ -213,7 +213,8 @@ struct Controller::Impl {
     // Everything the controller creates carries the job-name label; informers see nothing else.
     for (const auto& resource :
          {kube::resources::pods(), kube::resources::services(), kube::resources::configmaps(),
-          kube::resources::secrets(), kube::resources::jobs()}) {
+          kube::resources::secrets(), kube::resources::jobs(),
+          kube::resources::horizontalpodautoscalers()}) {
       auto informer = std::make_unique<Informer>(
           client,
           kube::cache::InformerOptions{
@@ -299,7 +300,8 @@ struct Controller::Impl {
                       .services = owned_by("services"),
                       .config_maps = owned_by("configmaps"),
                       .secrets = owned_by("secrets"),
-                      .batch_jobs = owned_by("jobs")};
+                      .batch_jobs = owned_by("jobs"),
+                      .autoscalers = owned_by("horizontalpodautoscalers")};
     if (pod_groups) {
       auto group = pod_groups->get(kube::cache::object_key(job));
       if (group && controller_uid(*group) == uid)

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "api/status.h"
+#include "controller/autoscaler.h"
 #include "controller/job_planner.h"
 #include "controller/job_status.h"
 #include "controller/mpi_plan.h"
@@ -12,6 +13,7 @@
 #include "controller/replica_pod.h"
 #include "error.h"
 #include "json_access.h"
+#include "text.h"
 
 namespace trainctl::controller {
 namespace {
@@ -165,9 +167,24 @@ class ReplicaPlanner {
         if (value != 0)
           counts[field] = value;
       }
+      // PyTorch: the pods' label selector, which the scale subresource's labelSelectorPath
+      // reads for the autoscaler (pytorchjob_controller.go UpdateJobStatus).
+      if (p_.kind() == api::JobKind::PyTorchJob)
+        counts["selector"] = replica_selector(r.type);
       statuses[r.type] = std::move(counts);
     }
     p_.status()["replicaStatuses"] = std::move(statuses);
+  }
+
+  /// The job labels plus replica-type as metav1.FormatLabelSelector prints them: `k=v` joined
+  /// by commas, keys sorted.
+  std::string replica_selector(std::string_view type) const {
+    json selector = job_labels(p_.kind(), name_);
+    selector[std::string(labels::replica_type)] = to_lower(type);
+    std::string text;
+    for (const auto& [key, value] : selector.items())
+      text += (text.empty() ? "" : ",") + key + "=" + value.get<std::string>();
+    return text;
   }
 
   int recorded_restarts() const {
@@ -363,6 +380,8 @@ Plan plan_job(const json& job, const Observed& observed, const PlanOptions& opti
       return planner.take_plan();
     }
     planner.resume_if_suspended();
+    if (kind == api::JobKind::PyTorchJob)
+      sync_autoscaler(planner);
     if (kind == api::JobKind::MPIJob)
       plan_mpi(planner);
     else

@@ -82,6 +82,8 @@ struct FakeCluster {
       return &observed.secrets;
     if (r.plural == "jobs")
       return &observed.batch_jobs;
+    if (r.plural == "horizontalpodautoscalers")
+      return &observed.autoscalers;
     return nullptr;
   }
 
@@ -770,6 +772,50 @@ TEST(JobPlanTest, SuspendDeletesEverythingAndResumeStartsAgain) {
   EXPECT_EQ((*condition_of(cluster.job, "Suspended"))["reason"], "TFJobResumed");
   EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart + seconds(200)));
   EXPECT_TRUE(has_event(plan, "TFJobResumed"));
+}
+
+// Upstream: pytorch/hpa.go ReconcileHPA + desiredHPA; pytorchjob_controller.go UpdateJobStatus
+// writes each replica type's selector (GenLabelSelector, printed by FormatLabelSelector).
+TEST(JobPlanTest, PyTorchMetricsGetAnAutoscalerThatFollowsTheJob) {
+  const json metrics = json::parse(R"([{"type": "Resource", "resource": {"name": "cpu",
+      "target": {"type": "Utilization", "averageUtilization": 80}}}])");
+  json job = pytorch_job({{"elasticPolicy", {{"minReplicas", 1}, {"maxReplicas", 4}}}});
+  job["spec"]["pytorchReplicaSpecs"].erase("Master");
+  json with_metrics = job;
+  with_metrics["spec"]["elasticPolicy"]["metrics"] = metrics;
+
+  EXPECT_TRUE(names(plan_job(job, {}, options()), Action::Type::Create, "horizontalpodautoscalers")
+                  .empty());
+  FakeCluster cluster{.job = with_metrics};
+  Plan plan = cluster.step(options());
+  const json& hpa = created(plan, "ddp", "horizontalpodautoscalers");
+  EXPECT_EQ(hpa["apiVersion"], "autoscaling/v2");
+  EXPECT_EQ(hpa["metadata"]["namespace"], "team");
+  EXPECT_EQ(hpa["metadata"]["ownerReferences"][0]["uid"], "uid-2");
+  EXPECT_EQ(hpa["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(hpa["spec"],
+            json({{"scaleTargetRef",
+                   {{"kind", "PyTorchJob"}, {"name", "ddp"}, {"apiVersion", "kubeflow.org/v1"}}},
+                  {"minReplicas", 1},
+                  {"maxReplicas", 4},
+                  {"metrics", metrics}}));
+  EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Worker"]["selector"],
+            "training.kubeflow.org/job-name=ddp,training.kubeflow.org/operator-name="
+            "pytorchjob-controller,training.kubeflow.org/replica-type=worker");
+  EXPECT_TRUE(
+      names(cluster.step(options(seconds(1))), Action::Type::Create, "horizontalpodautoscalers")
+          .empty());
+
+  // A new maxReplicas replaces the spec; suspending deletes the autoscaler.
+  cluster.job["spec"]["elasticPolicy"]["maxReplicas"] = 8;
+  plan = cluster.step(options(seconds(2)));
+  ASSERT_EQ(names(plan, Action::Type::Update, "horizontalpodautoscalers"),
+            std::vector<std::string>{"ddp"});
+  EXPECT_EQ(cluster.observed.autoscalers.at(0)["spec"]["maxReplicas"], 8);
+  cluster.job["spec"]["runPolicy"]["suspend"] = true;
+  plan = cluster.step(options(seconds(3)));
+  EXPECT_EQ(names(plan, Action::Type::Delete, "horizontalpodautoscalers"),
+            std::vector<std::string>{"ddp"});
 }
 
 TEST(JobPlanTest, SurplusReplicasAndTheirServicesAreDeleted) {

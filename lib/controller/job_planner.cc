@@ -140,6 +140,8 @@ void JobPlanner::suspend() {
     remove(kube::resources::services(), service);
   for (const json& launcher : observed_.batch_jobs)
     remove(kube::resources::jobs(), launcher);
+  for (const json& autoscaler : observed_.autoscalers)
+    remove(kube::resources::horizontalpodautoscalers(), autoscaler);
   if (observed_.pod_group)
     remove(kube::resources::podgroups(), *observed_.pod_group);
   if (status_.contains("replicaStatuses") && status_["replicaStatuses"].is_object()) {

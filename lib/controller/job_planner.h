@@ -56,8 +56,8 @@ class JobPlanner {
 
   /// Adds the Created condition when the job has none (the operator does on the job's creation).
   void ensure_created();
-  /// Deletes every pod and service, the MPI launcher Job and the PodGroup; Suspended True and
-  /// Running False.
+  /// Deletes every pod and service, the MPI launcher Job, the autoscaler and the PodGroup;
+  /// Suspended True and Running False.
   void suspend();
   /// After a suspension: Suspended False (<Kind>Resumed) and startTime reset.
   void resume_if_suspended();

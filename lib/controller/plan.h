@@ -51,7 +51,8 @@ struct Observed {
   std::vector<nlohmann::json> services;
   std::vector<nlohmann::json> config_maps;
   std::vector<nlohmann::json> secrets;
-  std::vector<nlohmann::json> batch_jobs;  // MPI launcher Jobs
+  std::vector<nlohmann::json> batch_jobs;   // MPI launcher Jobs
+  std::vector<nlohmann::json> autoscalers;  // a PyTorchJob's HorizontalPodAutoscaler
   std::optional<nlohmann::json> pod_group;
 };
 

@@ -43,6 +43,9 @@ Resource leases() {
 Resource jobs() {
   return {"batch", "v1", "jobs", true, "Job"};
 }
+Resource horizontalpodautoscalers() {
+  return {"autoscaling", "v2", "horizontalpodautoscalers", true, "HorizontalPodAutoscaler"};
+}
 Resource custom_resource_definitions() {
   return {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false,
           "CustomResourceDefinition"};

@@ -32,6 +32,7 @@ Resource nodes();
 Resource events();
 Resource leases();
 Resource jobs();
+Resource horizontalpodautoscalers();
 Resource custom_resource_definitions();
 Resource tfjobs();
 Resource pytorchjobs();

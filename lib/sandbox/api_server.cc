@@ -4,11 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "error.h"
+#include "json_access.h"
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
 #include "sandbox/patch.h"
@@ -157,6 +159,9 @@ const std::vector<Builtin>& builtins() {
       {{"coordination.k8s.io", "v1", "leases", "Lease", true, false}, {}},
       {{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, false}, {"pc"}},
       {{"batch", "v1", "jobs", "Job", true, true}, {}},
+      // Stored only: the controller creates them for PyTorchJob elasticPolicy.metrics.
+      {{"autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, true},
+       {"hpa"}},
       // Stored only (no controllers act on them), so `trainctl install` can be tested here.
       {{"apps", "v1", "deployments", "Deployment", true, true}, {"deploy"}},
       {{"rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, false}, {}},
@@ -468,6 +473,11 @@ json ApiServer::resource_list(const std::string& group, const std::string& versi
     };
     if (info.status_subresource)
       sub("status", info.kind, {"get", "patch", "update"});
+    if (scale_paths_.contains(info.group_resource() + "/" + info.version)) {
+      sub("scale", "Scale", {"get", "patch", "update"});
+      resources.back()["group"] = "autoscaling";
+      resources.back()["version"] = "v1";
+    }
     if (info.group_resource() == "pods") {
       sub("log", "Pod", {"get"});
       sub("exec", "PodExecOptions", {"create", "get"});
@@ -690,6 +700,12 @@ void ApiServer::serve_resource(const Request& request, ResponseWriter& response,
     if (m != "POST")
       return not_allowed();
     serve_binding(request, response, route);
+    return;
+  }
+  if (route.subresource == "scale") {
+    if (m != "GET" && m != "PUT" && m != "PATCH")
+      return not_allowed();
+    serve_scale(request, response, route);
     return;
   }
   respond_status(response, 404, "NotFound", "the server could not find the requested resource");
@@ -1024,6 +1040,138 @@ void ApiServer::serve_delete_collection(const Request& request, ResponseWriter& 
                 {"items", items}});
 }
 
+namespace {
+
+/// A scale path (".spec.pytorchReplicaSpecs.Worker.replicas") as a JSON pointer.
+json::json_pointer scale_pointer(const std::string& path) {
+  json::json_pointer pointer;
+  std::string_view rest = path;
+  if (rest.starts_with("."))
+    rest.remove_prefix(1);
+  while (!rest.empty()) {
+    const std::size_t dot = rest.find('.');
+    pointer /= std::string(rest.substr(0, dot));
+    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+  }
+  return pointer;
+}
+
+/// The integer at `path` of `object`; nullopt when absent, 500 when it is not an integer (the
+/// apiextensions server's NestedInt64 error).
+std::optional<std::int64_t> scale_int_at(const json& object, const std::string& path) {
+  const json::json_pointer pointer = scale_pointer(path);
+  if (path.empty() || !object.contains(pointer))
+    return std::nullopt;
+  const json& value = object.at(pointer);
+  if (!value.is_number_integer())
+    throw ApiError(ErrorKind::ServerError, 500, "InternalError",
+                   fmt::format("Internal error occurred: {} accessor error: {} is of the type {}, "
+                               "expected int64",
+                               path, value.dump(), value.type_name()));
+  return value.get<std::int64_t>();
+}
+
+/// autoscaling/v1 Scale of a custom resource (apiextensions' scaleFromCustomResource).
+json scale_of(const json& object, const json& paths) {
+  const json& meta = object.at("metadata");
+  json scale_meta = json::object();
+  for (const char* field : {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}) {
+    if (meta.contains(field))
+      scale_meta[field] = meta[field];
+  }
+  json status = {
+      {"replicas", scale_int_at(object, paths.value("statusReplicasPath", "")).value_or(0)}};
+  const std::string selector_path = paths.value("labelSelectorPath", "");
+  if (!selector_path.empty() && object.contains(scale_pointer(selector_path)) &&
+      object.at(scale_pointer(selector_path)).is_string())
+    status["selector"] = object.at(scale_pointer(selector_path));
+  return {{"kind", "Scale"},
+          {"apiVersion", "autoscaling/v1"},
+          {"metadata", std::move(scale_meta)},
+          {"spec",
+           {{"replicas", scale_int_at(object, paths.value("specReplicasPath", "")).value_or(0)}}},
+          {"status", std::move(status)}};
+}
+
+}  // namespace
+
+void ApiServer::serve_scale(const Request& request, ResponseWriter& response, const Route& route) {
+  json paths;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = scale_paths_.find(route.info.group_resource() + "/" + route.info.version);
+    if (it != scale_paths_.end())
+      paths = it->second;
+  }
+  if (paths.is_null()) {
+    respond_status(response, 404, "NotFound", "the server could not find the requested resource");
+    return;
+  }
+  const std::string gr = route.info.group_resource();
+  const std::string spec_path = paths.value("specReplicasPath", "");
+  json object = store_.get(gr, route.ns, route.name);
+  const bool replicas_set = scale_int_at(object, spec_path).has_value();
+  if (request.method == "GET") {
+    if (!replicas_set)
+      throw ApiError(ErrorKind::ServerError, 500, "InternalError",
+                     fmt::format("Internal error occurred: the spec replicas field {:?} does not "
+                                 "exist",
+                                 spec_path));
+    respond_json(response, 200, scale_of(object, paths));
+    return;
+  }
+  json scale;
+  if (request.method == "PUT") {
+    scale = parse_body(request);
+  } else {
+    const std::optional<PatchType> type = patch_type_for(request.header("content-type"));
+    json current = scale_of(object, paths);
+    if (!replicas_set)
+      current["spec"]["replicas"] = nullptr;
+    switch (type.value_or(PatchType::Apply)) {
+      case PatchType::Json:
+        scale = apply_json_patch(std::move(current), parse_body(request));
+        break;
+      case PatchType::Merge:
+      case PatchType::StrategicMerge:  // Scale has no lists: strategic merge is a merge
+        scale = apply_merge_patch(std::move(current), parse_body(request));
+        break;
+      case PatchType::Apply:
+        throw unsupported_patch_type(route.info);
+    }
+  }
+  const json& replicas = member(object_member(scale, "spec"), "replicas");
+  if (replicas.is_null())
+    throw bad_request(fmt::format("the spec replicas field {:?} cannot be empty", spec_path));
+  if (!replicas.is_number_integer())
+    throw bad_request("Scale.spec.replicas: expected an integer");
+  if (replicas.get<std::int64_t>() < 0) {
+    const std::string qualified = route.info.kind + "." + route.info.group;
+    throw ApiError(
+        ErrorKind::Invalid, 422, "Invalid",
+        fmt::format("{} {:?} is invalid: {}: Invalid value: {}: should be a "
+                    "non-negative integer",
+                    qualified, route.name, spec_path, replicas.get<std::int64_t>()),
+        {{"name", route.name},
+         {"group", route.info.group},
+         {"kind", route.info.kind},
+         {"causes",
+          {{{"reason", "FieldValueInvalid"},
+            {"message", fmt::format("Invalid value: {}: should be a non-negative integer",
+                                    replicas.get<std::int64_t>())},
+            {"field", spec_path}}}}});
+  }
+  object[scale_pointer(spec_path)] = replicas;
+  // A resourceVersion in the Scale is the client's precondition; without one the write is
+  // against what was just read.
+  const std::string precondition =
+      object_member(scale, "metadata").value("resourceVersion", std::string());
+  if (!precondition.empty())
+    object["metadata"]["resourceVersion"] = precondition;
+  const json updated = store_.update(gr, std::move(object), WritePart::Main, dry_run(request));
+  respond_json(response, 200, scale_of(updated, paths));
+}
+
 void ApiServer::serve_binding(const Request& request, ResponseWriter& response,
                               const Route& route) {
   const json binding = parse_body(request);
@@ -1237,6 +1385,7 @@ void ApiServer::crd_created(const json& written) {
   ResourceInfo storage;
   std::vector<ResourceInfo> served;
   std::map<std::string, json> columns;
+  std::map<std::string, json> scales;
   for (const auto& v : spec.value("versions", json::array())) {
     ResourceInfo info{group,
                       v.value("name", ""),
@@ -1250,6 +1399,9 @@ void ApiServer::crd_created(const json& written) {
       served.push_back(info);
     if (v.contains("additionalPrinterColumns"))
       columns[info.group_resource() + "/" + info.version] = v["additionalPrinterColumns"];
+    const json& scale = v.value("subresources", json::object()).value("scale", json());
+    if (scale.is_object())
+      scales[info.group_resource() + "/" + info.version] = scale;
   }
   store_.register_resource(storage);  // keeps the objects; takes a new status subresource
   {
@@ -1264,6 +1416,10 @@ void ApiServer::crd_created(const json& written) {
       return entry.first.starts_with(storage.group_resource() + "/");
     });
     printer_columns_.merge(columns);
+    std::erase_if(scale_paths_, [&](const auto& entry) {
+      return entry.first.starts_with(storage.group_resource() + "/");
+    });
+    scale_paths_.merge(scales);
     std::vector<std::string> shorts;
     for (const auto& s : names.value("shortNames", json::array()))
       shorts.push_back(s);
@@ -1319,9 +1475,11 @@ void ApiServer::crd_deleted(const json& crd) {
       it = (g == group && p == plural) ? served_.erase(it) : std::next(it);
     }
     short_names_.erase(plural + "." + group);
-    std::erase_if(printer_columns_, [&](const auto& entry) {
-      return entry.first.starts_with(plural + "." + group + "/");
-    });
+    for (auto* by_version : {&printer_columns_, &scale_paths_}) {
+      std::erase_if(*by_version, [&](const auto& entry) {
+        return entry.first.starts_with(plural + "." + group + "/");
+      });
+    }
   }
   store_.unregister_resource(plural + "." + group);
 }

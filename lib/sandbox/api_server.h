@@ -86,6 +86,9 @@ class ApiServer {
   void serve_logs(const Request& request, ResponseWriter& response, const Route& route);
   void serve_exec(const Request& request, ResponseWriter& response, const Route& route);
   void serve_binding(const Request& request, ResponseWriter& response, const Route& route);
+  /// A custom resource's scale subresource (autoscaling/v1 Scale), as the apiextensions server
+  /// maps it onto the CRD's specReplicasPath, statusReplicasPath and labelSelectorPath.
+  void serve_scale(const Request& request, ResponseWriter& response, const Route& route);
 
   std::optional<UserInfo> authenticate(const Request& request) const;
   /// Hands what failed inside a request to ApiServerOptions::error_log.
@@ -114,6 +117,8 @@ class ApiServer {
   std::map<std::string, std::vector<std::string>> short_names_;  // group_resource → short names
   /// "<group_resource>/<version>" → a CRD version's additionalPrinterColumns.
   std::map<std::string, nlohmann::json> printer_columns_;
+  /// "<group_resource>/<version>" → a CRD version's subresources.scale.
+  std::map<std::string, nlohmann::json> scale_paths_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::uint32_t next_cluster_ip_ = 1;
 };

@@ -65,6 +65,16 @@ class ControllerTest : public ::testing::Test {
     return wait_until([&] { return status_of(r, name) == status; }, timeout);
   }
 
+  /// Whether object `name` of `resource` exists in "default" now.
+  bool exists(const kube::Resource& resource, const std::string& name) {
+    try {
+      client().get(resource, "default", name);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
   std::vector<json> pods_of(const std::string& job_name) {
     return client()
         .list_all(kube::resources::pods(), "default",
@@ -259,6 +269,43 @@ spec:
   EXPECT_FALSE(job(kube::resources::tfjobs(), "mnist").contains("status"));
 }
 
+// elasticPolicy.metrics: the controller creates the job's HPA (pytorch/hpa.go); scaling the job
+// through its scale subresource, as the HPA controller does, adds a worker.
+TEST_F(ControllerTest, PyTorchMetricsGetAnAutoscalerAndScalingAddsWorkers) {
+  start();
+  create(kube::resources::pytorchjobs(), R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: elastic}
+spec:
+  elasticPolicy:
+    minReplicas: 1
+    maxReplicas: 3
+    metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}}]
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+  ASSERT_TRUE(wait_until([&] { return pods_of("elastic").size() == 2; }));
+  ASSERT_TRUE(
+      wait_until([&] { return exists(kube::resources::horizontalpodautoscalers(), "elastic"); }));
+  const json hpa = client().get(kube::resources::horizontalpodautoscalers(), "default", "elastic");
+  EXPECT_EQ(hpa["spec"]["scaleTargetRef"]["kind"], "PyTorchJob");
+  EXPECT_EQ(hpa["spec"]["maxReplicas"], 3);
+  EXPECT_EQ(hpa["metadata"]["ownerReferences"][0]["name"], "elastic");
+
+  client().patch(kube::resources::pytorchjobs(), "default", "elastic", kube::PatchType::Merge,
+                 {{"spec", {{"replicas", 3}}}}, {.subresource = "scale"});
+  ASSERT_TRUE(wait_until([&] { return pods_of("elastic").size() == 3; }));
+  const json scale = client().get(kube::resources::pytorchjobs(), "default", "elastic", "scale");
+  EXPECT_EQ(scale["status"]["selector"],
+            "training.kubeflow.org/job-name=elastic,training.kubeflow.org/operator-name="
+            "pytorchjob-controller,training.kubeflow.org/replica-type=worker");
+}
+
 TEST_F(ControllerTest, MpiJobLauncherWaitsForWorkersAndCompletes) {
   start();
   create(kube::resources::mpijobs(), R"(
@@ -280,16 +327,8 @@ spec:
         metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
         spec: {containers: [{name: worker, image: hvd:1}]}
 )");
-  ASSERT_TRUE(wait_until(
-      [&] {
-        try {
-          client().get(kube::resources::jobs(), "default", "hvd-launcher");
-          return true;
-        } catch (const Error&) {
-          return false;
-        }
-      },
-      std::chrono::seconds(15)));
+  ASSERT_TRUE(wait_until([&] { return exists(kube::resources::jobs(), "hvd-launcher"); },
+                         std::chrono::seconds(15)));
   // The launcher exists only once both workers run.
   for (const auto& name : {"hvd-worker-0", "hvd-worker-1"}) {
     EXPECT_EQ(client().get(kube::resources::pods(), "default", name)["status"]["phase"], "Running");

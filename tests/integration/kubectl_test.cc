@@ -439,5 +439,49 @@ TEST_F(KubectlTest, CreatingACrdServesItsResourceToKubectl) {
       << "x-kubernetes-preserve-unknown-fields must keep the whole spec";
 }
 
+// The shipped PyTorchJob CRD has upstream's scale subresource, so `kubectl scale` (a PATCH of
+// pytorchjobs/scale) changes the Worker replicas, as it does with the Training Operator's CRD.
+TEST_F(KubectlTest, ScalePyTorchJobChangesItsWorkerReplicas) {
+  const std::string crd =
+      (fs::path(TRAINCTL_SOURCE_DIR) / "packaging/crds/kubeflow.org_pytorchjobs.yaml").string();
+  ASSERT_EQ(kubectl({"apply", "--server-side", "-f", crd}).exit_code, 0);
+  ASSERT_EQ(kubectl({"wait", "--for", "condition=Established", "--timeout=10s",
+                     "crd/pytorchjobs.kubeflow.org"})
+                .exit_code,
+            0);
+  Output job = kubectl({"create", "-f", manifest("ddp.yaml", R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: ddp}
+spec:
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template: {spec: {containers: [{name: pytorch, image: pt:2}]}}
+)")});
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+
+  Output scaled = kubectl({"scale", "pytorchjob/ddp", "--replicas=5"});
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.err;
+  EXPECT_EQ(scaled.out, "pytorchjob.kubeflow.org/ddp scaled\n");
+  EXPECT_EQ(jsonpath("pytorchjob/ddp", "{.spec.pytorchReplicaSpecs.Worker.replicas}"), "5");
+  Output stale = kubectl({"scale", "pytorchjob/ddp", "--current-replicas=2", "--replicas=3"});
+  EXPECT_NE(stale.exit_code, 0);
+  EXPECT_THAT(stale.err, HasSubstr("Expected replicas to be 2, was 5"));
+
+  // The controller's autoscaler for elasticPolicy.metrics is an autoscaling/v2 HPA.
+  Output hpa = kubectl({"create", "-f", manifest("hpa.yaml", R"(
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: ddp}
+spec:
+  scaleTargetRef: {apiVersion: kubeflow.org/v1, kind: PyTorchJob, name: ddp}
+  minReplicas: 1
+  maxReplicas: 4
+)")});
+  ASSERT_EQ(hpa.exit_code, 0) << hpa.err;
+  EXPECT_EQ(jsonpath("hpa/ddp", "{.spec.scaleTargetRef.kind}/{.spec.maxReplicas}"), "PyTorchJob/4");
+}
+
 }  // namespace
 }  // namespace trainctl

@@ -1146,6 +1146,64 @@ TEST_F(SandboxWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfACustomReso
       "True");
 }
 
+// apiextensions-apiserver registry/customresource/etcd.go: ScaleREST Get/Update and
+// scaleFromCustomResource; validator.go ValidateScaleSpec.
+TEST_F(SandboxWriteTest, ScaleSubresourceReadsAndWritesTheCrdsReplicaPaths) {
+  testing::install_training_crds(client());
+  const json list = client().discover("kubeflow.org", "v1");
+  const json scale_entry = find_resource(list, "pytorchjobs/scale");
+  ASSERT_TRUE(scale_entry.is_object()) << list.dump();
+  EXPECT_EQ(scale_entry["group"], "autoscaling");
+  EXPECT_EQ(scale_entry["kind"], "Scale");
+  EXPECT_FALSE(find_resource(list, "tfjobs/scale").is_object());
+
+  json job = {{"apiVersion", "kubeflow.org/v1"},
+              {"kind", "PyTorchJob"},
+              {"metadata", {{"name", "ddp"}}},
+              {"spec", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}}}};
+  job = client().create(resources::pytorchjobs(), "default", job);
+  client().patch(
+      resources::pytorchjobs(), "default", "ddp", PatchType::Merge,
+      {{"status", {{"replicaStatuses", {{"Worker", {{"active", 2}, {"selector", "a=b"}}}}}}}},
+      {.subresource = "status"});
+
+  json scale = client().get(resources::pytorchjobs(), "default", "ddp", "scale");
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["metadata"]["uid"], job["metadata"]["uid"]);
+  EXPECT_EQ(scale["spec"], json({{"replicas", 2}}));
+  EXPECT_EQ(scale["status"], json({{"replicas", 2}, {"selector", "a=b"}}));
+
+  scale = client().patch(resources::pytorchjobs(), "default", "ddp", PatchType::Merge,
+                         {{"spec", {{"replicas", 4}}}}, {.subresource = "scale"});
+  EXPECT_EQ(scale["spec"]["replicas"], 4);
+  EXPECT_EQ(client().get(resources::pytorchjobs(), "default",
+                         "ddp")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
+            4);
+
+  RawSandboxHttp http(sandbox().admin_config());
+  const std::string path = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/ddp/scale";
+  json stale = scale;
+  stale["metadata"]["resourceVersion"] = job["metadata"]["resourceVersion"];
+  stale["spec"]["replicas"] = 1;
+  EXPECT_EQ(http.send("PUT", path, stale.dump(), "application/json").status, 409);
+  json negative = scale;
+  negative["spec"]["replicas"] = -1;
+  const auto invalid = http.send("PUT", path, negative.dump(), "application/json");
+  EXPECT_EQ(invalid.status, 422);
+  EXPECT_EQ(
+      json::parse(invalid.body)["message"],
+      "PyTorchJob.kubeflow.org \"ddp\" is invalid: .spec.pytorchReplicaSpecs.Worker.replicas: "
+      "Invalid value: -1: should be a non-negative integer");
+  scale["spec"]["replicas"] = 3;
+  const auto put = http.send("PUT", path, scale.dump(), "application/json");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(json::parse(put.body)["spec"]["replicas"], 3);
+  EXPECT_EQ(
+      expect_error([&] { client().get(resources::tfjobs(), "default", "ddp", "scale"); }).kind(),
+      ErrorKind::NotFound);
+}
+
 TEST_F(SandboxWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfAPod) {
   json pod = client().create(resources::pods(), "default", unscheduled_two_container_pod("p"));
   EXPECT_EQ(pod["status"]["phase"], "Pending");
