@@ -89,11 +89,14 @@ class ReplicaPlanner {
     write_replica_statuses();
     if (enforce_backoff_limit() || p_.enforce_deadline())
       return;
+    // Missing replicas first, then the status, as the operator's ReconcileJobs (ReconcilePods,
+    // ReconcileServices, then UpdateJobStatus): a controller restarted after creating only some
+    // pods still creates the rest in the pass where worker 0's success ends the job.
+    sync_pods();
+    sync_services();
     update_conditions();
     if (is_finished(p_.status()))
       return;
-    sync_pods();
-    sync_services();
     restart_failed_pods();
   }
 

@@ -550,6 +550,18 @@ TEST(JobPlanTest, TFWithoutChiefSucceedsWhenWorkerZeroExitsZero) {
   EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
 }
 
+// A controller killed after creating only some pods: the pass that sees worker 0's success
+// still creates the missing replicas first (ReconcilePods before UpdateJobStatus upstream).
+TEST(JobPlanTest, MissingReplicasAreCreatedInThePassThatEndsTheJob) {
+  FakeCluster cluster = running_cluster(tf_job());
+  std::erase_if(cluster.observed.pods,
+                [](const json& pod) { return pod["metadata"]["name"] == "mnist-worker-1"; });
+  cluster.set_phase("mnist-worker-0", "Succeeded", 0);
+  const Plan plan = cluster.step(options(seconds(1)));
+  EXPECT_EQ(names(plan, Action::Type::Create, "pods"), std::vector<std::string>{"mnist-worker-1"});
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+}
+
 TEST(JobPlanTest, TFAllWorkersSuccessPolicyWaitsForEveryWorker) {
   FakeCluster cluster = running_cluster(tf_job({{"successPolicy", "AllWorkers"}}));
   cluster.set_phase("mnist-worker-0", "Succeeded", 0);
@@ -897,6 +909,32 @@ TEST(JobPlanTest, MPIJobCreatesItsObjectsAndFollowsTheLauncher) {
   EXPECT_EQ(cluster.job["status"]["completionTime"], "2027-01-15T08:30:00Z");
   EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Launcher"], json({{"succeeded", 1}}));
   EXPECT_TRUE(cluster.step(options(seconds(4))).actions.empty());
+}
+
+// Upstream: mpi-operator v0.6 mpi_job_controller.go syncHandler aligns the launcher Job's
+// spec.suspend with the MPIJob's and deletes the worker pods; Service, ConfigMap and Secret stay.
+TEST(JobPlanTest, SuspendedMPIJobKeepsItsLauncherJobSuspended) {
+  FakeCluster cluster{.job = mpi_job()};
+  cluster.step(options());
+  cluster.set_all("Running");
+  cluster.step(options(seconds(1)));
+
+  cluster.job["spec"]["runPolicy"]["suspend"] = true;
+  Plan plan = cluster.step(options(seconds(2)));
+  EXPECT_THAT(names(plan, Action::Type::Delete, "pods"), ElementsAre("pi-worker-0", "pi-worker-1"));
+  EXPECT_TRUE(names(plan, Action::Type::Delete, "jobs").empty());
+  EXPECT_TRUE(names(plan, Action::Type::Delete, "services").empty());
+  EXPECT_EQ(names(plan, Action::Type::Update, "jobs"), std::vector<std::string>{"pi-launcher"});
+  EXPECT_EQ(cluster.observed.batch_jobs.at(0)["spec"]["suspend"], true);
+  EXPECT_EQ(api::job_status(cluster.job), "Suspended");
+  EXPECT_TRUE(names(cluster.step(options(seconds(3))), Action::Type::Update, "jobs").empty());
+
+  cluster.job["spec"]["runPolicy"]["suspend"] = false;
+  plan = cluster.step(options(seconds(4)));
+  EXPECT_EQ(names(plan, Action::Type::Update, "jobs"), std::vector<std::string>{"pi-launcher"});
+  EXPECT_EQ(cluster.observed.batch_jobs.at(0)["spec"]["suspend"], false);
+  EXPECT_THAT(names(plan, Action::Type::Create, "pods"), ElementsAre("pi-worker-0", "pi-worker-1"));
+  EXPECT_TRUE(names(plan, Action::Type::Create, "jobs").empty());
 }
 
 }  // namespace

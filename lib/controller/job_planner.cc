@@ -136,10 +136,13 @@ void JobPlanner::ensure_created() {
 void JobPlanner::suspend() {
   for (const json& pod : observed_.pods)
     remove(kube::resources::pods(), pod);
-  for (const json& service : observed_.services)
-    remove(kube::resources::services(), service);
-  for (const json& launcher : observed_.batch_jobs)
-    remove(kube::resources::jobs(), launcher);
+  // An MPIJob keeps its Service, and its launcher Job with spec.suspend (the MPI Operator's
+  // syncHandler), so the launcher's history survives a suspension.
+  if (kind_ != api::JobKind::MPIJob) {
+    for (const json& service : observed_.services)
+      remove(kube::resources::services(), service);
+  }
+  set_launchers_suspended(true);
   for (const json& autoscaler : observed_.autoscalers)
     remove(kube::resources::horizontalpodautoscalers(), autoscaler);
   if (observed_.pod_group)
@@ -154,6 +157,17 @@ void JobPlanner::suspend() {
   if (!has_true_condition(status_, condition::suspended)) {
     set_condition(condition::suspended, true, "Suspended", message);
     event(false, std::string(api::job_kind_info(kind_).name) + "Suspended", message);
+  }
+}
+
+void JobPlanner::set_launchers_suspended(bool suspended) {
+  for (const json& launcher : observed_.batch_jobs) {
+    if (is_deleting(launcher) ||
+        object_member(launcher, "spec").value("suspend", false) == suspended)
+      continue;
+    json changed = launcher;
+    changed["spec"]["suspend"] = suspended;
+    update(kube::resources::jobs(), std::move(changed));
   }
 }
 

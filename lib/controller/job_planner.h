@@ -56,9 +56,12 @@ class JobPlanner {
 
   /// Adds the Created condition when the job has none (the operator does on the job's creation).
   void ensure_created();
-  /// Deletes every pod and service, the MPI launcher Job, the autoscaler and the PodGroup;
-  /// Suspended True and Running False.
+  /// Deletes every pod, the autoscaler, the PodGroup and (but for an MPIJob's) the services;
+  /// suspends the MPI launcher Job; Suspended True and Running False.
   void suspend();
+  /// Sets spec.suspend of the observed MPI launcher Jobs (the batch Job controller then deletes
+  /// or recreates the launcher pod), as the MPI Operator aligns it with the MPIJob's.
+  void set_launchers_suspended(bool suspended);
   /// After a suspension: Suspended False (<Kind>Resumed) and startTime reset.
   void resume_if_suspended();
   /// Sets startTime on the first pass that runs the job.

@@ -117,6 +117,7 @@ void plan_mpi(JobPlanner& p) {
       workers.push_back(pod);
   }
   const json* launcher = find_named(p.observed().batch_jobs, name + "-launcher");
+  p.set_launchers_suspended(false);  // resumed
   update_status(p, launcher, workers);
   if (is_finished(p.status()))
     return;
