@@ -1092,15 +1092,16 @@ struct StoreCore {
     }
     const std::string key = key_of(info, ns, name);
     const auto existing = t.objects.find(key);
-    const bool may_create = part == WritePart::Main && allows_create_on_update(info);
-    if (existing == t.objects.end() && !may_create)
-      throw not_found(info, name);
     // A uid in the body is the update's precondition, checked against the stored object (an
-    // empty one when the PUT may create) before anything else.
+    // empty one when there is none) before anything else: a real server answers a PUT with a
+    // uid to a missing object 409, not 404 (GuaranteedUpdate checks preconditions first).
     const std::string uid = uid_of(obj);
     const std::string stored_uid = existing == t.objects.end() ? "" : uid_of(*existing->second);
     if (!uid.empty() && uid != stored_uid)
       throw storage_precondition_conflict(info, ns, name, uid_precondition_failed(uid, stored_uid));
+    const bool may_create = part == WritePart::Main && allows_create_on_update(info);
+    if (existing == t.objects.end() && !may_create)
+      throw not_found(info, name);
     if (existing == t.objects.end()) {
       obj["metadata"].erase("resourceVersion");
       return create(t, std::move(obj), dry_run);
