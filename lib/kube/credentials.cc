@@ -209,8 +209,10 @@ class ExecCredentials final : public CredentialSource {
   }
 
  private:
+  /// A plugin that cannot give a credential is an authentication failure (exit code 3, as any
+  /// failure to reach the API), not a usage error: the kubeconfig itself was fine.
   [[noreturn]] void fail(std::string_view what) const {
-    throw Error(ErrorKind::Config, fmt::format("exec plugin {}: {}", exec_.command, what));
+    throw Error(ErrorKind::Unauthorized, fmt::format("exec plugin {}: {}", exec_.command, what));
   }
 
   bool interactive() const {

@@ -301,7 +301,7 @@ TEST_F(CredentialsTest, IfAvailablePluginWithoutATerminalIsNotInteractive) {
 TEST_F(CredentialsTest, AlwaysInteractivePluginNeedsATerminal) {
   StdinRedirect redirect("/dev/null");
   auto s = source(exec_auth(token_plugin(), "Always"));
-  EXPECT_THAT(testing::config_error([&] { s->current(); }), HasSubstr("not a terminal"));
+  EXPECT_THAT(testing::credential_error([&] { s->current(); }), HasSubstr("not a terminal"));
   EXPECT_EQ(runs(), 0);
 }
 
@@ -330,7 +330,8 @@ TEST_F(CredentialsTest, FailingPluginIsAnErrorWithoutItsOutput) {
   const std::string command = plugin(
       "echo '{\"status\":{\"token\":\"leaked-secret\"}}'\n"
       "exit 3\n");
-  const std::string message = testing::config_error([&] { source(exec_auth(command))->current(); });
+  const std::string message =
+      testing::credential_error([&] { source(exec_auth(command))->current(); });
   EXPECT_THAT(message, HasSubstr("exec plugin " + command + ": failed with exit code 3"));
   EXPECT_THAT(message, Not(HasSubstr("leaked-secret")));
 }
@@ -338,20 +339,20 @@ TEST_F(CredentialsTest, FailingPluginIsAnErrorWithoutItsOutput) {
 TEST_F(CredentialsTest, MissingPluginShowsTheInstallHint) {
   AuthConfig auth = exec_auth("trainctl-test-no-such-plugin");
   auth.exec->install_hint = "Install it with: apt install the-plugin";
-  const std::string message = testing::config_error([&] { source(auth)->current(); });
+  const std::string message = testing::credential_error([&] { source(auth)->current(); });
   EXPECT_THAT(message, HasSubstr("exec plugin trainctl-test-no-such-plugin: executable not found"));
   EXPECT_THAT(message, HasSubstr("apt install the-plugin"));
 }
 
 TEST_F(CredentialsTest, BadJsonIsAnErrorThatDoesNotQuoteTheOutput) {
-  const std::string message = testing::config_error(
+  const std::string message = testing::credential_error(
       [&] { source(exec_auth(plugin("echo 'token: secret-abc'\n")))->current(); });
   EXPECT_THAT(message, HasSubstr("not valid JSON"));
   EXPECT_THAT(message, Not(HasSubstr("secret-abc")));
 }
 
 TEST_F(CredentialsTest, PluginMustAnswerInTheConfiguredApiVersion) {
-  const std::string message = testing::config_error([&] {
+  const std::string message = testing::credential_error([&] {
     source(exec_auth(plugin("echo '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
                             "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'\n")))
         ->current();
@@ -361,7 +362,7 @@ TEST_F(CredentialsTest, PluginMustAnswerInTheConfiguredApiVersion) {
 
 TEST_F(CredentialsTest, PluginOutputIsValidated) {
   auto error_for = [&](const std::string& status) {
-    return testing::config_error([&] {
+    return testing::credential_error([&] {
       source(exec_auth(plugin("echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
                               "\"kind\":\"ExecCredential\"" +
                               status + "}'\n")))

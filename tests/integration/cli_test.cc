@@ -140,5 +140,29 @@ TEST_F(CliTest, VersionSaysWhyTheServerIsUnreachable) {
   EXPECT_THAT(r.out, HasSubstr("server version unavailable"));
 }
 
+// A credential plugin that fails is an authentication failure: exit code 3 (API or connection
+// error), as for any server the user cannot reach; the kubeconfig itself was valid.
+TEST_F(CliTest, FailingExecCredentialPluginExitsThree) {
+  const std::string plugin =
+      dir_.write("plugin.sh", "#!/bin/sh\necho 'no login' >&2\nexit 1\n", true).string();
+  const std::string config = dir_.write("exec-config", fmt::format(R"(apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- {{name: local, cluster: {{server: "{}"}}}}
+users:
+- name: tester
+  user:
+    exec: {{apiVersion: client.authentication.k8s.io/v1, command: "{}", interactiveMode: Never}}
+contexts:
+- {{name: test, context: {{cluster: local, user: tester}}}}
+)",
+                                                                   kNoServer, plugin))
+                                 .string();
+  RunResult r = run_cli("list --kubeconfig " + config);
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("exec plugin " + plugin + ": failed with exit code 1"));
+}
+
 }  // namespace
 }  // namespace trainctl

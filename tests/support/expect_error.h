@@ -31,6 +31,14 @@ inline std::string config_error(const std::function<void()>& f) {
   return e.message();
 }
 
+/// The message of the Error(Unauthorized) that `f` throws (an exec credential plugin that could
+/// not give a credential).
+inline std::string credential_error(const std::function<void()>& f) {
+  const Error e = expect_error(f);
+  EXPECT_EQ(e.kind(), ErrorKind::Unauthorized) << e.what();
+  return e.message();
+}
+
 /// The same for the sandbox's ApiError, whose Status (reason, details, causes) tests inspect;
 /// a plain Error is a failure too.
 template <typename F>
