@@ -7,10 +7,14 @@
 
 #include <array>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 
+#include "api/status.h"
 #include "error.h"
 #include "kube/resource.h"
+#include "tests/support/background_command.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
@@ -436,6 +440,119 @@ TEST_F(SubmitTest, IfExistsFailSkipReplace) {
   EXPECT_EQ(client().get(kube::resources::tfjobs(), "default",
                          "second")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"],
             4);
+}
+
+TEST_F(SubmitTest, IfExistsReplaceGivesUpWhenTheOldJobIsNotDeletedInTime) {
+  ASSERT_EQ(trainctl("submit -f -", fmt::format(kTwoJobs, 1)).exit_code, 0);
+  // A finalizer nobody removes keeps the existing job Terminating.
+  json job = client().get(kube::resources::tfjobs(), "default", "second");
+  job["metadata"]["finalizers"] = {"example.com/hold"};
+  client().update(kube::resources::tfjobs(), "default", job);
+  const auto file = dir_.write("v2.yaml", fmt::format(kTwoJobs, 4));
+  RunResult r = trainctl("submit --if-exists replace --wait --timeout 1s -f " + file.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org \"second\" deleted\n"));
+  EXPECT_THAT(r.err, HasSubstr("--if-exists replace: timed out after 1s waiting for the existing "
+                               "tfjob.kubeflow.org \"second\" and its pods to be deleted"));
+  EXPECT_THAT(r.out, Not(HasSubstr("replaced")));
+  const json live = client().get(kube::resources::tfjobs(), "default", "second");
+  EXPECT_EQ(live["metadata"]["uid"], job["metadata"]["uid"]);  // the old one, still Terminating
+  EXPECT_TRUE(live["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(live["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 1);
+}
+
+/// submit --if-exists replace --wait as a CI pipeline re-runs it, with `trainctl controller`
+/// running the jobs on the sandbox's simulated nodes.
+class SubmitReplaceRunTest : public SubmitTest {
+ protected:
+  void SetUp() override {
+    SubmitTest::SetUp();
+    controller_ = std::make_unique<testing::BackgroundCommand>(std::vector<std::string>{
+        TRAINCTL_BINARY, "controller", "--kubeconfig", local_.sandbox().kubeconfig_path().string(),
+        "--gang-scheduler", "none"});
+  }
+
+  /// The replica pods of job `name`, by pod name -> uid.
+  std::map<std::string, std::string> pod_uids(const std::string& name) {
+    const json pods =
+        client().list_all(kube::resources::pods(), "default",
+                          {.label_selector = "training.kubeflow.org/job-name=" + name});
+    std::map<std::string, std::string> uids;
+    for (const auto& pod : pods["items"])
+      uids[pod["metadata"]["name"]] = pod["metadata"]["uid"];
+    return uids;
+  }
+
+  std::unique_ptr<testing::BackgroundCommand> controller_;
+};
+
+constexpr const char* kCiJob = R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: ci
+spec:
+  runPolicy: {cleanPodPolicy: None}  # keep the pods, to compare them across runs
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      restartPolicy: Never
+      template:
+        metadata:
+          annotations: {"sandbox.trainctl.io/run-seconds": "1.2"}
+        spec:
+          containers:
+          - name: tensorflow
+            image: reg/tf:1
+            command: [python, train.py]
+)";
+
+TEST_F(SubmitReplaceRunTest, ReplaceWithWaitRunsTheJobAgainAndReportsTheNewRun) {
+  const auto file = dir_.write("ci.yaml", kCiJob);
+  const auto report1 = dir_.path() / "run1.json";
+  RunResult first = trainctl(fmt::format("submit -f {} --wait --timeout 60s --report {}",
+                                         file.string(), report1.string()));
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err << controller_->output();
+  const json old_job = client().get(kube::resources::tfjobs(), "default", "ci");
+  const auto old_pods = pod_uids("ci");
+  ASSERT_EQ(old_pods.size(), 2u);
+
+  const auto report2 = dir_.path() / "run2.json";
+  const auto logs = dir_.path() / "logs";
+  RunResult again =
+      trainctl(fmt::format("submit -f {} --if-exists replace --wait --timeout 60s --report {} "
+                           "--save-logs {}",
+                           file.string(), report2.string(), logs.string()));
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err << controller_->output();
+  EXPECT_THAT(again.out, HasSubstr("tfjob.kubeflow.org \"ci\" deleted\n"
+                                   "tfjob.kubeflow.org/ci replaced\n"));
+  EXPECT_THAT(again.out, MatchesRegex("(.|\n)*tfjob.kubeflow.org/ci Succeeded after [1-9][0-9]*s\n"
+                                      "(.|\n)*"));
+
+  // A new job, whose pods ran again.
+  const json new_job = client().get(kube::resources::tfjobs(), "default", "ci");
+  EXPECT_NE(new_job["metadata"]["uid"], old_job["metadata"]["uid"]);
+  const auto new_pods = pod_uids("ci");
+  ASSERT_EQ(new_pods.size(), 2u);
+  for (const auto& [pod, uid] : new_pods) {
+    ASSERT_TRUE(old_pods.count(pod)) << pod;  // the same deterministic names ...
+    EXPECT_NE(uid, old_pods.at(pod)) << pod;  // ... for new pods
+  }
+  EXPECT_EQ(testing::TempDir::read(logs / "ci" / "worker-0.log"),
+            "+ python train.py\nstep 1/1.2\nexited with code 0\n");
+
+  // The report is the new run's.
+  const json r1 = json::parse(testing::TempDir::read(report1));
+  const json r2 = json::parse(testing::TempDir::read(report2));
+  EXPECT_EQ(r1["uid"], old_job["metadata"]["uid"]);
+  EXPECT_EQ(r2["uid"], new_job["metadata"]["uid"]);
+  EXPECT_EQ(r2["status"], "Succeeded");
+  EXPECT_EQ(r2["completionTime"], new_job["status"]["completionTime"]);
+  const auto end1 = api::parse_timestamp(r1["completionTime"].get<std::string>());
+  const auto start2 = api::parse_timestamp(r2["startTime"].get<std::string>());
+  const auto end2 = api::parse_timestamp(r2["completionTime"].get<std::string>());
+  ASSERT_TRUE(end1 && start2 && end2) << r1 << r2;
+  EXPECT_GE(*start2, *end1);
+  EXPECT_GT(*end2, *end1);
 }
 
 TEST(SubmitWithoutCrdsTest, TellsToInstallWithExit3) {
