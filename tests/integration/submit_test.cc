@@ -138,15 +138,126 @@ TEST(RenderTest, IsDeterministicAndUsesGenerateNameWithoutName) {
   EXPECT_FALSE(job["metadata"].contains("name"));
 }
 
-TEST(RenderTest, ValidationErrorsNameTheRenderedLineAndFieldWithExit2) {
+TEST(RenderTest, BadFlagValuesExit2NamingTheFlagBeforeAnythingIsRendered) {
   RunResult r = run_submit("render tfjob --name mnist --image reg/tf:1 --workers -1 --memory lots");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob \\(rendered\\):[0-9]+: "
+  EXPECT_EQ(r.err,
+            "trainctl: --memory: must be a quantity such as 4, 500m or 16Gi, got \"lots\"\n"
+            "--workers: must be at least 0, got -1\n");
+}
+
+TEST(RenderTest, ATemplateOfYourOwnTakesAnyValueAndIsValidatedAsRendered) {
+  testing::TempDir dir;
+  const auto target = dir.path() / "mine";
+  ASSERT_EQ(run_submit(fmt::format("template export tfjob {}", target.string())).exit_code, 0);
+  const std::string tpl = (target / "tfjob.yaml.mustache").string();
+  // No schema: an unknown key is the template's business; the rendered job is still validated.
+  RunResult r = run_submit(
+      fmt::format("render tfjob --template {} --name mnist --image reg/tf:1 --set dataset=s3://x "
+                  "--set workers=-1 --set memory=lots",
+                  tpl));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob.yaml.mustache \\(rendered\\):[0-9]+: "
                                   "spec\\.tfReplicaSpecs\\.Worker\\.replicas: (.|\n)*"));
-  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob \\(rendered\\):[0-9]+: spec\\.tfReplicaSpecs\\."
-                                  "Worker\\.template\\.spec\\.containers\\[0\\]\\.resources\\."
-                                  "[a-z]+\\.memory(.|\n)*"));
+  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob.yaml.mustache \\(rendered\\):[0-9]+: "
+                                  "spec\\.tfReplicaSpecs\\.Worker\\.template\\.spec\\."
+                                  "containers\\[0\\]\\.resources\\.[a-z]+\\.memory(.|\n)*"));
+  EXPECT_THAT(r.err, Not(HasSubstr("dataset")));
+  // The typed flags mean the same whatever the template: they are checked all the same.
+  RunResult flag =
+      run_submit(fmt::format("render tfjob --template {} --image i --workers -1", tpl));
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(flag.err, "trainctl: --workers: must be at least 0, got -1\n");
+}
+
+/// Each bad value of issue 14 item 3: it used to render a different job and exit 0.
+TEST(RenderTest, BadValuesFromFlagsSetAndValuesFilesExit2NamingTheFlagOrKey) {
+  const struct {
+    const char* args;
+    const char* error;
+  } cases[] = {
+      {"--workers -1", "--workers: must be at least 1, got -1"},
+      {"--set workers=abc", "--set workers=abc: workers: must be an integer, got \"abc\""},
+      {"--set workers=-1", "--set workers=-1: workers: must be at least 1, got -1"},
+      {"--set workers=[1,2]", "--set workers=[1,2]: workers: must be an integer, got \"[1,2]\""},
+      {"--set-string workers=3", "--set-string workers=3: workers: must be an integer, got \"3\""},
+      {"--set env=notalist",
+       "--set env=notalist: env: must be a list of {name, value} or a map of NAME: value, got "
+       "\"notalist\""},
+      {"--set imagee=foo", "--set imagee=foo: imagee: unknown value (did you mean \"image\"?)"},
+      {"--set worker.imgae=foo",
+       "--set worker.imgae=foo: worker.imgae: unknown value (did you mean \"worker.image\"?)"},
+      {"--set ps=2",
+       "--set ps=2: ps: the pytorchjob template does not read it (the tfjob "
+       "template does)"},
+      {"--nproc-per-node many",
+       "--nproc-per-node: must be auto, cpu, gpu or a positive integer, got \"many\""},
+      {"--set nprocPerNode=0",
+       "--set nprocPerNode=0: nprocPerNode: must be auto, cpu, gpu or a positive integer, got 0"},
+      {"--volume data:/mnt:rx", "--volume: mode \"rx\" in \"data:/mnt:rx\" is not ro or rw"},
+      {"--set volumes[0]=data:/mnt:rx",
+       "--set volumes[0]=data:/mnt:rx: volumes[0]: mode \"rx\" in \"data:/mnt:rx\" is not ro or "
+       "rw"},
+      {"--restart-policy Sometimes",
+       "--restart-policy: must be one of Always, OnFailure, Never or ExitCode, got "
+       "\"Sometimes\""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    RunResult r = run_submit(fmt::format(
+        "render pytorchjob --name bert --image reg/pt:1 {} -- python train.py", c.args));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_THAT(r.err, ::testing::StartsWith(fmt::format("trainctl: {}\n", c.error)));
+  }
+  testing::TempDir dir;
+  const auto values = dir.write("values.yaml", "workers: 2\nenv: notalist\nimagee: x\n");
+  RunResult file = run_submit(
+      fmt::format("render pytorchjob --name bert --image reg/pt:1 --values {} -- python train.py",
+                  values.string()));
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_THAT(file.err, HasSubstr(fmt::format(
+                            "trainctl: {0}: env: must be a list of {{name, value}} or a map of "
+                            "NAME: value, got \"notalist\"\n{0}: imagee: unknown value (did you "
+                            "mean \"image\"?)\n",
+                            values.string())));
+}
+
+TEST(RenderTest, TrainctlEnvironmentValuesAreCheckedAndNamedByTheirVariable) {
+  RunResult r =
+      testing::run_command(fmt::format("env -i PATH=/usr/bin:/bin HOME=/nonexistent "
+                                       "TRAINCTL_WORKERS=many TRAINCTL_SLOTS_PER_WORKER=2 "
+                                       "{} render pytorchjob --name bert --image reg/pt:1",
+                                       TRAINCTL_BINARY));
+  EXPECT_EQ(r.exit_code, 2);
+  // slotsPerWorker is an mpijob value: shared defaults may hold it. workers is checked.
+  EXPECT_EQ(r.err, "trainctl: TRAINCTL_WORKERS: workers: must be an integer, got \"many\"\n");
+}
+
+TEST(RenderTest, VolumeModeIsParsedIntoReadOnly) {
+  RunResult r = run_submit(
+      "render tfjob --name v --image i --volume data:/mnt:ro --volume ckpt:/ckpt:rw -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json pod = parse_json(r)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"];
+  EXPECT_EQ(pod["containers"][0]["volumeMounts"],
+            json::parse(R"([{"name":"vol-0","mountPath":"/mnt","readOnly":true},
+                            {"name":"vol-1","mountPath":"/ckpt"}])"));
+  EXPECT_EQ(pod["volumes"],
+            json::parse(R"([{"name":"vol-0","persistentVolumeClaim":{"claimName":"data",
+                                                                       "readOnly":true}},
+                            {"name":"vol-1","persistentVolumeClaim":{"claimName":"ckpt"}}])"));
+}
+
+TEST(RenderTest, AMissingImageIsSaidInFlagTerms) {
+  RunResult r = run_submit("render pytorchjob --name bert --workers 2 -- python train.py");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "trainctl: --image is required (the container image of every replica; per role: "
+            "--master-image, --worker-image)\n");
+  RunResult per_role = run_submit(
+      "render pytorchjob --name bert --workers 2 --master-image a --worker-image b -o json");
+  EXPECT_EQ(per_role.exit_code, 0) << per_role.err;
 }
 
 TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
