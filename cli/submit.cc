@@ -161,6 +161,7 @@ struct WriteFlags {
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::NotFound)
           throw;
+        continue;  // gone meanwhile: nothing to delete
       }
       if (output.empty())
         std::cout << fmt::format("{} \"{}\" deleted\n", api::kind_resource_name(kind),
