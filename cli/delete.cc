@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <iostream>
-#include <thread>
 
 #include "api/status.h"
 #include "commands.h"
@@ -13,15 +12,12 @@
 #include "error.h"
 #include "job_follow.h"
 #include "job_lookup.h"
+#include "json_access.h"
 
 namespace trainctl::cli {
 namespace {
 
 using nlohmann::json;
-
-std::string name_of(const FoundJob& job) {
-  return job.object.value("metadata", json::object()).value("name", "");
-}
 
 struct DeleteOptions {
   std::vector<std::string> names;
@@ -60,8 +56,8 @@ struct DeleteOptions {
       if (remove(*client, job))
         deleted.push_back(std::move(job));
       else
-        missing.push_back(
-            fmt::format("{} {:?} not found", api::kind_resource_name(job.kind), name_of(job)));
+        missing.push_back(fmt::format("{} {:?} not found", api::kind_resource_name(job.kind),
+                                      name_of(job.object)));
     }
     if (wait) {
       for (const auto& job : deleted)
@@ -102,35 +98,27 @@ struct DeleteOptions {
   /// job object. Returns false when the job was already gone.
   bool remove(kube::Client& client, const FoundJob& job) const {
     try {
-      client.remove(controller::job_kind_resource(job.kind), namespace_, name_of(job),
+      client.remove(controller::job_kind_resource(job.kind), namespace_, name_of(job.object),
                     {.propagation_policy = "Foreground"});
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
         throw;
       return false;
     }
-    std::cout << fmt::format("{} \"{}\" deleted", api::kind_resource_name(job.kind), name_of(job))
+    std::cout << fmt::format("{} \"{}\" deleted", api::kind_resource_name(job.kind),
+                             name_of(job.object))
               << '\n';
     return true;
   }
 
   void wait_until_gone(kube::Client& client, const FoundJob& job) const {
     const auto deadline = std::chrono::steady_clock::now() + wait_timeout;
-    while (true) {
-      try {
-        client.get(controller::job_kind_resource(job.kind), namespace_, name_of(job));
-      } catch (const Error& e) {
-        if (e.kind() == ErrorKind::NotFound)
-          return;
-        throw;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        throw Error(ErrorKind::WaitTimeout,
-                    fmt::format("timed out after {} waiting for {} \"{}\" to be deleted",
-                                api::human_duration(wait_timeout),
-                                api::kind_resource_name(job.kind), name_of(job)));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (!wait_until_deleted(client, controller::job_kind_resource(job.kind), namespace_,
+                            name_of(job.object), uid_of(job.object), deadline)) {
+      throw Error(ErrorKind::WaitTimeout,
+                  fmt::format("timed out after {} waiting for {} \"{}\" to be deleted",
+                              api::human_duration(wait_timeout), api::kind_resource_name(job.kind),
+                              name_of(job.object)));
     }
   }
 };

@@ -13,6 +13,7 @@
 
 #include "api/status.h"
 #include "error.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::cli {
@@ -272,6 +273,13 @@ bool watch_job(kube::Client& client, const kube::Resource& resource, const std::
       return true;
   }
   return false;
+}
+
+bool wait_until_deleted(kube::Client& client, const kube::Resource& resource, const std::string& ns,
+                        const std::string& name, const std::string& uid,
+                        std::chrono::steady_clock::time_point deadline) {
+  return watch_job(client, resource, ns, name, deadline,
+                   [&uid](const json* j) { return j != nullptr && uid_of(*j) == uid; });
 }
 
 // ---- FollowOutput ----

@@ -74,6 +74,13 @@ bool watch_job(kube::Client& client, const kube::Resource& resource, const std::
                const std::function<bool(const nlohmann::json*)>& on_change,
                std::stop_token stop = {});
 
+/// Waits until the object `uid` called `name` is gone: not found, deleted, or replaced by another
+/// object of that name (another uid: deleted and created again meanwhile). Watches with
+/// watch_job, never polls. Returns false when `deadline` passed first.
+bool wait_until_deleted(kube::Client& client, const kube::Resource& resource, const std::string& ns,
+                        const std::string& name, const std::string& uid,
+                        std::chrono::steady_clock::time_point deadline);
+
 /// Where the lines of a followed job go: log lines behind a `[worker-1] ` prefix (coloured per
 /// replica on a terminal), plain notes, and on a terminal one live status line kept below the
 /// rest. Whole lines only, safe from several threads.

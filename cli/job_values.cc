@@ -6,13 +6,13 @@
 #include <openssl/evp.h>
 
 #include <array>
-#include <span>
 
 #include "api/manifest.h"
 #include "api/validation.h"
 #include "docs.h"
 #include "error.h"
 #include "render/render.h"
+#include "render/value_schema.h"
 #include "render/values.h"
 #include "text.h"
 #include "trainctl/version.h"
@@ -29,22 +29,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 4> kRoleKeys = {"image", "cpu", "memory", "gpus"};
-
-/// The roles a kind's per-role flags (--<role>-image, ...) exist for.
-std::span<const std::string_view> override_roles(api::JobKind kind) {
-  static constexpr std::array<std::string_view, 4> tf = {"chief", "ps", "worker", "evaluator"};
-  static constexpr std::array<std::string_view, 2> pytorch = {"master", "worker"};
-  static constexpr std::array<std::string_view, 2> mpi = {"launcher", "worker"};
-  switch (kind) {
-    case api::JobKind::TFJob:
-      return tf;
-    case api::JobKind::PyTorchJob:
-      return pytorch;
-    case api::JobKind::MPIJob:
-      return mpi;
-  }
-  return {};
+/// The values a one-of value takes, for the flag's completion and man page.
+std::vector<std::string> allowed_values(api::JobKind kind, std::string_view key) {
+  const render::ValueSpec* spec = render::builtin_schema(kind).find(key);
+  return spec == nullptr ? std::vector<std::string>()
+                         : std::vector<std::string>(spec->allowed.begin(), spec->allowed.end());
 }
 
 /// Splits `K=V` at the first '='; the key must not be empty.
@@ -104,25 +93,13 @@ json parse_toleration(const std::string& text) {
   return t;
 }
 
-/// `pvc:mount` or `pvc:mount:ro` -> {pvc, mount, readOnly?}.
-json parse_volume(const std::string& text) {
-  const auto first = text.find(':');
-  if (first == std::string::npos || first == 0) {
-    throw Error(ErrorKind::Usage,
-                fmt::format("--volume: expected PVC:MOUNT_PATH[:ro], got \"{}\"", text));
+/// --volume PVC:PATH[:ro|:rw] -> {pvc, mount, readOnly}.
+json parse_volume_flag(const std::string& text) {
+  try {
+    return render::parse_volume(text);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::Usage, fmt::format("--volume: {}", e.message()));
   }
-  json v = {{"pvc", text.substr(0, first)}};
-  std::string mount = text.substr(first + 1);
-  if (mount.ends_with(":ro")) {
-    mount.resize(mount.size() - 3);
-    v["readOnly"] = true;
-  }
-  if (!mount.starts_with('/')) {
-    throw Error(ErrorKind::Usage,
-                fmt::format("--volume: mount path \"{}\" in \"{}\" must be absolute", mount, text));
-  }
-  v["mount"] = mount;
-  return v;
 }
 
 /// Rejects render values that are not UTF-8 (from a flag, --set or a values file) before they
@@ -209,7 +186,7 @@ json JobFlags::flag_values() const {
   for (const auto& t : tolerations)
     v["tolerations"].push_back(parse_toleration(t));
   for (const auto& vol : volumes)
-    v["volumes"].push_back(parse_volume(vol));
+    v["volumes"].push_back(parse_volume_flag(vol));
   if (!image_pull_secrets.empty())
     v["imagePullSecrets"] = image_pull_secrets;
   // Per-role overrides; a role that is also a count (ps, chief, evaluator) becomes
@@ -223,13 +200,24 @@ json JobFlags::flag_values() const {
       section = json{{"replicas", section}};
     section[key] = key == "gpus" ? json(parse_int("--" + role + "-gpus", value)) : json(value);
   }
+  render::check_values(v, render::builtin_schema(kind), {.flags = true});
   return v;
+}
+
+bool JobFlags::uses_builtin_template() const {
+  return render::find_template(template_search(template_file), template_name(kind)).shipped();
 }
 
 json JobFlags::values(const std::string& namespace_) const {
   const auto sources = render::discover_value_sources(std::filesystem::current_path(),
                                                       render::process_environment());
-  json values = render::layered_values(sources, values_files, {}, {});
+  render::LayerCheck check;
+  if (uses_builtin_template()) {
+    check = [this](const json& layer, const render::ValueOrigin& origin) {
+      render::check_values(layer, render::builtin_schema(kind), origin);
+    };
+  }
+  json values = render::layered_values(sources, values_files, {}, {}, check);
   json flags = flag_values();
   if (!namespace_.empty())
     flags["namespace"] = namespace_;
@@ -244,9 +232,9 @@ json JobFlags::values(const std::string& namespace_) const {
   }
   render::deep_merge(values, flags);
   for (const auto& s : sets)
-    render::set_value(values, s);
+    render::set_checked_value(values, s, false, check);
   for (const auto& s : set_strings)
-    render::set_value(values, s, true);
+    render::set_checked_value(values, s, true, check);
   reject_non_utf8_values(values, "");
   return values;
 }
@@ -255,6 +243,16 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
   using api::JobKind;
   const JobKind kind = f.kind;
   auto given = [&f](const char* key, CLI::Option* opt) { f.given[key] = opt; };
+  cmd.footer(fmt::format(
+      "Values come from .trainctl.yaml < ~/.config/trainctl/config.yaml < TRAINCTL_* < --values < "
+      "flags < --set < --set-string. Each layer is checked against the values the built-in {0} "
+      "template reads (`trainctl template show {0}`) before anything is rendered, as the typed "
+      "flags are: a value of the wrong type or out of range, or an unknown key, exits 2 naming "
+      "the flag, or the file, variable or --set and the key. .trainctl.yaml, the user's "
+      "config.yaml and TRAINCTL_* may also hold values of the other kinds' templates. A template "
+      "of your own (--template, $TRAINCTL_TEMPLATE_PATH, ~/.config/trainctl/templates) takes any "
+      "key.",
+      template_name(kind)));
   const char* job = "Job";
   cmd.add_option("--name", f.name, "Job name (default: metadata.generateName <kind>-)")->group(job);
   cmd.add_option("--image", f.image, "Container image of every replica")->group(job);
@@ -272,7 +270,7 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
   }
   if (kind == JobKind::PyTorchJob) {
     cmd.add_option("--nproc-per-node", f.nproc_per_node,
-                   "Processes per pod: auto, gpu, cpu or a number")
+                   "Processes per pod: auto, cpu, gpu or a positive integer")
         ->group(job);
   }
   if (kind == JobKind::MPIJob) {
@@ -281,20 +279,23 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
                                 ->group(job));
     cmd.add_option("--mpi-implementation", f.mpi_implementation, "OpenMPI, Intel or MPICH")
         ->group(job)
-        ->check(one_of({"OpenMPI", "Intel", "MPICH"}));
+        ->check(one_of(allowed_values(kind, "mpiImplementation")));
   }
   const char* res = "Resources (every replica; per role with --<role>-<key>)";
   given("gpus", cmd.add_option("--gpus", f.gpus, "nvidia.com/gpu limit per replica")->group(res));
   cmd.add_option("--cpu", f.cpu, "CPU request and limit per replica, e.g. 4 or 500m")->group(res);
   cmd.add_option("--memory", f.memory, "Memory request and limit per replica, e.g. 16Gi")
       ->group(res);
-  for (const auto role : override_roles(kind)) {
-    for (const auto key : kRoleKeys) {
-      const std::string flag = fmt::format("--{}-{}", role, key);
-      const std::string path = fmt::format("{}.{}", role, key);
+  const render::ValueSchema& schema = render::builtin_schema(kind);
+  for (const auto& role : schema.roles) {
+    for (const auto& value : schema.role_values) {
+      if (value.flag.empty())
+        continue;
+      const std::string flag = fmt::format("--{}-{}", role.name, value.flag);
+      const std::string path = fmt::format("{}.{}", role.name, value.key);
       cmd.add_option_function<std::string>(
-             flag, [&f, path](const std::string& value) { f.role_overrides[path] = value; },
-             fmt::format("{} of the {} replicas", key, role))
+             flag, [&f, path](const std::string& v) { f.role_overrides[path] = v; },
+             fmt::format("{} of the {} replicas", value.key, role.name))
           ->group(res);
     }
   }
@@ -303,7 +304,9 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
   cmd.add_option("--label", f.labels, "Label k=v on the job and its pods (repeatable)")->group(pod);
   cmd.add_option("--annotation", f.annotations, "Annotation k=v on the job and its pods")
       ->group(pod);
-  cmd.add_option("--volume", f.volumes, "PVC mount PVC:PATH[:ro] (repeatable)")->group(pod);
+  cmd.add_option("--volume", f.volumes,
+                 "PVC mount PVC:PATH[:ro|:rw] (repeatable; read-write unless :ro)")
+      ->group(pod);
   cmd.add_option("--node-selector", f.node_selectors, "Node selector k=v (repeatable)")->group(pod);
   cmd.add_option("--toleration", f.tolerations,
                  "Toleration key[=value][:Effect] (repeatable; no value = operator Exists)")
@@ -315,7 +318,7 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
   cmd.add_option("--working-dir", f.working_dir, "Working directory of the containers")->group(pod);
   cmd.add_option("--restart-policy", f.restart_policy, "Always, OnFailure, Never or ExitCode")
       ->group(pod)
-      ->check(one_of({"Always", "OnFailure", "Never", "ExitCode"}));
+      ->check(one_of(allowed_values(kind, "restartPolicy")));
   const char* run = "Run policy";
   cmd.add_option("--queue", f.queue, "Queue (schedulingPolicy.queue)")
       ->group(run)
@@ -335,12 +338,17 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
         cmd.add_option("--ttl", f.ttl, "ttlSecondsAfterFinished")->group(run));
   cmd.add_option("--clean-pod-policy", f.clean_pod_policy, "None, Running or All")
       ->group(run)
-      ->check(one_of({"None", "Running", "All"}));
+      ->check(one_of(allowed_values(kind, "cleanPodPolicy")));
   const char* tpl = "Template and values";
   cmd.add_option("--template", f.template_file, "Render this template file instead")->group(tpl);
-  cmd.add_option("--values", f.values_files, "YAML values file (repeatable, later wins)")
+  cmd.add_option("--values", f.values_files,
+                 "YAML values file (repeatable, later wins); checked like --set")
       ->group(tpl);
-  cmd.add_option("--set", f.sets, "Set a value: a.b=c (repeatable; typed as YAML)")->group(tpl);
+  cmd.add_option("--set", f.sets,
+                 "Set a value: a.b=c (repeatable; typed as YAML). The built-in template's values "
+                 "are checked as the flags are: a wrong type or an unknown key is an error; a "
+                 "--template of your own takes any key")
+      ->group(tpl);
   cmd.add_option("--set-string", f.set_strings, "Set a value as a string: a.b=c")->group(tpl);
   cmd.add_option("command", f.command, "-- COMMAND [ARGS...] run by the job's containers");
 }
@@ -382,6 +390,8 @@ void annotate_job(json& object, const std::string& template_name) {
 RenderedJob render_job(const JobFlags& flags, const json& values) {
   const auto info =
       render::find_template(template_search(flags.template_file), template_name(flags.kind));
+  if (info.shipped())
+    render::require_image(values, render::builtin_schema(flags.kind));
   const std::string recorded =
       info.source == render::TemplateSource::Explicit ? info.path.filename().string() : info.name;
   const std::string yaml = render::render_template(render::read_template(info), values, recorded);

@@ -61,13 +61,19 @@ struct JobFlags {
   std::map<std::string, const CLI::Option*> given;
 
   /// The values the flags give, as the template schema spells them (see render/render.h); only
-  /// what was given appears. Throws Error(Usage) for a malformed K=V, toleration or volume.
+  /// what was given appears. Throws Error(Usage) naming the flag for a malformed K=V, toleration
+  /// or volume, and for a value the built-in template's schema (render/value_schema.h) rejects.
   nlohmann::json flag_values() const;
   /// The render context: `.trainctl.yaml` < user config < TRAINCTL_* < --values < flags < --set <
-  /// --set-string. `namespace_` (from -n) is used when non-empty.
+  /// --set-string. `namespace_` (from -n) is used when non-empty. With a built-in template each
+  /// layer is checked against its schema first (Error(Usage) naming the file, variable or --set
+  /// and the key); a template of the user's own takes any value.
   nlohmann::json values(const std::string& namespace_) const;
 
   bool was_given(const std::string& option) const;
+  /// Whether the template rendered is the one shipped for the kind (not --template, nor one in
+  /// $TRAINCTL_TEMPLATE_PATH or the user's template directory).
+  bool uses_builtin_template() const;
 };
 
 /// Registers the job flags on a `submit KIND` or `render KIND` subcommand; the kind-specific

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -23,6 +24,7 @@
 #include "job_follow.h"
 #include "job_lookup.h"
 #include "job_values.h"
+#include "json_access.h"
 #include "printer.h"
 #include "submit_wait.h"
 
@@ -95,11 +97,17 @@ std::string metadata_string(const json& job, const char* key) {
 /// What to do when a job of the same name exists.
 enum class IfExists { Fail, Skip, Replace };
 
+/// How long --if-exists replace waits for a replaced job to be deleted without --timeout:
+/// kubectl replace --force's default.
+constexpr std::chrono::minutes kReplaceTimeout{5};
+
 /// --dry-run, -o and --if-exists: how jobs are written and what is printed.
 struct WriteFlags {
   std::string dry_run = "none";
   std::string output;
   std::string if_exists = "fail";
+  /// How long --if-exists replace waits for the old jobs to go: --timeout when given.
+  std::string replace_timeout;
 
   IfExists if_exists_mode() const {
     if (if_exists == "fail")
@@ -135,6 +143,46 @@ struct WriteFlags {
       return;
     }
     print_documents(std::cout, jobs, format);
+  }
+
+  /// --if-exists replace, as `kubectl replace --force` does: deletes each existing job (the one
+  /// looked at: a uid precondition) with Foreground propagation, then waits until it and its pods
+  /// are gone, so the job created next is a fresh run with new pods, not a finished job updated
+  /// in place. Waits at most kReplaceTimeout, or --timeout when given.
+  void delete_replaced(kube::Client& client, const std::vector<json>& jobs,
+                       const std::vector<json>& live) const {
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (live[i].is_null())
+        continue;
+      const api::JobKind kind = kind_of(jobs[i]);
+      try {
+        client.remove(controller::job_kind_resource(kind), namespace_of(live[i]), name_of(live[i]),
+                      {.propagation_policy = "Foreground", .precondition_uid = uid_of(live[i])});
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::NotFound)
+          throw;
+        continue;  // gone meanwhile: nothing to delete
+      }
+      if (output.empty())
+        std::cout << fmt::format("{} \"{}\" deleted\n", api::kind_resource_name(kind),
+                                 name_of(live[i]));
+    }
+    const auto limit = replace_timeout.empty() ? std::chrono::milliseconds(kReplaceTimeout)
+                                               : parse_duration("--timeout", replace_timeout);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (live[i].is_null())
+        continue;
+      const api::JobKind kind = kind_of(jobs[i]);
+      if (!wait_until_deleted(client, controller::job_kind_resource(kind), namespace_of(live[i]),
+                              name_of(live[i]), uid_of(live[i]), deadline)) {
+        throw Error(ErrorKind::WaitTimeout,
+                    fmt::format("--if-exists replace: timed out after {} waiting for the existing "
+                                "{} \"{}\" and its pods to be deleted; nothing was created",
+                                api::human_duration(std::chrono::ceil<std::chrono::seconds>(limit)),
+                                api::kind_resource_name(kind), name_of(live[i])));
+      }
+    }
   }
 
   /// Creates (or skips/replaces) the jobs and returns them as the server has them.
@@ -193,6 +241,8 @@ struct WriteFlags {
       }
     }
     const kube::WriteOptions options{.dry_run = server_dry_run, .field_manager = "trainctl"};
+    if (mode == IfExists::Replace && !server_dry_run)
+      delete_replaced(*client, jobs, live);
     std::vector<json> written;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const kube::Resource r = controller::job_kind_resource(kind_of(jobs[i]));
@@ -204,10 +254,13 @@ struct WriteFlags {
       } else if (mode == IfExists::Skip) {
         verb = "unchanged";
         result = live[i];
-      } else {
-        verb = "replaced";
+      } else if (server_dry_run) {
+        // Nothing is deleted in a dry run: the server checks the new job as an update instead.
         jobs[i]["metadata"]["resourceVersion"] = live[i]["metadata"]["resourceVersion"];
         result = client->update(r, ns, jobs[i], options);
+      } else {
+        verb = "replaced";
+        result = client->create(r, ns, jobs[i], options);
       }
       if (output.empty() && !server_dry_run) {
         std::cout << fmt::format("{}/{} {}\n", api::kind_resource_name(kind_of(jobs[i])),
@@ -231,7 +284,9 @@ void add_write_flags(CLI::App& cmd, WriteFlags& w) {
   cmd.add_option("-o,--output", w.output, "yaml, json or name (dry runs default to yaml)")
       ->check(one_of({"yaml", "json", "name"}));
   cmd.add_option("--if-exists", w.if_exists,
-                 "When a job of that name exists: fail (default), skip or replace")
+                 "When a job of that name exists: fail (default), skip (keep it), or replace: "
+                 "delete it and its pods (waiting up to 5m, or --timeout) and create the job "
+                 "anew, a fresh run")
       ->check(one_of({"fail", "skip", "replace"}));
 }
 
@@ -248,6 +303,7 @@ struct SubmitOptions {
       throw Error(ErrorKind::Usage, "submit: --wait cannot be combined with --dry-run");
     if (!follow.timeout.empty())
       parse_duration("--timeout", follow.timeout);  // reject a bad value before creating anything
+    write.replace_timeout = follow.timeout;
     const std::string& ns = flags.overrides.namespace_;
     std::vector<json> written;
     for (std::size_t i = 0; i < kinds.size(); ++i) {
@@ -274,6 +330,11 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<SubmitOptions>();
   auto* submit = app.add_subcommand(
       "submit", "Create a training job from flags and a template, or from manifests (-f)");
+  submit->footer(
+      "--if-exists replace starts a fresh run, as `kubectl replace --force` does: the existing "
+      "job is deleted with its pods (Foreground), and once it is gone the job is created anew. "
+      "--wait follows the jobs this submit created (by uid), never an older job of the same "
+      "name.");
   submit->require_subcommand(0, 1);
   submit->add_option("-f,--filename", opts->files, "Manifest file, - for stdin (repeatable)");
   add_write_flags(*submit, opts->write);

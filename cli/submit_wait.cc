@@ -16,6 +16,7 @@
 #include "error.h"
 #include "job_follow.h"
 #include "job_lookup.h"
+#include "json_access.h"
 #include "text.h"
 #include "trainctl/version.h"
 
@@ -69,6 +70,7 @@ class JobRun {
         kind_(*api::kind_of(job)),
         ns_(job["metadata"].value("namespace", "")),
         name_(job["metadata"].value("name", "")),
+        uid_(uid_of(job)),
         flags_(flags),
         out_(out),
         several_(several),
@@ -109,8 +111,11 @@ class JobRun {
     finished_ = watch_job(client_, controller::job_kind_resource(kind_), ns_, name_, deadline,
                           [this](const json* j) {
                             std::lock_guard lock(mu_);
-                            if (j == nullptr) {
+                            // Only the job submit created counts: a job of the same name
+                            // with another uid is a later one, its status not this run's.
+                            if (j == nullptr || uid_of(*j) != uid_) {
                               deleted_ = true;
+                              successor_uid_ = j != nullptr ? uid_of(*j) : "";
                               return false;
                             }
                             job_ = *j;
@@ -145,6 +150,15 @@ class JobRun {
   }
 
   bool deleted() const { return deleted_; }
+  /// Why the run ended without an outcome when deleted(): gone, or replaced by another job.
+  std::string deleted_message() const {
+    if (successor_uid_.empty())
+      return fmt::format("{} was deleted before it finished", display_name());
+    return fmt::format(
+        "{} was deleted before it finished, and a job of that name was created "
+        "again (uid {}, the submitted one was {}); its outcome is not this run's",
+        display_name(), successor_uid_, uid_);
+  }
   bool timed_out() const { return !finished_ && !deleted_; }
   bool failed() const { return finished_ && api::job_status(job_) == "Failed"; }
 
@@ -159,6 +173,7 @@ class JobRun {
     const auto duration = api::job_duration(job_, std::chrono::system_clock::now());
     return {{"job", name_},
             {"namespace", ns_},
+            {"uid", uid_},
             {"kind", std::string(api::job_kind_info(kind_).name)},
             {"status", timed_out() ? "Timeout" : api::job_status(job_)},
             {"startTime", status.value("startTime", json())},
@@ -282,6 +297,7 @@ class JobRun {
   api::JobKind kind_;
   std::string ns_;
   std::string name_;
+  std::string uid_;  // the job submit created
   const SubmitWaitFlags& flags_;
   FollowOutput& out_;
   bool several_;
@@ -294,6 +310,7 @@ class JobRun {
   std::map<std::string, ReplicaRecord> records_;  // by replica name
   bool finished_ = false;
   bool deleted_ = false;
+  std::string successor_uid_;  // a job of the same name that replaced this one
 };
 
 void write_report(const std::string& path, const std::vector<std::unique_ptr<JobRun>>& runs) {
@@ -368,8 +385,7 @@ void wait_for_submitted(kube::Client& client, const SubmitWaitFlags& flags,
     write_report(flags.report, runs);
   for (const auto& run : runs) {
     if (run->deleted())
-      throw Error(ErrorKind::NotFound,
-                  fmt::format("{} was deleted before it finished", run->display_name()), 404);
+      throw Error(ErrorKind::NotFound, run->deleted_message(), 404);
   }
   for (const auto& run : runs) {
     if (run->timed_out()) {

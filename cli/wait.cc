@@ -1,5 +1,7 @@
 // trainctl wait JOB --for=created|running|succeeded|failed|finished|deleted: blocks on a WATCH of
 // the job until the condition holds, the job ends so that it never will, or --timeout passes.
+// The wait follows the job it found (its uid): one deleted and created again under the same name
+// is another job, so its status never satisfies the wait (--for=deleted is met instead).
 //
 // Exit codes (DESIGN.md): 0 the condition holds; 1 the job ended otherwise (Failed while waiting
 // for succeeded or finished, Succeeded while waiting for failed, finished while waiting for
@@ -17,6 +19,7 @@
 #include "error.h"
 #include "job_follow.h"
 #include "job_lookup.h"
+#include "json_access.h"
 #include "printer.h"
 
 namespace trainctl::cli {
@@ -127,8 +130,11 @@ struct WaitOptions {
   void Run(const GlobalFlags& flags) const {
     auto client = flags.client();
     std::optional<api::JobKind> found_kind = kind;
+    std::string uid;  // the job waited for; "" when it does not exist yet (--for=created)
     try {
-      found_kind = find_job(*client, namespace_, job, kind).kind;
+      const FoundJob found = find_job(*client, namespace_, job, kind);
+      found_kind = found.kind;
+      uid = uid_of(found.object);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
         throw;
@@ -159,6 +165,15 @@ struct WaitOptions {
     json last;
     const bool settled =
         watch_job(*client, resource, namespace_, job, deadline, [&](const json* j) {
+          // A job of the same name with another uid was created after the one waited for was
+          // deleted: for this wait that one is gone, and the new one's status is not its.
+          if (j != nullptr && target != WaitFor::Created && !uid.empty() && uid_of(*j) != uid) {
+            last = json();
+            verdict = judge(target, nullptr, why);
+            if (verdict == Verdict::Unreachable)
+              why = fmt::format("was deleted and created again (uid {}, not {})", uid_of(*j), uid);
+            return verdict == Verdict::Waiting;
+          }
           last = j != nullptr ? *j : json();
           verdict = judge(target, j, why);
           return verdict == Verdict::Waiting;
@@ -200,6 +215,10 @@ void add_wait_command(CLI::App& app, const GlobalFlags& flags) {
       "wait",
       "Wait until a job is created, running, succeeded, failed, finished or deleted; exit 0 when "
       "it is, 1 when the job ended otherwise, 4 on timeout");
+  cmd->footer(
+      "The wait follows the job it found, by uid: if that job is deleted and another is created "
+      "under the same name, --for=deleted is met and any other condition ends with exit 3, never "
+      "with the new job's status.");
   cmd->add_option("job", opts->job, "The job's name")
       ->required()
       ->check(completes(ValueSource::Jobs));

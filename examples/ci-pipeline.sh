@@ -25,6 +25,9 @@ mkdir -p "$artifacts"
 job=$("$trainctl" submit -f "$manifest" --dry-run=client -o name) || exit $?
 job=${job##*/}
 
+# --if-exists replace: a re-run of the pipeline deletes the previous run's job and pods (waiting
+# until they are gone, at most $timeout) and trains afresh, so run.json and the logs are this
+# run's, never the old result.
 "$trainctl" submit -f "$manifest" --if-exists replace \
   --wait --logs --timeout "$timeout" \
   --report "$artifacts/run.json" --save-logs "$artifacts/logs"

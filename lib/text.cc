@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 namespace trainctl {
 namespace {
@@ -88,6 +89,48 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
     s.remove_suffix(1);
   return s;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  auto lower = [](char c) { return std::tolower(static_cast<unsigned char>(c)); };
+  // One row of the dynamic-programming table at a time: row[j] is the distance between the
+  // prefix of `a` read so far and b[0, j).
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      const std::size_t substitute = diagonal + (lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1);
+      row[j] = std::min({above + 1, row[j - 1] + 1, substitute});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string> closest_match(std::string_view word,
+                                         std::span<const std::string> candidates) {
+  constexpr std::size_t kMaxDistance = 2;
+  const std::string* best = nullptr;
+  std::size_t best_distance = kMaxDistance + 1;
+  for (const auto& candidate : candidates) {
+    const std::size_t d = edit_distance(word, candidate);
+    if (d < best_distance) {
+      best = &candidate;
+      best_distance = d;
+    }
+  }
+  if (best != nullptr)
+    return *best;
+  const std::string prefix = to_lower(word);
+  for (const auto& candidate : candidates) {
+    if (!prefix.empty() && to_lower(candidate).starts_with(prefix))
+      return candidate;
+  }
+  return std::nullopt;
 }
 
 std::string to_lower(std::string_view s) {

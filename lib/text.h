@@ -1,6 +1,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,16 @@ std::string to_lower(std::string_view s);
 /// nullopt when all of `s` is valid. JSON strings must be UTF-8, so user input is checked with
 /// this before it becomes one.
 std::optional<std::size_t> invalid_utf8_offset(std::string_view s);
+
+/// The Levenshtein distance between `a` and `b` (insertions, deletions and substitutions of one
+/// byte each), comparing letters case-insensitively.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// The candidate a user most likely meant by `word`, for a "did you mean" hint, as cobra (kubectl)
+/// suggests: the nearest within an edit distance of 2, else one that `word` is a prefix of;
+/// nullopt when none is close. Ties go to the earlier candidate.
+std::optional<std::string> closest_match(std::string_view word,
+                                         std::span<const std::string> candidates);
 
 /// `length` random characters from apimachinery's name-suffix alphabet (no vowels, no look-alike
 /// digits), as generateName and client-go identities use.

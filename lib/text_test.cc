@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace trainctl {
 namespace {
 
@@ -19,6 +21,27 @@ TEST(TextTest, Base64DecodeIsAsLenientAsGoAndNoMore) {
   EXPECT_FALSE(base64_decode("Zm9v!").has_value());
   EXPECT_FALSE(base64_decode("Z").has_value());
   EXPECT_FALSE(base64_decode("Zm==9v").has_value());
+}
+
+TEST(TextTest, EditDistanceCountsSingleByteEditsIgnoringCase) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("image", "image"), 0u);
+  EXPECT_EQ(edit_distance("imagee", "image"), 1u);  // one insertion
+  EXPECT_EQ(edit_distance("imge", "image"), 1u);    // one deletion
+  EXPECT_EQ(edit_distance("workes", "workers"), 1u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("NodeSelector", "nodeselector"), 0u);
+  EXPECT_EQ(edit_distance("", "gpus"), 4u);
+}
+
+TEST(TextTest, ClosestMatchSuggestsANearOrPrefixedCandidateOnly) {
+  const std::vector<std::string> keys = {"image", "imagePullPolicy", "workers", "gpus", "cpu"};
+  EXPECT_EQ(closest_match("imagee", keys), "image");
+  EXPECT_EQ(closest_match("worker", keys), "workers");
+  EXPECT_EQ(closest_match("gpu", keys), "gpus");  // distance 1 to both gpus and cpu: the first
+  EXPECT_EQ(closest_match("imagePull", keys), "imagePullPolicy");  // a prefix
+  EXPECT_EQ(closest_match("dataset", keys), std::nullopt);
+  EXPECT_EQ(closest_match("", keys), std::nullopt);
 }
 
 TEST(TextTest, TrimAndLower) {

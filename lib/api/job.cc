@@ -149,6 +149,13 @@ std::optional<std::string_view> canonical_replica_type(JobKind kind, std::string
   return std::nullopt;
 }
 
+bool is_nproc_per_node(std::string_view text) {
+  if (text == "auto" || text == "cpu" || text == "gpu")
+    return true;
+  return !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == text.npos &&
+         text.find_first_not_of('0') != text.npos;
+}
+
 std::string_view default_restart_policy(JobKind kind, std::string_view replica_type) {
   switch (kind) {
     case JobKind::TFJob:

@@ -37,6 +37,10 @@ std::optional<JobKind> job_kind_from_name(std::string_view name);
 /// the kind has no such replica type.
 std::optional<std::string_view> canonical_replica_type(JobKind kind, std::string_view key);
 
+/// Whether `text` is a value PyTorchJob's spec.nprocPerNode (torchrun's --nproc-per-node) takes:
+/// "auto", "cpu", "gpu" or a positive integer such as "4".
+bool is_nproc_per_node(std::string_view text);
+
 /// The restart policy a replica gets when it names none: TFJob Never, PyTorchJob OnFailure,
 /// MPIJob Launcher OnFailure and Worker Never.
 std::string_view default_restart_policy(JobKind kind, std::string_view replica_type);

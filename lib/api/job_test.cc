@@ -44,6 +44,13 @@ TEST(JobKinds, ReplicaTypesAreMatchedInAnyCase) {
   EXPECT_EQ(canonical_replica_type(JobKind::MPIJob, "launcher"), "Launcher");
 }
 
+TEST(JobKinds, NprocPerNodeTakesWhatTorchrunTakes) {
+  for (const char* ok : {"auto", "cpu", "gpu", "1", "8", "16"})
+    EXPECT_TRUE(is_nproc_per_node(ok)) << ok;
+  for (const char* bad : {"", "many", "0", "00", "-1", "2.5", "Auto", " 4", "4 ", "1234567890"})
+    EXPECT_FALSE(is_nproc_per_node(bad)) << bad;
+}
+
 TEST(ApplyDefaults, TFJob) {
   const json job = defaulted(R"(
 kind: TFJob

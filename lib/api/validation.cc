@@ -276,7 +276,9 @@ void check_kind_rules(const JobKindInfo& info, const json& spec, Problems& probl
       if (master >= 0 && master != 1)
         problems.add(path_of("Master", "replicas"),
                      "must be 1: a PyTorchJob has exactly one master");
-      if (spec.contains("nprocPerNode") && !spec["nprocPerNode"].is_string()) {
+      if (spec.contains("nprocPerNode") &&
+          (!spec["nprocPerNode"].is_string() ||
+           !is_nproc_per_node(spec["nprocPerNode"].get_ref<const std::string&>()))) {
         problems.add("spec.nprocPerNode",
                      fmt::format("must be a string (\"auto\", \"cpu\", \"gpu\" or a count such as "
                                  "\"4\"), got {}",

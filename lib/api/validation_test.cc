@@ -178,6 +178,16 @@ spec:
 )",
                        "job.yaml:5: spec.nprocPerNode: must be a string (\"auto\", \"cpu\", "
                        "\"gpu\" or a count such as \"4\"), got 4"},
+        ValidationCase{"PyTorchNprocPerNodeNotACount", R"(apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: ddp}
+spec:
+  nprocPerNode: many
+  pytorchReplicaSpecs:
+    Master: {template: {spec: {containers: [{name: pytorch, image: pt}]}}}
+)",
+                       "job.yaml:5: spec.nprocPerNode: must be a string (\"auto\", \"cpu\", "
+                       "\"gpu\" or a count such as \"4\"), got \"many\""},
         ValidationCase{"MPIWithoutLauncher", R"(apiVersion: kubeflow.org/v2beta1
 kind: MPIJob
 metadata: {name: m}

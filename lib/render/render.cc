@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "error.h"
+#include "render/value_schema.h"
 
 namespace trainctl::render {
 namespace {
@@ -70,19 +71,22 @@ nlohmann::json env_list(const nlohmann::json& env) {
   return out;
 }
 
-/// Each `volumes` entry as {pvc, mount, readOnly?}; "pvc:mount" strings are split.
+/// Each `volumes` entry as {pvc, mount, readOnly?}; "PVC:PATH[:ro|:rw]" strings are parsed
+/// (Error(Validation) naming the entry when malformed).
 std::vector<nlohmann::json> volume_entries(const nlohmann::json& values) {
   std::vector<nlohmann::json> out;
   if (!is_set(values, "volumes") || !values["volumes"].is_array())
     return out;
-  for (const auto& v : values["volumes"]) {
-    if (v.is_string()) {
-      std::string s = v.get<std::string>();
-      size_t colon = s.find(':');
-      out.push_back({{"pvc", s.substr(0, colon)},
-                     {"mount", colon == std::string::npos ? "" : s.substr(colon + 1)}});
-    } else if (v.is_object()) {
-      out.push_back(v);
+  const nlohmann::json& volumes = values["volumes"];
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    if (volumes[i].is_string()) {
+      try {
+        out.push_back(parse_volume(volumes[i].get_ref<const std::string&>()));
+      } catch (const Error& e) {
+        throw Error(ErrorKind::Validation, fmt::format("volumes[{}]: {}", i, e.message()));
+      }
+    } else if (volumes[i].is_object()) {
+      out.push_back(volumes[i]);
     }
   }
   return out;
@@ -309,6 +313,9 @@ std::string strip_standalone_lines(const std::string& text) {
 
 nlohmann::json render_context(const nlohmann::json& values) {
   nlohmann::json ctx = values.is_object() ? values : nlohmann::json::object();
+  // spec.nprocPerNode is a string in the API ("4"); --set and YAML type a count as a number.
+  if (ctx.contains("nprocPerNode") && ctx["nprocPerNode"].is_number_integer())
+    ctx["nprocPerNode"] = ctx["nprocPerNode"].dump();
   std::vector<nlohmann::json> volumes = volume_entries(ctx);
   nlohmann::json roles = nlohmann::json::object();
   for (const char* role : kRoles)

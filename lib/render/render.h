@@ -18,6 +18,8 @@ namespace trainctl::render {
 ///   resources    -> {limits: {cpu, memory, nvidia.com/gpu}, requests: {cpu, memory}}, only the
 ///                   parts set (gpus go to limits only);
 ///   volumeMounts -> [{name: vol-<i>, mountPath, readOnly?}] for each entry of `volumes`.
+/// `nprocPerNode` given as a number (`--set nprocPerNode=4`) is replaced by its text ("4"), as
+/// the API spells it.
 /// `derived`:
 ///   workers        -> `workers`, else `worker.replicas`, default 1;
 ///   chiefReplicas, psReplicas, evaluatorReplicas -> `<role>` when it is a number, else
@@ -26,7 +28,8 @@ namespace trainctl::render {
 ///   masterReplicas -> PyTorch: 1, or 0 with `elasticPolicy` (elastic jobs are all Workers);
 ///   pytorchWorkers -> PyTorch: workers - 1 (the Master is one of the N), or N with elasticPolicy;
 ///   volumes        -> [{name: vol-<i>, persistentVolumeClaim: {claimName, readOnly?}}];
-///                     `volumes` entries are {pvc, mount, readOnly} or "pvc:mount" strings;
+///                     `volumes` entries are {pvc, mount, readOnly} or "PVC:PATH[:ro|:rw]"
+///                     strings (render/value_schema.h parse_volume);
 ///   imagePullSecrets -> [{name}] from a list of names (or {name} objects);
 ///   slotsPerWorker -> `slotsPerWorker`, else `gpus` when > 0, else unset;
 ///   hasRunPolicy / hasSchedulingPolicy -> whether any runPolicy / schedulingPolicy field is set.

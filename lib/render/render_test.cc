@@ -157,6 +157,28 @@ TEST(RenderTfJob, EvaluatorAndPodLevelSettings) {
             json::parse(R"({"activeDeadlineSeconds":3600,"ttlSecondsAfterFinished":60})"));
 }
 
+TEST(RenderTfJob, VolumeStringsTakeAReadOnlyOrReadWriteMode) {
+  json v = json::parse(R"({"name":"j","image":"i",
+      "volumes":["data:/data:ro","ckpt:/ckpt:rw","out:/out"]})");
+  const json pod =
+      render_parsed("tfjob", v)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"];
+  EXPECT_EQ(pod["containers"][0]["volumeMounts"], json::parse(R"([
+      {"name":"vol-0","mountPath":"/data","readOnly":true},{"name":"vol-1","mountPath":"/ckpt"},
+      {"name":"vol-2","mountPath":"/out"}])"));
+  EXPECT_EQ(pod["volumes"][0]["persistentVolumeClaim"],
+            json::parse(R"({"claimName":"data","readOnly":true})"));
+  const Error e = testing::expect_error(
+      [] { render_context(json::parse(R"({"volumes":["data:/data","x:/mnt:rx"]})")); });
+  EXPECT_EQ(e.kind(), ErrorKind::Validation);
+  EXPECT_EQ(e.message(), "volumes[1]: mode \"rx\" in \"x:/mnt:rx\" is not ro or rw");
+}
+
+TEST(RenderPyTorchJob, NprocPerNodeCountIsSpelledAsTheApisString) {
+  json v = kBase;
+  v["nprocPerNode"] = 4;  // as --set nprocPerNode=4 types it
+  EXPECT_EQ(render_parsed("pytorchjob", v)["spec"]["nprocPerNode"], "4");
+}
+
 TEST(RenderPyTorchJob, MasterPlusWorkersMinusOne) {
   json v = kBase;
   v["nprocPerNode"] = "auto";

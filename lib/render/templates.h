@@ -41,6 +41,12 @@ struct TemplateInfo {
   std::string name;
   std::filesystem::path path;
   TemplateSource source;
+
+  /// Whether it is a template shipped with trainctl (installed, or the source tree's), whose
+  /// values render/value_schema.h describes, rather than one of the user's own.
+  bool shipped() const {
+    return source == TemplateSource::Installed || source == TemplateSource::SourceTree;
+  }
 };
 
 /// The template NAME resolves to. Throws Error(Usage) listing the directories searched when

@@ -36,8 +36,10 @@ class TemplatesTest : public ::testing::Test {
 TEST_F(TemplatesTest, LookupOrderExplicitEnvUserInstalled) {
   write(dir_ / "install/job.yaml.mustache", "install");
   EXPECT_EQ(find_template(search_, "job").source, TemplateSource::Installed);
+  EXPECT_TRUE(find_template(search_, "job").shipped());
   write(dir_ / "user/job.yaml.mustache", "user");
   EXPECT_EQ(find_template(search_, "job").source, TemplateSource::UserDir);
+  EXPECT_FALSE(find_template(search_, "job").shipped());  // the user's own: no value schema
   write(dir_ / "env2/job.yaml.mustache", "env2");
   EXPECT_EQ(find_template(search_, "job").path, dir_ / "env2/job.yaml.mustache");
   write(dir_ / "env1/job.yaml.mustache", "env1");

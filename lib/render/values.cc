@@ -104,13 +104,19 @@ bool is_reserved_env(std::string_view rest) {
          rest.starts_with("TEST_");
 }
 
-void merge_file(nlohmann::json& values, const std::filesystem::path& path, bool optional) {
+/// Merges a values file; `shared` for the configuration files, which hold defaults for every
+/// template.
+void merge_file(nlohmann::json& values, const std::filesystem::path& path, bool shared,
+                const LayerCheck& check) {
   if (path.empty())
     return;
   std::error_code ec;
-  if (optional && !std::filesystem::exists(path, ec))
+  if (shared && !std::filesystem::exists(path, ec))
     return;
-  deep_merge(values, load_values_file(path));
+  const nlohmann::json layer = load_values_file(path);
+  if (check)
+    check(layer, {.label = path.string(), .shared = shared});
+  deep_merge(values, layer);
 }
 
 std::string env_or_empty(const std::map<std::string, std::string>& environ_map,
@@ -163,6 +169,18 @@ void set_value(nlohmann::json& values, std::string_view assignment, bool force_s
     }
   }
   *node = force_string ? nlohmann::json(text) : typed_value(text);
+}
+
+void set_checked_value(nlohmann::json& values, std::string_view assignment, bool force_string,
+                       const LayerCheck& check) {
+  set_value(values, assignment, force_string);
+  if (!check)
+    return;
+  nlohmann::json alone = nlohmann::json::object();
+  set_value(alone, assignment, force_string);
+  const std::string key = alone.begin().key();
+  check(nlohmann::json{{key, values[key]}},
+        {.label = fmt::format("{} {}", force_string ? "--set-string" : "--set", assignment)});
 }
 
 void deep_merge(nlohmann::json& base, const nlohmann::json& overlay) {
@@ -259,17 +277,23 @@ std::map<std::string, std::string> process_environment() {
 nlohmann::json layered_values(const ValueSources& sources,
                               const std::vector<std::filesystem::path>& values_files,
                               const std::vector<std::string>& sets,
-                              const std::vector<std::string>& set_strings) {
+                              const std::vector<std::string>& set_strings,
+                              const LayerCheck& check) {
   nlohmann::json values = nlohmann::json::object();
-  merge_file(values, sources.repo_config, true);
-  merge_file(values, sources.user_config, true);
-  deep_merge(values, env_values(sources.env));
+  merge_file(values, sources.repo_config, true, check);
+  merge_file(values, sources.user_config, true, check);
+  for (const auto& variable : sources.env) {  // one at a time, so a bad one is named
+    const nlohmann::json layer = env_values({variable});
+    if (check)
+      check(layer, {.label = variable.first, .shared = true});
+    deep_merge(values, layer);
+  }
   for (const auto& file : values_files)
-    merge_file(values, file, false);
+    merge_file(values, file, false, check);
   for (const auto& assignment : sets)
-    set_value(values, assignment);
+    set_checked_value(values, assignment, false, check);
   for (const auto& assignment : set_strings)
-    set_value(values, assignment, true);
+    set_checked_value(values, assignment, true, check);
   return values;
 }
 

@@ -1,13 +1,20 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "render/value_schema.h"
+
 namespace trainctl::render {
+
+/// Checks one layer of values before it is merged (check_values against a built-in template's
+/// schema); empty = no check, as for a template of the user's own.
+using LayerCheck = std::function<void(const nlohmann::json& layer, const ValueOrigin& origin)>;
 
 /// Reads a YAML values file (a mapping; an empty file is {}). Scalars are typed by the YAML 1.2
 /// core schema. Errors are ErrorKind::Validation naming `file:line:col`.
@@ -21,6 +28,11 @@ nlohmann::json load_values_file(const std::filesystem::path& path);
 /// assignment per call: commas are part of the value. Malformed input is ErrorKind::Usage naming
 /// the assignment.
 void set_value(nlohmann::json& values, std::string_view assignment, bool force_string = false);
+
+/// set_value, then `check` (when set) of the value the assignment changed: its whole top-level
+/// key, as merged, labelled "--set ASSIGNMENT" (or "--set-string ...").
+void set_checked_value(nlohmann::json& values, std::string_view assignment, bool force_string,
+                       const LayerCheck& check);
 
 /// Merges `overlay` into `base`: objects merge key by key, recursively; anything else (arrays,
 /// scalars, null) in `overlay` replaces what `base` had.
@@ -58,10 +70,13 @@ std::map<std::string, std::string> process_environment();
 
 /// The render context: repo config < user config < TRAINCTL_* env < each `--values` file in
 /// order < each `--set` in order (`--set-string` assignments are passed in `set_strings`, applied
-/// after `sets`). Each layer is deep-merged over the ones before it.
+/// after `sets`). Each layer is deep-merged over the ones before it, after `check` (when set)
+/// has accepted it: the config files and each TRAINCTL_* variable as shared defaults, each
+/// values file by its path, each assignment as set_checked_value does.
 nlohmann::json layered_values(const ValueSources& sources,
                               const std::vector<std::filesystem::path>& values_files,
                               const std::vector<std::string>& sets,
-                              const std::vector<std::string>& set_strings = {});
+                              const std::vector<std::string>& set_strings = {},
+                              const LayerCheck& check = {});
 
 }  // namespace trainctl::render

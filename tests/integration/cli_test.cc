@@ -5,8 +5,12 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "tests/support/https_test_server.h"
 #include "tests/support/run_command.h"
@@ -162,6 +166,130 @@ contexts:
   RunResult r = run_cli("list --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_THAT(r.out, HasSubstr("exec plugin " + plugin + ": failed with exit code 1"));
+}
+
+// ---- wait and submit --wait follow the job they started with (its uid) ----
+
+/// A scripted API server with one TFJob "mnist" in namespace team-a that is deleted and created
+/// again (another uid) under the waiting client: every watch ends at once with 410 Gone, so the
+/// client learns of the job only by listing it, and the second LIST already shows the new job,
+/// Succeeded. A client that does not compare uids takes the new job's status for the old one's.
+class RecreatedJobServer {
+ public:
+  /// `exists`: the job is there from the start (for wait), else submit creates it.
+  explicit RecreatedJobServer(bool exists) : created_(exists) {
+    auto& routes = server_.routes();
+    routes.Get("/apis/kubeflow.org/v1", [](const httplib::Request&, httplib::Response& res) {
+      const nlohmann::json list = {
+          {"kind", "APIResourceList"},
+          {"groupVersion", "kubeflow.org/v1"},
+          {"resources",
+           {{{"name", "tfjobs"}, {"namespaced", true}, {"kind", "TFJob"}, {"verbs", {"get"}}}}}};
+      res.set_content(list.dump(), "application/json");
+    });
+    routes.Get("/apis/kubeflow.org/v1/namespaces/team-a/tfjobs/mnist",
+               [this](const httplib::Request&, httplib::Response& res) {
+                 if (!created_) {
+                   res.status = 404;
+                   res.set_content(
+                       status(404, "NotFound", "tfjobs.kubeflow.org \"mnist\" not found"),
+                       "application/json");
+                   return;
+                 }
+                 res.set_content(job("uid-old", "Running").dump(), "application/json");
+               });
+    routes.Post("/apis/kubeflow.org/v1/namespaces/team-a/tfjobs",
+                [this](const httplib::Request&, httplib::Response& res) {
+                  created_ = true;
+                  res.status = 201;
+                  res.set_content(job("uid-old", "Created").dump(), "application/json");
+                });
+    routes.Get("/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", [this](const httplib::Request& req,
+                                                                        httplib::Response& res) {
+      if (req.has_param("watch")) {
+        res.status = 410;
+        res.set_content(status(410, "Expired", "too old resource version"), "application/json");
+        return;
+      }
+      const bool first = lists_++ == 0;
+      const nlohmann::json items =
+          nlohmann::json::array({first ? job("uid-old", "Running") : job("uid-new", "Succeeded")});
+      res.set_content(nlohmann::json{{"kind", "TFJobList"},
+                                     {"apiVersion", "kubeflow.org/v1"},
+                                     {"metadata", {{"resourceVersion", "7"}}},
+                                     {"items", items}}
+                          .dump(),
+                      "application/json");
+    });
+    routes.Get("/api/v1/namespaces/team-a/pods", [](const httplib::Request& req,
+                                                    httplib::Response& res) {
+      if (req.has_param("watch"))  // no pods ever: the watch just ends
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      res.set_content(
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]})",
+          "application/json");
+    });
+    server_.start();
+  }
+
+  std::string url() const { return server_.url(); }
+
+ private:
+  static std::string status(int code, const char* reason, const char* message) {
+    return nlohmann::json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+                          {"reason", reason}, {"message", message}, {"code", code}}
+        .dump();
+  }
+
+  static nlohmann::json job(const std::string& uid, const std::string& condition) {
+    return {{"apiVersion", "kubeflow.org/v1"},
+            {"kind", "TFJob"},
+            {"metadata",
+             {{"name", "mnist"}, {"namespace", "team-a"}, {"uid", uid}, {"resourceVersion", "7"}}},
+            {"spec", {{"tfReplicaSpecs", {{"Worker", {{"replicas", 1}}}}}}},
+            {"status",
+             {{"conditions",
+               {{{"type", condition}, {"status", "True"}, {"reason", "TFJob" + condition}}}}}}};
+  }
+
+  std::atomic<bool> created_;
+  std::atomic<int> lists_{0};
+  testing::HttpsTestServer server_;  // last: stopped before what its handlers use goes
+};
+
+TEST_F(CliTest, WaitDoesNotTakeTheStatusOfAJobCreatedAgainUnderTheSameName) {
+  RecreatedJobServer server(/*exists=*/true);
+  const std::string config = kubeconfig_for(server.url(), "t");
+  RunResult r =
+      run_cli("wait mnist --kind tfjob --for=succeeded --timeout 10s --kubeconfig " + config);
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/mnist was deleted and created again (uid "
+                               "uid-new, not uid-old)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("condition met")));
+}
+
+TEST_F(CliTest, SubmitWaitDoesNotTakeTheStatusOfAJobCreatedAgainUnderTheSameName) {
+  RecreatedJobServer server(/*exists=*/false);
+  const std::string config = kubeconfig_for(server.url(), "t");
+  const std::string manifest = dir_.write("mnist.yaml", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: mnist}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec: {containers: [{name: tensorflow, image: tf:2}]}
+)")
+                                   .string();
+  RunResult r =
+      run_cli(fmt::format("submit -f {} --wait --timeout 10s --kubeconfig {}", manifest, config));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/mnist created\n"));
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/mnist was deleted before it finished, and a "
+                               "job of that name was created again (uid uid-new, the submitted "
+                               "one was uid-old)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("Succeeded")));
 }
 
 }  // namespace

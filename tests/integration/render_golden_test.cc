@@ -108,11 +108,11 @@ const std::vector<GoldenCase>& golden_cases() {
          EXPECT_FALSE(resources["requests"].contains("nvidia.com/gpu"));
        }},
       {"tfjob-quantities-from-values",
-       "tfjob --name quant --image reg/tf:2.15 --set-string gpus=2 --set cpu=4 --set memory=1.5 "
+       "tfjob --name quant --image reg/tf:2.15 --set gpus=2 --set cpu=4 --set memory=1.5 "
        "-- python train.py",
        [](const json& job) {
-         // Numbers and strings from values render as Kubernetes quantities: GPUs an integer,
-         // CPU and memory quantity strings.
+         // Numbers from values render as Kubernetes quantities: GPUs an integer, CPU and memory
+         // quantity strings. (A GPU count given as a string is an error: gpus is an integer.)
          const json& limits = container(job, "Worker")["resources"]["limits"];
          EXPECT_TRUE(limits["nvidia.com/gpu"].is_number_integer());
          EXPECT_EQ(limits["nvidia.com/gpu"], 2);

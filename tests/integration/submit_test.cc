@@ -7,10 +7,14 @@
 
 #include <array>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 
+#include "api/status.h"
 #include "error.h"
 #include "kube/resource.h"
+#include "tests/support/background_command.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
@@ -134,15 +138,126 @@ TEST(RenderTest, IsDeterministicAndUsesGenerateNameWithoutName) {
   EXPECT_FALSE(job["metadata"].contains("name"));
 }
 
-TEST(RenderTest, ValidationErrorsNameTheRenderedLineAndFieldWithExit2) {
+TEST(RenderTest, BadFlagValuesExit2NamingTheFlagBeforeAnythingIsRendered) {
   RunResult r = run_submit("render tfjob --name mnist --image reg/tf:1 --workers -1 --memory lots");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob \\(rendered\\):[0-9]+: "
+  EXPECT_EQ(r.err,
+            "trainctl: --memory: must be a quantity such as 4, 500m or 16Gi, got \"lots\"\n"
+            "--workers: must be at least 0, got -1\n");
+}
+
+TEST(RenderTest, ATemplateOfYourOwnTakesAnyValueAndIsValidatedAsRendered) {
+  testing::TempDir dir;
+  const auto target = dir.path() / "mine";
+  ASSERT_EQ(run_submit(fmt::format("template export tfjob {}", target.string())).exit_code, 0);
+  const std::string tpl = (target / "tfjob.yaml.mustache").string();
+  // No schema: an unknown key is the template's business; the rendered job is still validated.
+  RunResult r = run_submit(
+      fmt::format("render tfjob --template {} --name mnist --image reg/tf:1 --set dataset=s3://x "
+                  "--set workers=-1 --set memory=lots",
+                  tpl));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob.yaml.mustache \\(rendered\\):[0-9]+: "
                                   "spec\\.tfReplicaSpecs\\.Worker\\.replicas: (.|\n)*"));
-  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob \\(rendered\\):[0-9]+: spec\\.tfReplicaSpecs\\."
-                                  "Worker\\.template\\.spec\\.containers\\[0\\]\\.resources\\."
-                                  "[a-z]+\\.memory(.|\n)*"));
+  EXPECT_THAT(r.err, MatchesRegex("(.|\n)*tfjob.yaml.mustache \\(rendered\\):[0-9]+: "
+                                  "spec\\.tfReplicaSpecs\\.Worker\\.template\\.spec\\."
+                                  "containers\\[0\\]\\.resources\\.[a-z]+\\.memory(.|\n)*"));
+  EXPECT_THAT(r.err, Not(HasSubstr("dataset")));
+  // The typed flags mean the same whatever the template: they are checked all the same.
+  RunResult flag =
+      run_submit(fmt::format("render tfjob --template {} --image i --workers -1", tpl));
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(flag.err, "trainctl: --workers: must be at least 0, got -1\n");
+}
+
+/// Each bad value of issue 14 item 3: it used to render a different job and exit 0.
+TEST(RenderTest, BadValuesFromFlagsSetAndValuesFilesExit2NamingTheFlagOrKey) {
+  const struct {
+    const char* args;
+    const char* error;
+  } cases[] = {
+      {"--workers -1", "--workers: must be at least 1, got -1"},
+      {"--set workers=abc", "--set workers=abc: workers: must be an integer, got \"abc\""},
+      {"--set workers=-1", "--set workers=-1: workers: must be at least 1, got -1"},
+      {"--set workers=[1,2]", "--set workers=[1,2]: workers: must be an integer, got \"[1,2]\""},
+      {"--set-string workers=3", "--set-string workers=3: workers: must be an integer, got \"3\""},
+      {"--set env=notalist",
+       "--set env=notalist: env: must be a list of {name, value} or a map of NAME: value, got "
+       "\"notalist\""},
+      {"--set imagee=foo", "--set imagee=foo: imagee: unknown value (did you mean \"image\"?)"},
+      {"--set worker.imgae=foo",
+       "--set worker.imgae=foo: worker.imgae: unknown value (did you mean \"worker.image\"?)"},
+      {"--set ps=2",
+       "--set ps=2: ps: the pytorchjob template does not read it (the tfjob "
+       "template does)"},
+      {"--nproc-per-node many",
+       "--nproc-per-node: must be auto, cpu, gpu or a positive integer, got \"many\""},
+      {"--set nprocPerNode=0",
+       "--set nprocPerNode=0: nprocPerNode: must be auto, cpu, gpu or a positive integer, got 0"},
+      {"--volume data:/mnt:rx", "--volume: mode \"rx\" in \"data:/mnt:rx\" is not ro or rw"},
+      {"--set volumes[0]=data:/mnt:rx",
+       "--set volumes[0]=data:/mnt:rx: volumes[0]: mode \"rx\" in \"data:/mnt:rx\" is not ro or "
+       "rw"},
+      {"--restart-policy Sometimes",
+       "--restart-policy: must be one of Always, OnFailure, Never or ExitCode, got "
+       "\"Sometimes\""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    RunResult r = run_submit(fmt::format(
+        "render pytorchjob --name bert --image reg/pt:1 {} -- python train.py", c.args));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_THAT(r.err, ::testing::StartsWith(fmt::format("trainctl: {}\n", c.error)));
+  }
+  testing::TempDir dir;
+  const auto values = dir.write("values.yaml", "workers: 2\nenv: notalist\nimagee: x\n");
+  RunResult file = run_submit(
+      fmt::format("render pytorchjob --name bert --image reg/pt:1 --values {} -- python train.py",
+                  values.string()));
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_THAT(file.err, HasSubstr(fmt::format(
+                            "trainctl: {0}: env: must be a list of {{name, value}} or a map of "
+                            "NAME: value, got \"notalist\"\n{0}: imagee: unknown value (did you "
+                            "mean \"image\"?)\n",
+                            values.string())));
+}
+
+TEST(RenderTest, TrainctlEnvironmentValuesAreCheckedAndNamedByTheirVariable) {
+  RunResult r =
+      testing::run_command(fmt::format("env -i PATH=/usr/bin:/bin HOME=/nonexistent "
+                                       "TRAINCTL_WORKERS=many TRAINCTL_SLOTS_PER_WORKER=2 "
+                                       "{} render pytorchjob --name bert --image reg/pt:1",
+                                       TRAINCTL_BINARY));
+  EXPECT_EQ(r.exit_code, 2);
+  // slotsPerWorker is an mpijob value: shared defaults may hold it. workers is checked.
+  EXPECT_EQ(r.err, "trainctl: TRAINCTL_WORKERS: workers: must be an integer, got \"many\"\n");
+}
+
+TEST(RenderTest, VolumeModeIsParsedIntoReadOnly) {
+  RunResult r = run_submit(
+      "render tfjob --name v --image i --volume data:/mnt:ro --volume ckpt:/ckpt:rw -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json pod = parse_json(r)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"];
+  EXPECT_EQ(pod["containers"][0]["volumeMounts"],
+            json::parse(R"([{"name":"vol-0","mountPath":"/mnt","readOnly":true},
+                            {"name":"vol-1","mountPath":"/ckpt"}])"));
+  EXPECT_EQ(pod["volumes"],
+            json::parse(R"([{"name":"vol-0","persistentVolumeClaim":{"claimName":"data",
+                                                                       "readOnly":true}},
+                            {"name":"vol-1","persistentVolumeClaim":{"claimName":"ckpt"}}])"));
+}
+
+TEST(RenderTest, AMissingImageIsSaidInFlagTerms) {
+  RunResult r = run_submit("render pytorchjob --name bert --workers 2 -- python train.py");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "trainctl: --image is required (the container image of every replica; per role: "
+            "--master-image, --worker-image)\n");
+  RunResult per_role = run_submit(
+      "render pytorchjob --name bert --workers 2 --master-image a --worker-image b -o json");
+  EXPECT_EQ(per_role.exit_code, 0) << per_role.err;
 }
 
 TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
@@ -436,6 +551,119 @@ TEST_F(SubmitTest, IfExistsFailSkipReplace) {
   EXPECT_EQ(client().get(kube::resources::tfjobs(), "default",
                          "second")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"],
             4);
+}
+
+TEST_F(SubmitTest, IfExistsReplaceGivesUpWhenTheOldJobIsNotDeletedInTime) {
+  ASSERT_EQ(trainctl("submit -f -", fmt::format(kTwoJobs, 1)).exit_code, 0);
+  // A finalizer nobody removes keeps the existing job Terminating.
+  json job = client().get(kube::resources::tfjobs(), "default", "second");
+  job["metadata"]["finalizers"] = {"example.com/hold"};
+  client().update(kube::resources::tfjobs(), "default", job);
+  const auto file = dir_.write("v2.yaml", fmt::format(kTwoJobs, 4));
+  RunResult r = trainctl("submit --if-exists replace --wait --timeout 1s -f " + file.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org \"second\" deleted\n"));
+  EXPECT_THAT(r.err, HasSubstr("--if-exists replace: timed out after 1s waiting for the existing "
+                               "tfjob.kubeflow.org \"second\" and its pods to be deleted"));
+  EXPECT_THAT(r.out, Not(HasSubstr("replaced")));
+  const json live = client().get(kube::resources::tfjobs(), "default", "second");
+  EXPECT_EQ(live["metadata"]["uid"], job["metadata"]["uid"]);  // the old one, still Terminating
+  EXPECT_TRUE(live["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(live["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 1);
+}
+
+/// submit --if-exists replace --wait as a CI pipeline re-runs it, with `trainctl controller`
+/// running the jobs on the sandbox's simulated nodes.
+class SubmitReplaceRunTest : public SubmitTest {
+ protected:
+  void SetUp() override {
+    SubmitTest::SetUp();
+    controller_ = std::make_unique<testing::BackgroundCommand>(std::vector<std::string>{
+        TRAINCTL_BINARY, "controller", "--kubeconfig", local_.sandbox().kubeconfig_path().string(),
+        "--gang-scheduler", "none"});
+  }
+
+  /// The replica pods of job `name`, by pod name -> uid.
+  std::map<std::string, std::string> pod_uids(const std::string& name) {
+    const json pods =
+        client().list_all(kube::resources::pods(), "default",
+                          {.label_selector = "training.kubeflow.org/job-name=" + name});
+    std::map<std::string, std::string> uids;
+    for (const auto& pod : pods["items"])
+      uids[pod["metadata"]["name"]] = pod["metadata"]["uid"];
+    return uids;
+  }
+
+  std::unique_ptr<testing::BackgroundCommand> controller_;
+};
+
+constexpr const char* kCiJob = R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: ci
+spec:
+  runPolicy: {cleanPodPolicy: None}  # keep the pods, to compare them across runs
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      restartPolicy: Never
+      template:
+        metadata:
+          annotations: {"sandbox.trainctl.io/run-seconds": "1.2"}
+        spec:
+          containers:
+          - name: tensorflow
+            image: reg/tf:1
+            command: [python, train.py]
+)";
+
+TEST_F(SubmitReplaceRunTest, ReplaceWithWaitRunsTheJobAgainAndReportsTheNewRun) {
+  const auto file = dir_.write("ci.yaml", kCiJob);
+  const auto report1 = dir_.path() / "run1.json";
+  RunResult first = trainctl(fmt::format("submit -f {} --wait --timeout 60s --report {}",
+                                         file.string(), report1.string()));
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err << controller_->output();
+  const json old_job = client().get(kube::resources::tfjobs(), "default", "ci");
+  const auto old_pods = pod_uids("ci");
+  ASSERT_EQ(old_pods.size(), 2u);
+
+  const auto report2 = dir_.path() / "run2.json";
+  const auto logs = dir_.path() / "logs";
+  RunResult again =
+      trainctl(fmt::format("submit -f {} --if-exists replace --wait --timeout 60s --report {} "
+                           "--save-logs {}",
+                           file.string(), report2.string(), logs.string()));
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err << controller_->output();
+  EXPECT_THAT(again.out, HasSubstr("tfjob.kubeflow.org \"ci\" deleted\n"
+                                   "tfjob.kubeflow.org/ci replaced\n"));
+  EXPECT_THAT(again.out, MatchesRegex("(.|\n)*tfjob.kubeflow.org/ci Succeeded after [1-9][0-9]*s\n"
+                                      "(.|\n)*"));
+
+  // A new job, whose pods ran again.
+  const json new_job = client().get(kube::resources::tfjobs(), "default", "ci");
+  EXPECT_NE(new_job["metadata"]["uid"], old_job["metadata"]["uid"]);
+  const auto new_pods = pod_uids("ci");
+  ASSERT_EQ(new_pods.size(), 2u);
+  for (const auto& [pod, uid] : new_pods) {
+    ASSERT_TRUE(old_pods.count(pod)) << pod;  // the same deterministic names ...
+    EXPECT_NE(uid, old_pods.at(pod)) << pod;  // ... for new pods
+  }
+  EXPECT_EQ(testing::TempDir::read(logs / "ci" / "worker-0.log"),
+            "+ python train.py\nstep 1/1.2\nexited with code 0\n");
+
+  // The report is the new run's.
+  const json r1 = json::parse(testing::TempDir::read(report1));
+  const json r2 = json::parse(testing::TempDir::read(report2));
+  EXPECT_EQ(r1["uid"], old_job["metadata"]["uid"]);
+  EXPECT_EQ(r2["uid"], new_job["metadata"]["uid"]);
+  EXPECT_EQ(r2["status"], "Succeeded");
+  EXPECT_EQ(r2["completionTime"], new_job["status"]["completionTime"]);
+  const auto end1 = api::parse_timestamp(r1["completionTime"].get<std::string>());
+  const auto start2 = api::parse_timestamp(r2["startTime"].get<std::string>());
+  const auto end2 = api::parse_timestamp(r2["completionTime"].get<std::string>());
+  ASSERT_TRUE(end1 && start2 && end2) << r1 << r2;
+  EXPECT_GE(*start2, *end1);
+  EXPECT_GT(*end2, *end1);
 }
 
 TEST(SubmitWithoutCrdsTest, TellsToInstallWithExit3) {
