@@ -32,6 +32,15 @@ TEST(Logger, JsonLinesAreOneObjectEach) {
   EXPECT_TRUE(entry.contains("ts"));
 }
 
+TEST(Logger, WarningsShowAtAnyVerbosity) {
+  std::ostringstream out;
+  Logger log(out, LogFormat::Json, 0);
+  log.warning("lost the API server", {{"resource", "pods/v1"}});
+  const auto entry = nlohmann::json::parse(out.str());
+  EXPECT_EQ(entry["level"], "warning");
+  EXPECT_EQ(entry["resource"], "pods/v1");
+}
+
 TEST(Logger, DebugNeedsVerbosity) {
   std::ostringstream out;
   Logger log(out, LogFormat::Text, 1);
