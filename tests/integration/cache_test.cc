@@ -328,6 +328,27 @@ TEST_F(InformerTest, ListsFromScratchAfterRepeatedWatchFailures) {
   EXPECT_EQ(losses.recoveries(), std::vector<std::size_t>{1});
 }
 
+TEST_F(InformerTest, ThrottledWatchesAreWaitedOutWithoutRelisting) {
+  InformerOptions options = config_maps();
+  LossLog losses;
+  losses.attach(options);
+  sandbox::Faults faults;
+  faults.drop_watches_after = std::chrono::seconds(1);  // set before the informer's first watch
+  set_faults(faults);
+  Client informer_client(sandbox().admin_config());
+  Informer informer(informer_client, options);
+  RunningInformer running(informer);
+  // 429 asks for patience, not for a relist, however often it comes.
+  faults.throttle_rate = 1;
+  set_faults(faults);
+  const auto sent = informer_client.requests_sent();
+  ASSERT_TRUE(
+      wait_until([&] { return informer_client.requests_sent() >= sent + kMaxWatchFailures + 2; }));
+  EXPECT_TRUE(informer.in_sync());
+  EXPECT_EQ(informer.list_count(), 1u);
+  EXPECT_TRUE(losses.losses().empty());
+}
+
 TEST_F(InformerTest, IndexesObjectsByControllerOwner) {
   const json owner = client().create(resources::configmaps(), "default", config_map("owner", "1"));
   const std::string uid = owner["metadata"]["uid"];

@@ -210,7 +210,9 @@ void Informer::run(std::stop_token stop) {
         lost(e);
         if (next == Next::Watch)
           next = Next::ListFromLastSeen;
-      } else if (watching && ++watch_failures >= kMaxWatchFailures) {
+      } else if (watching && e.kind() != ErrorKind::TooManyRequests &&
+                 ++watch_failures >= kMaxWatchFailures) {
+        // A reachable server keeps refusing to watch from our version (429 only asks to wait).
         lost(e);
         next = Next::ListFromScratch;
         watch_failures = 0;

@@ -71,8 +71,9 @@ struct InformerOptions {
       on_recovered;
 };
 
-/// Consecutive failed watches (each an error answer from a reachable server, none delivering an
-/// event) after which an informer stops resuming from its resourceVersion and lists from scratch.
+/// Consecutive failed watches (each an error answer from a reachable server other than 429, none
+/// delivering an event) after which an informer stops resuming from its resourceVersion and lists
+/// from scratch, as client-go's reflector relists once internal errors outlast its retries.
 inline constexpr int kMaxWatchFailures = 3;
 
 /// A cache of one resource kept current by LIST and WATCH, with indexes and change handlers.
