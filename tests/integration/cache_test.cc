@@ -94,6 +94,14 @@ class InformerTest : public testing::SandboxTest {
             .label_selector = std::move(label_selector)};
   }
   void set_faults(sandbox::Faults faults) { sandbox().api().set_faults(faults); }
+  /// Sets (and returns, for more faults later) an end to every watch after a second: set before
+  /// an informer's first watch, it lets faults set later reach its next watches.
+  sandbox::Faults end_watches_after_a_second() {
+    sandbox::Faults faults;
+    faults.drop_watches_after = std::chrono::seconds(1);
+    set_faults(faults);
+    return faults;
+  }
 };
 
 TEST_F(InformerTest, SyncsThenReportsAddsUpdatesAndDeletes) {
@@ -226,7 +234,7 @@ TEST_F(InformerTest, RelistsAfterGoneAndReportsTheDifference) {
 
 /// What an informer said about losing its server and recovering.
 struct LossLog {
-  void attach(InformerOptions& options) {
+  explicit LossLog(InformerOptions& options) {
     options.on_error = [this](const Error& e) {
       if (is_too_large_resource_version(e))
         ++too_large;
@@ -267,8 +275,7 @@ TEST_F(InformerTest, RecoversWhenTheServerRestartsWithoutItsDataAndReportsTheDif
   client().remove(resources::configmaps(), "default", "churn");
   Client informer_client(sandbox().admin_config());
   InformerOptions options = config_maps();
-  LossLog losses;
-  losses.attach(options);
+  LossLog losses(options);
   Informer informer(informer_client, options);
   EventLog log;
   informer.add_handlers(log.handlers());
@@ -307,11 +314,8 @@ TEST_F(InformerTest, RecoversWhenTheServerRestartsWithoutItsDataAndReportsTheDif
 TEST_F(InformerTest, ListsFromScratchAfterRepeatedWatchFailures) {
   client().create(resources::configmaps(), "default", config_map("a", "1"));
   InformerOptions options = config_maps();
-  LossLog losses;
-  losses.attach(options);
-  sandbox::Faults faults;
-  faults.drop_watches_after = std::chrono::seconds(1);  // set before the informer's first watch
-  set_faults(faults);
+  LossLog losses(options);
+  sandbox::Faults faults = end_watches_after_a_second();
   Informer informer(client(), options);
   RunningInformer running(informer);
   // Every watch from now on fails with a 500: a reachable server, so the informer keeps its
@@ -330,11 +334,8 @@ TEST_F(InformerTest, ListsFromScratchAfterRepeatedWatchFailures) {
 
 TEST_F(InformerTest, ThrottledWatchesAreWaitedOutWithoutRelisting) {
   InformerOptions options = config_maps();
-  LossLog losses;
-  losses.attach(options);
-  sandbox::Faults faults;
-  faults.drop_watches_after = std::chrono::seconds(1);  // set before the informer's first watch
-  set_faults(faults);
+  LossLog losses(options);
+  sandbox::Faults faults = end_watches_after_a_second();
   Client informer_client(sandbox().admin_config());
   Informer informer(informer_client, options);
   RunningInformer running(informer);
