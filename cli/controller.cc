@@ -3,6 +3,7 @@
 #include "controller/controller.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
@@ -157,11 +158,18 @@ struct ControllerCommand {
           res.status = healthy ? 200 : 500;
           res.set_content(healthy ? "ok" : "unhealthy", "text/plain");
         });
-        // A standby replica is ready: it serves metrics and takes over when the leader goes.
+        // A standby replica is ready: it serves metrics and takes over when the leader goes. A
+        // leader is not while an informer has lost the API server, and says which.
         s.Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
           const bool ready = controller.synced() || (leader_elect && !leading);
           res.status = ready ? 200 : 503;
-          res.set_content(ready ? "ok" : "informers not synced", "text/plain");
+          const auto unsynced =
+              ready ? std::vector<std::string>{} : controller.unsynced_informers();
+          res.set_content(ready ? std::string("ok")
+                          : unsynced.empty()
+                              ? std::string("informers not synced")
+                              : fmt::format("informers not synced: {}", fmt::join(unsynced, ", ")),
+                          "text/plain");
         });
       });
     }

@@ -20,11 +20,15 @@ using LogFields = std::vector<std::pair<std::string, std::string>>;
 
 class Logger {
  public:
-  /// Messages at verbosity > `verbosity` are dropped; errors and info are verbosity 0.
+  /// Messages at verbosity > `verbosity` are dropped; errors, warnings and info are verbosity 0.
   Logger(std::ostream& out, LogFormat format, int verbosity);
 
   void info(std::string_view message, const LogFields& fields = {}) {
     write("info", message, fields);
+  }
+  /// Something is wrong but handled (e.g. the API server was lost and is being relisted from).
+  void warning(std::string_view message, const LogFields& fields = {}) {
+    write("warning", message, fields);
   }
   void error(std::string_view message, const LogFields& fields = {}) {
     write("error", message, fields);

@@ -25,11 +25,17 @@ TEST(Logger, JsonLinesAreOneObjectEach) {
   std::ostringstream out;
   Logger log(out, LogFormat::Json, 0);
   log.error("failed", {{"key", "TFJob:default/x"}});
-  const auto entry = nlohmann::json::parse(out.str());
+  log.warning("lost the API server");  // warnings show at any verbosity
+  std::istringstream lines(out.str());
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  const auto entry = nlohmann::json::parse(line);
   EXPECT_EQ(entry["level"], "error");
   EXPECT_EQ(entry["msg"], "failed");
   EXPECT_EQ(entry["key"], "TFJob:default/x");
   EXPECT_TRUE(entry.contains("ts"));
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["level"], "warning");
 }
 
 TEST(Logger, DebugNeedsVerbosity) {

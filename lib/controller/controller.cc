@@ -145,7 +145,9 @@ void declare_controller_metrics(MetricsRegistry& metrics) {
                             "Time to plan and apply one reconcile.",
                             exponential_buckets(0.0005, 2, 16), {"kind"});
   metrics.declare_gauge("trainctl_workqueue_depth", "Keys waiting in the work queue.");
-  metrics.declare_gauge("trainctl_informer_synced", "1 once an informer's first LIST is cached.",
+  metrics.declare_gauge("trainctl_informer_synced",
+                        "1 while an informer's cache follows the API server: its first LIST is "
+                        "cached and it has not lost the server since.",
                         {"resource"});
   declare_executor_metrics(metrics);
 }
@@ -187,12 +189,40 @@ struct Controller::Impl {
     return result;
   }
 
+  // What every informer of the controller shares: logs and the synced gauge of its resource.
+  kube::cache::InformerOptions informer_options(kube::Resource resource, std::string ns,
+                                                std::string label_selector = {}) {
+    const std::string name = resource.display_name();
+    return {.resource = std::move(resource),
+            .namespace_ = std::move(ns),
+            .label_selector = std::move(label_selector),
+            .on_error =
+                [this, name](const Error& e) {
+                  log.debug(2, "list or watch failed", {{"resource", name}, {"error", e.what()}});
+                },
+            .on_lost =
+                [this, name](const Error& e) {
+                  metrics.set("trainctl_informer_synced", {name}, 0);
+                  log.warning("lost the API server; relisting (not ready until then)",
+                              {{"resource", name}, {"error", e.what()}});
+                },
+            .on_recovered =
+                [this, name](std::size_t objects, std::chrono::steady_clock::duration lost_for) {
+                  metrics.set("trainctl_informer_synced", {name}, 1);
+                  log.info(
+                      "relisted after losing the API server",
+                      {{"resource", name},
+                       {"objects", std::to_string(objects)},
+                       {"after",
+                        fmt::format("{:.1f}s", std::chrono::duration<double>(lost_for).count())}});
+                }};
+  }
+
   void build_informers() {
     const std::string ns = options.namespace_;
     for (const auto& info : api::job_kinds()) {
-      auto informer = std::make_unique<Informer>(
-          client,
-          kube::cache::InformerOptions{.resource = job_kind_resource(info.kind), .namespace_ = ns});
+      auto informer =
+          std::make_unique<Informer>(client, informer_options(job_kind_resource(info.kind), ns));
       const std::string kind(info.name);
       const auto enqueue = [this, kind](const json& job) {
         const std::string key = job_key(kind, job);
@@ -215,10 +245,8 @@ struct Controller::Impl {
          {kube::resources::pods(), kube::resources::services(), kube::resources::configmaps(),
           kube::resources::secrets(), kube::resources::jobs(),
           kube::resources::horizontalpodautoscalers()}) {
-      auto informer = std::make_unique<Informer>(
-          client,
-          kube::cache::InformerOptions{
-              .resource = resource, .namespace_ = ns, .label_selector = managed_selector()});
+      auto informer =
+          std::make_unique<Informer>(client, informer_options(resource, ns, managed_selector()));
       informer->add_index(std::string(kube::cache::by_controller_uid),
                           kube::cache::controller_uid_index());
       const bool is_pod = resource.plural == "pods";
@@ -234,24 +262,21 @@ struct Controller::Impl {
       owned.emplace(resource.plural, std::move(informer));
     }
     if (gang_enabled()) {
-      pod_groups = std::make_unique<Informer>(
-          client,
-          kube::cache::InformerOptions{.resource = kube::resources::podgroups(), .namespace_ = ns});
+      pod_groups =
+          std::make_unique<Informer>(client, informer_options(kube::resources::podgroups(), ns));
       pod_groups->add_handlers(owner_handlers(kube::resources::podgroups()));
     }
     if (builtin_admission()) {
-      queues = std::make_unique<Informer>(
-          client, kube::cache::InformerOptions{.resource = kube::resources::queues()});
-      nodes = std::make_unique<Informer>(
-          client, kube::cache::InformerOptions{.resource = kube::resources::nodes()});
+      queues = std::make_unique<Informer>(client, informer_options(kube::resources::queues(), ""));
+      nodes = std::make_unique<Informer>(client, informer_options(kube::resources::nodes(), ""));
       const auto admit = [this](const json&) { queue.add(std::string(admission_key)); };
       for (auto* informer : {queues.get(), nodes.get()})
         informer->add_handlers({.on_add = admit,
                                 .on_update = [admit](const json&, const json& now) { admit(now); },
                                 .on_delete = admit});
     }
-    namespaces = std::make_unique<Informer>(
-        client, kube::cache::InformerOptions{.resource = kube::resources::namespaces()});
+    namespaces =
+        std::make_unique<Informer>(client, informer_options(kube::resources::namespaces(), ""));
   }
 
   kube::cache::EventHandlers owner_handlers(const kube::Resource& resource) {
@@ -440,7 +465,18 @@ Controller::Controller(kube::Client& client, ControllerOptions options, MetricsR
 Controller::~Controller() = default;
 
 bool Controller::synced() const {
-  return impl_->all_synced.load();
+  return impl_->all_synced.load() && unsynced_informers().empty();
+}
+
+std::vector<std::string> Controller::unsynced_informers() const {
+  std::vector<std::string> names;
+  if (!impl_->all_synced.load())
+    return names;  // the informers are still being built and synced
+  for (const Informer* informer : impl_->informers()) {
+    if (!informer->in_sync())
+      names.push_back(informer->resource().display_name());
+  }
+  return names;
 }
 
 void Controller::run(std::stop_token stop) {
@@ -469,6 +505,7 @@ void Controller::run(std::stop_token stop) {
       stop_all();
       return;
     }
+    impl.metrics.set("trainctl_informer_synced", {informer->resource().display_name()}, 1);
   }
   impl.all_synced = true;
   impl.log.info(

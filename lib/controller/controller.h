@@ -8,6 +8,7 @@
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "controller/metrics.h"
 #include "controller/plan.h"
@@ -42,8 +43,12 @@ class Controller {
   /// served (the CRDs are missing).
   void run(std::stop_token stop);
 
-  /// True once every informer has synced (readiness).
+  /// Readiness: true once every informer has synced, while none has lost the API server (see
+  /// kube::cache::Informer::in_sync).
   bool synced() const;
+  /// The resources ("pods/v1", "tfjobs.kubeflow.org/v1") whose informer has lost the API server
+  /// and not yet relisted; empty before the first sync (synced() says false then).
+  std::vector<std::string> unsynced_informers() const;
 
  private:
   struct Impl;

@@ -2,16 +2,27 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <random>
 
 #include "error.h"
+#include "json_access.h"
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
 
 namespace trainctl::kube {
 
 using nlohmann::json;
+
+bool is_too_large_resource_version(const Error& error) {
+  if (error.kind() != ErrorKind::Timeout)
+    return false;
+  const json& causes = member(object_member(error.status(), "details"), "causes");
+  return causes.is_array() && std::any_of(causes.begin(), causes.end(), [](const json& cause) {
+           return string_member(cause, "reason") == "ResourceVersionTooLarge";
+         });
+}
 
 std::string_view content_type(PatchType type) {
   switch (type) {
@@ -115,7 +126,10 @@ HttpResponse Client::round_trip(HttpRequest request, bool idempotent) {
       continue;
     }
     const bool throttled = response.status == 429;
-    const bool server_error = response.status >= 500 && idempotent;
+    const bool server_error =
+        response.status >= 500 && idempotent &&
+        !(response.status == 504 &&
+          is_too_large_resource_version(Error::from_response(response.status, response.body)));
     if ((throttled || server_error) && attempt < retry_.max_retries) {
       auto delay = backoff_delay(attempt, retry_.base, retry_.cap);
       if (auto after = parse_retry_after(response)) {

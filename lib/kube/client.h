@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "error.h"
 #include "kube/clock.h"
 #include "kube/credentials.h"
 #include "kube/http.h"
@@ -108,7 +109,9 @@ struct RetryPolicy {
 ///
 /// Retries: 429 is retried for every verb (the server did not act on the request), honouring
 /// Retry-After; 5xx and connection errors only for GET, the one verb that is always safe to
-/// repeat. A 401 is retried once when the credential source has fresher credentials.
+/// repeat, except a 504 "Too large resource version" (the server already waited for its cache;
+/// one that lost its data never catches up, so the caller decides). A 401 is retried once when
+/// the credential source has fresher credentials.
 class Client {
  public:
   explicit Client(RestConfig config, Clock& clock = real_clock());
@@ -174,6 +177,10 @@ class Client {
   HttpTransport transport_;
   std::atomic<std::uint64_t> requests_sent_{0};
 };
+
+/// True for the server's 504 "Too large resource version" (Status cause ResourceVersionTooLarge):
+/// it has not reached the resourceVersion a LIST or WATCH asked for, e.g. after an etcd restore.
+bool is_too_large_resource_version(const Error& error);
 
 /// The body Content-Type for a patch type.
 std::string_view content_type(PatchType type);

@@ -396,7 +396,12 @@ void ApiServer::handle(const Request& request, ResponseWriter& response) {
     if (response.responded())
       return;
     const json status = status_object(e);
-    respond_json(response, status.value("code", 500), status);
+    // As the real server's ErrorNegotiated: a Status that asks for a retry says so in a header.
+    HeaderList headers;
+    const json& after = member(object_member(status, "details"), "retryAfterSeconds");
+    if (after.is_number_integer() && after.get<int>() > 0)
+      headers.emplace_back("Retry-After", std::to_string(after.get<int>()));
+    respond_json(response, status.value("code", 500), status, headers);
   } catch (const json::exception& e) {
     // A body of the wrong shape; logged as well, in case it was the server's own reading.
     log_failure(request, e.what());
@@ -728,6 +733,7 @@ void ApiServer::serve_list(const Request& request, ResponseWriter& response, con
   list.continue_token = request.param("continue");
   list.resource_version = request.param("resourceVersion");
   list.resource_version_match = request.param("resourceVersionMatch");
+  list.stop = response.stop_token();
   ListPage page = store_.list(route.info.group_resource(), list);
   json meta = {{"resourceVersion", page.resource_version}};
   if (!page.continue_token.empty())

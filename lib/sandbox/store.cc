@@ -172,6 +172,41 @@ std::uint64_t parse_rv(std::string_view s) {
   return n;
 }
 
+/// The field error APIObjectVersioner.ParseResourceVersion gives for a `resourceVersion` query
+/// parameter that strconv.ParseUint(s, 10, 64) refuses, or "" when it is "", "0" or a number.
+std::string rv_parameter_error(std::string_view s) {
+  if (s.empty())
+    return "";
+  std::uint64_t n = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec == std::errc() && ptr == s.data() + s.size())
+    return "";
+  const std::string quoted = validation::go_quote(std::string(s));
+  return fmt::format(
+      "resourceVersion: Invalid value: {}: strconv.ParseUint: parsing {}: {}", quoted, quoted,
+      ec == std::errc::result_out_of_range ? "value out of range" : "invalid syntax");
+}
+
+/// The watch cache's answer to a bad resourceVersion: the storage layer's InvalidError reaches
+/// the handler uninterpreted, so the server answers 500 with no reason (kubernetes#101350).
+ApiError rv_parameter_invalid(const std::string& field_error) {
+  return ApiError(ErrorKind::ServerError, 500, "", field_error);
+}
+
+/// storage.NewTooLargeResourceVersionError: the watch cache (retry after 1 s) or etcd (no retry
+/// hint) has not reached the version asked for.
+ApiError too_large_resource_version(std::uint64_t wanted, std::uint64_t current,
+                                    int retry_after_seconds) {
+  json details = {{"causes", json::array({{{"reason", "ResourceVersionTooLarge"},
+                                           {"message", "Too large resource version"}}})}};
+  if (retry_after_seconds > 0)
+    details["retryAfterSeconds"] = retry_after_seconds;
+  return ApiError(
+      ErrorKind::Timeout, 504, "Timeout",
+      fmt::format("Timeout: Too large resource version: {}, current: {}", wanted, current),
+      std::move(details));
+}
+
 json resource_details(const ResourceInfo& info, const std::string& name) {
   json d = {{"name", name}, {"kind", info.plural}};
   if (!info.group.empty())
@@ -662,7 +697,8 @@ struct StoreCore {
   mutable std::mutex mu;
   std::map<std::string, Table> tables;
   std::uint64_t rv = 1;
-  std::uint64_t evicted_through = 0;  // events up to this version have left the window
+  std::condition_variable rv_advanced;  // lists waiting for a version the store has not reached
+  std::uint64_t evicted_through = 0;    // events up to this version have left the window
   std::deque<Event> window;
   std::unordered_map<std::string, Ref> by_uid;
   std::unordered_map<std::string, std::set<Ref>> dependents;  // owner uid -> dependents
@@ -754,7 +790,23 @@ struct StoreCore {
       evicted_through = window.front().rv;
       window.pop_front();
     }
+    rv_advanced.notify_all();
     return stored;
+  }
+
+  // Waits until the store reaches `wanted`, as the watch cache's waitUntilFreshAndBlock: at most
+  // options.fresh_wait, less once `stop` is requested; then the 504 the cache answers. Takes the
+  // lock itself: the stop callback needs it.
+  void wait_for_version(std::uint64_t wanted, const std::stop_token& stop) {
+    std::stop_callback wake(stop, [this] {
+      std::lock_guard lock(mu);
+      rv_advanced.notify_all();
+    });
+    std::unique_lock lock(mu);
+    rv_advanced.wait_for(lock, options.fresh_wait,
+                         [&] { return rv >= wanted || stop.stop_requested(); });
+    if (rv < wanted)
+      throw too_large_resource_version(wanted, rv, 1);
   }
 
   void reindex(const Table& t, const std::string& key, const json* before, const json* after) {
@@ -800,6 +852,8 @@ struct StoreCore {
 
   // What the watch cache's cacheWatcher makes of an event for one watcher.
   static void offer(WatchStream& w, const Event& ev, EncodingCache* cache = nullptr) {
+    if (ev.rv <= w.start_rv_)
+      return;  // a watch from a version the store had not reached: the cache filters up to it
     const bool now_passes = ev.type != WatchEventType::Deleted && passes(w, *ev.object);
     const bool before_passed = ev.prev && passes(w, *ev.prev);
     auto encoded = [&](std::size_t slot) {
@@ -1549,6 +1603,12 @@ std::optional<WatchStream::Item> WatchStream::pop(std::chrono::milliseconds time
         lock.lock();
         if (!queue_.empty() || closed_)
           continue;
+        if (core->rv < start_rv_) {
+          // The store has not reached the version this watch started from: the watch cache
+          // sends such a watcher nothing, bookmarks included.
+          last_sent_ = now;
+          continue;
+        }
         last_rv_ = core->rv;
         last_sent_ = now;
         auto object = std::make_shared<const json>(
@@ -1733,6 +1793,25 @@ json Store::get(const std::string& group_resource, const std::string& ns,
 }
 
 ListPage Store::list(const std::string& group_resource, const ListRequest& request) const {
+  // The real server reads from its watch cache, unless the request needs etcd: no version, a
+  // continue token, a limit with a version other than "0", or an exact version.
+  const std::string& rv_text = request.resource_version;
+  const bool from_etcd = rv_text.empty() || !request.continue_token.empty() ||
+                         (request.limit > 0 && rv_text != "0") ||
+                         request.resource_version_match == "Exact";
+  if (const std::string bad = rv_parameter_error(rv_text); !bad.empty()) {
+    if (from_etcd)
+      throw bad_request("invalid resource version: " + bad);
+    throw rv_parameter_invalid(bad);
+  }
+  const std::uint64_t wanted = parse_rv(rv_text);
+  if (!from_etcd && wanted > 0) {
+    {
+      std::lock_guard lock(core_->mu);
+      core_->table(group_resource);  // an unknown resource fails at once
+    }
+    core_->wait_for_version(wanted, request.stop);
+  }
   std::vector<SharedJson> items;
   ListPage page;
   {
@@ -1756,20 +1835,14 @@ ListPage Store::list(const std::string& group_resource, const ListRequest& reque
         }
         at = std::min(at, core.rv);
       }
-    } else if (!request.resource_version.empty() && request.resource_version != "0") {
-      const std::uint64_t wanted = parse_rv(request.resource_version);
-      if (wanted == 0) {
-        throw invalid(
-            "meta.k8s.io", "ListOptions", "",
-            {invalid_value("resourceVersion", validation::go_quote(request.resource_version),
-                           "must be a non-negative integer")});
-      }
+    } else if (wanted > 0) {
       if (wanted > core.rv) {
-        throw ApiError(ErrorKind::Timeout, 504, "Timeout",
-                       fmt::format("Too large resource version: {}, current: {}", wanted, core.rv),
-                       json{{"causes", json::array({{{"reason", "ResourceVersionTooLarge"},
-                                                     {"message", "Too large resource version"}}})},
-                            {"retryAfterSeconds", 1}});
+        // Only etcd reads get here (the cache waited above): a read not older than the version
+        // checks the revision etcd answered at; an exact read asks etcd for a future revision.
+        if (request.resource_version_match == "NotOlderThan")
+          throw too_large_resource_version(wanted, core.rv, 0);
+        throw ApiError(ErrorKind::ServerError, 500, "",
+                       "etcdserver: mvcc: required revision is a future revision");
       }
       if (request.resource_version_match == "Exact") {
         if (wanted < core.evicted_through) {
@@ -1939,17 +2012,10 @@ std::shared_ptr<WatchStream> Store::watch(const std::string& group_resource, con
 
 std::shared_ptr<WatchStream> Store::watch(const std::string& group_resource,
                                           const WatchRequest& request) {
-  const bool from_now = request.resource_version.empty() || request.resource_version == "0";
-  std::uint64_t from = 0;
-  if (!from_now) {
-    from = parse_rv(request.resource_version);
-    if (from == 0) {
-      throw invalid(
-          "meta.k8s.io", "ListOptions", "",
-          {invalid_value("resourceVersion", validation::go_quote(request.resource_version),
-                         "must be a non-negative integer")});
-    }
-  }
+  if (const std::string bad = rv_parameter_error(request.resource_version); !bad.empty())
+    throw rv_parameter_invalid(bad);
+  const std::uint64_t from = parse_rv(request.resource_version);
+  const bool from_now = from == 0;
   std::lock_guard lock(core_->mu);
   auto& core = *core_;
   Table& t = core.table(group_resource);
@@ -1965,6 +2031,7 @@ std::shared_ptr<WatchStream> Store::watch(const std::string& group_resource,
   stream->api_version_ = t.info.api_version();
   stream->kind_ = t.info.kind;
   stream->last_sent_ = std::chrono::steady_clock::now();
+  stream->start_rv_ = from;
 
   if (!from_now && from < core.evicted_through)
     throw gone(fmt::format("too old resource version: {} ({})", from, core.evicted_through));

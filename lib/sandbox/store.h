@@ -9,6 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -56,8 +57,15 @@ struct ListRequest {
   std::string continue_token;
   /// The `resourceVersion` and `resourceVersionMatch` parameters: "" = most recent, "0" = any,
   /// "N" = not older than N (default) or exactly N ("Exact", served from the event window).
+  /// As the real server, a version the store has not reached is waited for up to
+  /// StoreOptions::fresh_wait when the watch cache would serve the list (no limit, no continue,
+  /// not Exact), then refused with 504 "Too large resource version"; etcd-served lists refuse it
+  /// at once (504 for NotOlderThan, 500 from etcd otherwise). A version that is no number is a
+  /// 500 from the cache and a 400 from etcd.
   std::string resource_version;
   std::string resource_version_match;
+  /// Ends early the wait for a resourceVersion the store has not reached (the server stops).
+  std::stop_token stop;
 };
 
 struct DeleteRequest {
@@ -82,7 +90,8 @@ struct WatchRequest {
   LabelSelector labels;
   FieldSelector fields;
   /// "" or "0": ADDED events for every matching object first, then live events; "N": every event
-  /// after N (410 Gone when N has left the window).
+  /// after N (410 Gone when N has left the window; when the store has not reached N, nothing
+  /// until it passes N, as the watch cache of kube-apiserver 1.26).
   std::string resource_version;
   bool bookmarks = false;  // allowWatchBookmarks
   /// sendInitialEvents: true sends the current state as ADDED events whatever the version and,
@@ -164,6 +173,9 @@ class WatchStream {
   std::chrono::microseconds batch_delay_{0};
   std::uint64_t last_rv_ = 0;
   std::chrono::steady_clock::time_point last_sent_;
+  /// The version the watch started from: events up to it are not sent, nor bookmarks while the
+  /// store is behind it (a watch from a version the store has not reached stays silent).
+  std::uint64_t start_rv_ = 0;
   // Fixed at creation.
   std::weak_ptr<StoreCore> core_;
   std::string ns_;
@@ -187,6 +199,9 @@ struct StoreOptions {
   /// How long a watch reader, woken by an event, waits for more before handing them out: with
   /// many watchers a thread wake-up per event costs more than the writes (0 = no batching).
   std::chrono::microseconds watch_batch_delay{2000};
+  /// How long a LIST not older than a resourceVersion the store has not reached waits for it
+  /// before it fails with 504 "Too large resource version" (the watch cache's 3 s).
+  std::chrono::milliseconds fresh_wait{3000};
   /// The clock for creationTimestamp, deletionTimestamp and managedFields times.
   std::function<std::chrono::system_clock::time_point()> now;
 };

@@ -64,6 +64,7 @@ class StoreTest : public ::testing::Test {
     StoreOptions o;
     o.window = window;
     o.bookmark_interval = milliseconds(30);
+    o.fresh_wait = milliseconds(300);
     o.now = fixed_time;
     return o;
   }
@@ -816,11 +817,126 @@ TEST_F(StoreTest, ListAtAResourceVersion) {
   ASSERT_EQ(exact.items.size(), 1u);
   EXPECT_EQ(exact.resource_version, at);
   EXPECT_EQ(store_.list("pods", ListRequest{.resource_version = at}).items.size(), 2u);
+}
+
+TEST_F(StoreTest, ListFromAVersionNotReachedWaitsThenAnswersTooLarge) {
+  // As the watch cache (waitUntilFreshAndBlock, then storage.NewTooLargeResourceVersionError).
+  const auto start = std::chrono::steady_clock::now();
   auto e = testing::expect_api_error(
       [&] { store_.list("pods", ListRequest{.resource_version = "999999"}); });
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(300));
+  EXPECT_EQ(e.kind(), ErrorKind::Timeout);
+  EXPECT_EQ(
+      e.api_status(),
+      (json{
+          {"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", json::object()},
+          {"status", "Failure"},
+          {"message", "Timeout: Too large resource version: 999999, current: " +
+                          store_.current_resource_version()},
+          {"reason", "Timeout"},
+          {"details",
+           {{"causes",
+             {{{"reason", "ResourceVersionTooLarge"}, {"message", "Too large resource version"}}}},
+            {"retryAfterSeconds", 1}}},
+          {"code", 504}}));
+  // NotOlderThan says the same as the default.
+  EXPECT_EQ(testing::expect_api_error([&] {
+              store_.list("pods", ListRequest{.resource_version = "999999",
+                                              .resource_version_match = "NotOlderThan"});
+            }).http_code(),
+            504);
+}
+
+TEST_F(StoreTest, ListFromAVersionNotReachedAnswersOnceTheStoreGetsThere) {
+  const std::uint64_t wanted = std::stoull(store_.current_resource_version()) + 2;
+  std::thread writer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    store_.create("pods", pod("a"));
+    store_.create("pods", pod("b"));
+  });
+  const ListPage page =
+      store_.list("pods", ListRequest{.resource_version = std::to_string(wanted)});
+  writer.join();
+  EXPECT_GE(std::stoull(page.resource_version), wanted);
+  EXPECT_EQ(page.items.size(), 2u);
+}
+
+TEST_F(StoreTest, WaitForAVersionEndsWhenTheServerStops) {
+  StoreOptions o = options();
+  o.fresh_wait = std::chrono::seconds(30);
+  Store store(o);
+  store.register_resource(kPods);
+  std::stop_source stop;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    stop.request_stop();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto e = testing::expect_api_error([&] {
+    store.list("pods", ListRequest{.resource_version = "999", .stop = stop.get_token()});
+  });
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(e.http_code(), 504);
-  EXPECT_EQ(e.message(),
-            "Too large resource version: 999999, current: " + store_.current_resource_version());
+  // Already stopped: no wait at all.
+  EXPECT_EQ(testing::expect_api_error([&] {
+              store.list("pods", ListRequest{.resource_version = "999", .stop = stop.get_token()});
+            }).http_code(),
+            504);
+}
+
+TEST_F(StoreTest, ListsEtcdServesRefuseAVersionNotReachedAtOnce) {
+  const std::string current = store_.current_resource_version();
+  const auto start = std::chrono::steady_clock::now();
+  // A limit sends a list with a version to etcd. Not older than: the revision etcd answered at is
+  // checked, a 504 without a retry hint.
+  auto not_older = testing::expect_api_error([&] {
+    store_.list("pods", ListRequest{.limit = 1,
+                                    .resource_version = "999999",
+                                    .resource_version_match = "NotOlderThan"});
+  });
+  EXPECT_EQ(not_older.http_code(), 504);
+  EXPECT_EQ(not_older.message(),
+            "Timeout: Too large resource version: 999999, current: " + current);
+  EXPECT_FALSE(not_older.api_status()["details"].contains("retryAfterSeconds"));
+  // The legacy default with a limit, and Exact, read at that revision: etcd refuses a future one
+  // and the server passes its error on as a 500 without a reason (kubernetes#132358).
+  for (const ListRequest& exact :
+       {ListRequest{.limit = 1, .resource_version = "999999"},
+        ListRequest{.resource_version = "999999", .resource_version_match = "Exact"}}) {
+    auto e = testing::expect_api_error([&] { store_.list("pods", exact); });
+    EXPECT_EQ(e.http_code(), 500);
+    EXPECT_EQ(e.message(), "etcdserver: mvcc: required revision is a future revision");
+    EXPECT_FALSE(e.api_status().contains("reason"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(300));
+}
+
+TEST_F(StoreTest, AResourceVersionThatIsNoNumberIsRefusedAsTheRealServerDoes) {
+  // The watch cache passes the versioner's field error on uninterpreted: a 500 without a reason
+  // (kubernetes#101350); etcd-served lists wrap it in a 400.
+  const std::string invalid =
+      "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax";
+  auto cached = testing::expect_api_error(
+      [&] { store_.list("pods", ListRequest{.resource_version = "abc"}); });
+  EXPECT_EQ(cached.http_code(), 500);
+  EXPECT_EQ(cached.message(), invalid);
+  EXPECT_FALSE(cached.api_status().contains("reason"));
+  auto from_etcd = testing::expect_api_error(
+      [&] { store_.list("pods", ListRequest{.limit = 5, .resource_version = "abc"}); });
+  EXPECT_EQ(from_etcd.http_code(), 400);
+  EXPECT_EQ(from_etcd.api_status()["reason"], "BadRequest");
+  EXPECT_EQ(from_etcd.message(), "invalid resource version: " + invalid);
+  auto watched = testing::expect_api_error([&] { watch("pods", "-1"); });
+  EXPECT_EQ(watched.http_code(), 500);
+  EXPECT_EQ(watched.message(),
+            "resourceVersion: Invalid value: \"-1\": strconv.ParseUint: parsing \"-1\": invalid "
+            "syntax");
+  EXPECT_EQ(testing::expect_api_error([&] { watch("pods", "99999999999999999999"); }).message(),
+            "resourceVersion: Invalid value: \"99999999999999999999\": strconv.ParseUint: parsing "
+            "\"99999999999999999999\": value out of range");
 }
 
 // --- watch ---------------------------------------------------------------------------------
@@ -920,6 +1036,25 @@ TEST_F(StoreTest, IdleWatchesGetBookmarks) {
   auto plain = store_.watch("pods", "", LabelSelector{}, FieldSelector{}, "", false);
   drain(*plain);
   EXPECT_FALSE(plain->next(milliseconds(100)));
+}
+
+TEST_F(StoreTest, AWatchFromAVersionNotReachedStaysSilentUntilTheStorePassesIt) {
+  // kube-apiserver 1.26 accepts such a watch and its cacheWatcher drops every event up to the
+  // version asked for: a client that resumes on a server that lost its data hears nothing.
+  const std::uint64_t now = std::stoull(store_.current_resource_version());
+  auto w = store_.watch(
+      "pods", WatchRequest{.resource_version = std::to_string(now + 2), .bookmarks = true});
+  store_.create("pods", pod("a"));
+  EXPECT_FALSE(w->next(milliseconds(150))) << "while the store is behind: not even bookmarks";
+  store_.create("pods", pod("b"));
+  store_.create("pods", pod("c"));
+  // Bookmarks may come now (the store reached the version); the first event is c's.
+  std::optional<kube::WatchEvent> first;
+  while ((first = w->next(milliseconds(1000))) && first->type == Type::Bookmark) {
+  }
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->type, Type::Added);
+  EXPECT_EQ(first->object["metadata"]["name"], "c");
 }
 
 TEST_F(StoreTest, InitialEventsEndWithAnAnnotatedBookmark) {

@@ -94,6 +94,14 @@ class InformerTest : public testing::SandboxTest {
             .label_selector = std::move(label_selector)};
   }
   void set_faults(sandbox::Faults faults) { sandbox().api().set_faults(faults); }
+  /// Sets (and returns, for more faults later) an end to every watch after a second: set before
+  /// an informer's first watch, it lets faults set later reach its next watches.
+  sandbox::Faults end_watches_after_a_second() {
+    sandbox::Faults faults;
+    faults.drop_watches_after = std::chrono::seconds(1);
+    set_faults(faults);
+    return faults;
+  }
 };
 
 TEST_F(InformerTest, SyncsThenReportsAddsUpdatesAndDeletes) {
@@ -222,6 +230,124 @@ TEST_F(InformerTest, RelistsAfterGoneAndReportsTheDifference) {
   // Still current afterwards.
   client().create(resources::configmaps(), "default", config_map("e", "1"));
   ASSERT_TRUE(wait_until([&] { return informer.get("default/e").has_value(); }));
+}
+
+/// What an informer said about losing its server and recovering.
+struct LossLog {
+  explicit LossLog(InformerOptions& options) {
+    options.on_error = [this](const Error& e) {
+      if (is_too_large_resource_version(e))
+        ++too_large;
+    };
+    options.on_lost = [this](const Error& e) {
+      std::lock_guard lock(mu);
+      lost.push_back(e);
+    };
+    options.on_recovered = [this](std::size_t count, std::chrono::steady_clock::duration) {
+      std::lock_guard lock(mu);
+      recovered.push_back(count);
+    };
+  }
+  std::vector<Error> losses() {
+    std::lock_guard lock(mu);
+    return lost;
+  }
+  std::vector<std::size_t> recoveries() {
+    std::lock_guard lock(mu);
+    return recovered;
+  }
+
+  std::mutex mu;
+  std::vector<Error> lost;
+  std::vector<std::size_t> recovered;
+  std::atomic<int> too_large{0};
+};
+
+TEST_F(InformerTest, RecoversWhenTheServerRestartsWithoutItsDataAndReportsTheDifference) {
+  // Take the first server's resourceVersion well past where the restarted one will be.
+  client().create(resources::configmaps(), "default", config_map("kept", "1"));
+  client().create(resources::configmaps(), "default", config_map("gone", "1"));
+  json churn = client().create(resources::configmaps(), "default", config_map("churn", "0"));
+  for (int i = 1; i <= 300; ++i) {
+    churn["data"]["value"] = std::to_string(i);
+    churn = client().update(resources::configmaps(), "default", churn);
+  }
+  client().remove(resources::configmaps(), "default", "churn");
+  Client informer_client(sandbox().admin_config());
+  InformerOptions options = config_maps();
+  LossLog losses(options);
+  Informer informer(informer_client, options);
+  EventLog log;
+  informer.add_handlers(log.handlers());
+  RunningInformer running(informer);
+  EXPECT_TRUE(informer.in_sync());
+  log.clear();
+  const std::uint64_t before = std::stoull(informer.last_resource_version());
+
+  local_.restart([&] {
+    EXPECT_TRUE(wait_until([&] { return !informer.in_sync(); }))
+        << "the broken watch is a loss of the server";
+    EXPECT_TRUE(informer.has_synced()) << "has_synced() still means: the first LIST is done";
+  });
+  // What the restarted server holds: "kept" again (a new object), something new, not "gone".
+  client().create(resources::configmaps(), "default", config_map("kept", "2"));
+  client().create(resources::configmaps(), "default", config_map("new", "1"));
+  ASSERT_LT(std::stoull(client()
+                            .list(resources::configmaps(), "default")["metadata"]["resourceVersion"]
+                            .get<std::string>()),
+            before);
+
+  ASSERT_TRUE(wait_until([&] { return informer.in_sync(); }, std::chrono::seconds(20)));
+  EXPECT_THAT(log.events(), UnorderedElementsAre("update default/kept 1->2", "add default/new",
+                                                 "delete default/gone"));
+  EXPECT_EQ(informer.size(), 2u);
+  EXPECT_GE(losses.too_large.load(), 1)
+      << "the list at the old version was refused: 504 Too large resource version";
+  ASSERT_EQ(losses.losses().size(), 1u) << "one loss, reported once";
+  EXPECT_EQ(losses.losses()[0].kind(), ErrorKind::Connection) << losses.losses()[0].what();
+  EXPECT_EQ(losses.recoveries(), std::vector<std::size_t>{2});
+  // And it follows the new server.
+  client().create(resources::configmaps(), "default", config_map("later", "1"));
+  ASSERT_TRUE(wait_until([&] { return informer.get("default/later").has_value(); }));
+}
+
+TEST_F(InformerTest, ListsFromScratchAfterRepeatedWatchFailures) {
+  client().create(resources::configmaps(), "default", config_map("a", "1"));
+  InformerOptions options = config_maps();
+  LossLog losses(options);
+  sandbox::Faults faults = end_watches_after_a_second();
+  Informer informer(client(), options);
+  RunningInformer running(informer);
+  // Every watch from now on fails with a 500: a reachable server, so the informer keeps its
+  // version for kMaxWatchFailures tries before it gives up on it.
+  faults.error_rate = 1;
+  set_faults(faults);
+  ASSERT_TRUE(wait_until([&] { return !informer.in_sync(); }));
+  ASSERT_EQ(losses.losses().size(), 1u);
+  EXPECT_EQ(losses.losses()[0].http_code(), 500);
+  EXPECT_THAT(losses.losses()[0].message(), ::testing::HasSubstr("injected fault"));
+  set_faults({});
+  ASSERT_TRUE(wait_until([&] { return informer.in_sync(); }, std::chrono::seconds(20)));
+  EXPECT_EQ(informer.list_count(), 2u);
+  EXPECT_EQ(losses.recoveries(), std::vector<std::size_t>{1});
+}
+
+TEST_F(InformerTest, ThrottledWatchesAreWaitedOutWithoutRelisting) {
+  InformerOptions options = config_maps();
+  LossLog losses(options);
+  sandbox::Faults faults = end_watches_after_a_second();
+  Client informer_client(sandbox().admin_config());
+  Informer informer(informer_client, options);
+  RunningInformer running(informer);
+  // 429 asks for patience, not for a relist, however often it comes.
+  faults.throttle_rate = 1;
+  set_faults(faults);
+  const auto sent = informer_client.requests_sent();
+  ASSERT_TRUE(
+      wait_until([&] { return informer_client.requests_sent() >= sent + kMaxWatchFailures + 2; }));
+  EXPECT_TRUE(informer.in_sync());
+  EXPECT_EQ(informer.list_count(), 1u);
+  EXPECT_TRUE(losses.losses().empty());
 }
 
 TEST_F(InformerTest, IndexesObjectsByControllerOwner) {

@@ -1,6 +1,7 @@
 // `trainctl controller` as a process: probes and metrics, SIGTERM, crash safety under SIGKILL,
 // and leader election between replicas.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <yaml-cpp/yaml.h>
@@ -120,6 +121,69 @@ TEST_F(ControllerProcessTest, ServesProbesAndMetricsAndExitsCleanlyOnSigterm) {
   std::istringstream lines(controller.output());
   for (std::string line; std::getline(lines, line);)
     EXPECT_TRUE(json::accept(line)) << line;
+}
+
+TEST_F(ControllerProcessTest, RecoversWhenTheSandboxRestartsWithoutItsData) {
+  // Take the first sandbox's resourceVersion well past where the restarted one will be, so the
+  // controller's informers hold versions the new server has not reached (as after a restore).
+  json churn = client().create(
+      kube::resources::configmaps(), "default",
+      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "churn"}}}});
+  for (int i = 0; i < 300; ++i) {
+    churn["data"]["i"] = std::to_string(i);
+    churn = client().update(kube::resources::configmaps(), "default", churn);
+  }
+  BackgroundCommand controller(controller_argv(
+      {"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"}));
+  const int health = wait_for_port(controller, "--health-probe-bind-address");
+  const int metrics = wait_for_port(controller, "--metrics-bind-address");
+  ASSERT_NE(health, 0) << controller.output();
+  httplib::Client probes("127.0.0.1", health);
+  const auto readyz = [&]() -> std::pair<int, std::string> {
+    const auto r = probes.Get("/readyz");
+    return r ? std::pair{r->status, r->body} : std::pair{0, std::string()};
+  };
+  ASSERT_TRUE(wait_until([&] { return readyz().first == 200; }, 10s)) << controller.output();
+  create_job("before", 1, "0.2");
+  ASSERT_TRUE(wait_until([&] { return status_of("before") == "Succeeded"; }, 20s))
+      << controller.output();
+
+  local_.restart([&] {
+    // While the API server is gone the controller is not ready, and says which caches are stale.
+    EXPECT_TRUE(wait_until(
+        [&] {
+          const auto [code, body] = readyz();
+          return code == 503 && body.find("informers not synced: ") != std::string::npos &&
+                 body.find("tfjobs.kubeflow.org/v1") != std::string::npos &&
+                 body.find("pods/v1") != std::string::npos;
+        },
+        10s))
+        << readyz().second << "\n"
+        << controller.output();
+  });
+  testing::install_training_crds(client());
+  // A job submitted to the restarted server gets its pods and runs to the end.
+  create_job("after", 2, "0.2");
+  ASSERT_TRUE(wait_until([&] { return status_of("after") == "Succeeded"; }, 40s))
+      << controller.output();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return readyz() == std::pair{200, std::string("ok")};
+      },
+      20s))
+      << readyz().second;
+  const std::string output = controller.output();
+  EXPECT_THAT(output,
+              ::testing::ContainsRegex(
+                  "warning lost the API server; relisting .*resource=tfjobs.kubeflow.org/v1"));
+  EXPECT_THAT(output,
+              ::testing::ContainsRegex(
+                  "info relisted after losing the API server resource=tfjobs.kubeflow.org/v1 "
+                  "objects=[0-9]+ after=[0-9.]+s"));
+  const auto page = httplib::Client("127.0.0.1", metrics).Get("/metrics");
+  ASSERT_TRUE(page);
+  EXPECT_THAT(page->body, ::testing::HasSubstr(
+                              "trainctl_informer_synced{resource=\"tfjobs.kubeflow.org/v1\"} 1"));
 }
 
 TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {

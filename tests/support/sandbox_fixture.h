@@ -61,9 +61,23 @@ class LocalSandbox {
     options.cluster.kubelet = fast_kubelet_timing();
     if (customize)
       customize(options);
+    options_ = options;
     sandbox_ = std::make_unique<sandbox::Sandbox>(std::move(options));
     sandbox_->start();
+    options_.port = sandbox_->port();
     client_ = std::make_unique<kube::Client>(sandbox_->admin_config());
+  }
+
+  /// Stops the sandbox, runs `while_down`, and starts a new one on the same port and data dir, as
+  /// `trainctl sandbox down` and `up` do: the same certificates and kubeconfig, so clients keep
+  /// working, but an empty store whose resourceVersions start again from 1 (as after an etcd
+  /// restore), without the CRDs.
+  void restart(const std::function<void()>& while_down = {}) {
+    sandbox_.reset();
+    if (while_down)
+      while_down();
+    sandbox_ = std::make_unique<sandbox::Sandbox>(options_);
+    sandbox_->start();
   }
 
   sandbox::Sandbox& sandbox() { return *sandbox_; }
@@ -84,7 +98,8 @@ class LocalSandbox {
   }
 
  private:
-  TempDir dir_;  // first: outlives the sandbox that writes into it
+  TempDir dir_;                      // first: outlives the sandbox that writes into it
+  sandbox::SandboxOptions options_;  // what restart() starts again, with the port fixed
   std::unique_ptr<sandbox::Sandbox> sandbox_;
   std::unique_ptr<kube::Client> client_;
 };

@@ -5,10 +5,12 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "error.h"
+#include "json_access.h"
 #include "kube/cache/stop_wait.h"
 #include "kube/rate_limiter.h"
 
@@ -88,9 +90,11 @@ struct Informer::State {
     std::map<std::string, std::set<std::string>, std::less<>> keys;
   };
 
-  /// An object as stored: its resourceVersion, compared on relist, and its CBOR encoding, which
-  /// takes a seventh of the memory of a parsed nlohmann::json (one allocation per node).
+  /// An object as stored: its uid and resourceVersion, compared on relist (a server that lost
+  /// its data may hand out the same version again, to another object), and its CBOR encoding,
+  /// which takes a seventh of the memory of a parsed nlohmann::json (one allocation per node).
   struct Stored {
+    std::string uid;
     std::string resource_version;
     std::vector<std::uint8_t> cbor;
   };
@@ -100,7 +104,8 @@ struct Informer::State {
     ObjectPtr old = erase(key);
     for (auto& [name, index] : indexes)
       index.file(key, object);
-    objects.emplace(key, Stored{resource_version_of(object), json::to_cbor(object)});
+    objects.emplace(key,
+                    Stored{uid_of(object), resource_version_of(object), json::to_cbor(object)});
     return old;
   }
 
@@ -131,6 +136,8 @@ struct Informer::State {
   std::vector<EventHandlers> handlers;  // fixed once run() starts
   std::string resource_version;
   bool synced = false;
+  bool in_sync = false;
+  std::optional<std::chrono::steady_clock::time_point> lost_at;  // while the server is lost
   std::uint64_t lists = 0;
 };
 
@@ -153,36 +160,62 @@ void Informer::add_index(std::string name, IndexFunction function) {
 }
 
 void Informer::run(std::stop_token stop) {
-  bool need_list = !has_synced();
-  int failures = 0;
+  // What the next round does first: resume the watch, or list (see the header: from the last
+  // resourceVersion to check whether the server still has it, or from scratch).
+  enum class Next { Watch, ListFromLastSeen, ListFromScratch };
+  Next next = has_synced() ? Next::Watch : Next::ListFromScratch;
+  int failures = 0;        // consecutive failed rounds: the backoff exponent
+  int watch_failures = 0;  // consecutive watches that failed without an event
   while (!stop.stop_requested()) {
     bool progressed = false;  // the watch delivered something before it failed
+    bool watching = false;
     try {
-      if (need_list) {
-        list_and_replace();
-        need_list = false;
-        {
-          std::lock_guard lock(state_->mu);
-          state_->synced = true;
-        }
-        state_->synced_cv.notify_all();
+      if (next != Next::Watch) {
+        const std::size_t count = list_and_replace(
+            next == Next::ListFromLastSeen ? last_resource_version() : std::string());
+        next = Next::Watch;
+        listed(count);
       }
+      watching = true;
       watch(stop, progressed);
       failures = 0;  // the server ended the watch (timeoutSeconds): resume where it stopped
+      watch_failures = 0;
       continue;
     } catch (const Error& e) {
       if (stop.stop_requested())
         return;
       if (options_.on_error)
         options_.on_error(e);
-      if (progressed)
+      if (progressed) {
         failures = 0;
-      const bool gone = e.kind() == ErrorKind::Gone;
-      need_list = need_list || gone;
-      // The first 410 relists at once; repeated failures of any kind back off.
-      if (gone && failures == 0) {
+        watch_failures = 0;
+      }
+      if (is_too_large_resource_version(e)) {
+        // The server never reached our version: it lost its data. It already waited for its
+        // cache; start over at once.
+        lost(e);
+        next = Next::ListFromScratch;
         ++failures;
         continue;
+      }
+      if (e.kind() == ErrorKind::Gone) {
+        next = Next::ListFromScratch;
+        // The first 410 relists at once; repeated failures of any kind back off.
+        if (failures == 0) {
+          ++failures;
+          continue;
+        }
+      } else if (e.kind() == ErrorKind::Connection || e.kind() == ErrorKind::Timeout) {
+        // Unreachable, or the stream broke: the server may come back without our version.
+        lost(e);
+        if (next == Next::Watch)
+          next = Next::ListFromLastSeen;
+      } else if (watching && e.kind() != ErrorKind::TooManyRequests &&
+                 ++watch_failures >= kMaxWatchFailures) {
+        // A reachable server keeps refusing to watch from our version (429 only asks to wait).
+        lost(e);
+        next = Next::ListFromScratch;
+        watch_failures = 0;
       }
     }
     if (!sleep_unless_stopped(stop, backoff_delay(failures++, kRetryBase, kRetryCap)))
@@ -190,10 +223,39 @@ void Informer::run(std::stop_token stop) {
   }
 }
 
-void Informer::list_and_replace() {
+void Informer::listed(std::size_t count) {
+  std::optional<std::chrono::steady_clock::duration> lost_for;
+  {
+    std::lock_guard lock(state_->mu);
+    state_->synced = true;
+    state_->in_sync = true;
+    if (state_->lost_at) {
+      lost_for = std::chrono::steady_clock::now() - *state_->lost_at;
+      state_->lost_at.reset();
+    }
+  }
+  state_->synced_cv.notify_all();
+  if (lost_for && options_.on_recovered)
+    options_.on_recovered(count, *lost_for);
+}
+
+void Informer::lost(const Error& why) {
+  {
+    std::lock_guard lock(state_->mu);
+    if (!state_->in_sync)
+      return;
+    state_->in_sync = false;
+    state_->lost_at = std::chrono::steady_clock::now();
+  }
+  if (options_.on_lost)
+    options_.on_lost(why);
+}
+
+std::size_t Informer::list_and_replace(const std::string& resource_version) {
   ListOptions list_options{.label_selector = options_.label_selector,
                            .field_selector = options_.field_selector,
-                           .limit = options_.page_size};
+                           .limit = resource_version.empty() ? options_.page_size : 0,
+                           .resource_version = resource_version};
   {
     std::lock_guard lock(state_->mu);
     ++state_->lists;
@@ -205,8 +267,10 @@ void Informer::list_and_replace() {
     page = client_.list(options_.resource, options_.namespace_, list_options);
     deliver(store_page(page["items"], listed));
     list_options.continue_token = page["metadata"].value("continue", "");
+    list_options.resource_version.clear();  // the continue token carries it
   } while (!list_options.continue_token.empty());
   deliver(remove_unlisted(listed, page["metadata"].value("resourceVersion", "")));
+  return listed.size();
 }
 
 std::vector<Informer::Change> Informer::store_page(json& items, std::set<std::string>& listed) {
@@ -221,7 +285,8 @@ std::vector<Informer::Change> Informer::store_page(json& items, std::set<std::st
     const std::string key = object_key(item);
     listed.insert(key);
     const auto old = state_->objects.find(key);
-    if (old != state_->objects.end() && old->second.resource_version == resource_version_of(item))
+    if (old != state_->objects.end() && old->second.uid == uid_of(item) &&
+        old->second.resource_version == resource_version_of(item))
       continue;  // unchanged
     auto object = std::make_shared<const json>(std::move(item));
     changes.push_back({state_->put(key, *object), object});
@@ -295,6 +360,11 @@ void Informer::deliver(const std::vector<Change>& changes) const {
 bool Informer::has_synced() const {
   std::lock_guard lock(state_->mu);
   return state_->synced;
+}
+
+bool Informer::in_sync() const {
+  std::lock_guard lock(state_->mu);
+  return state_->in_sync;
 }
 
 bool Informer::wait_for_sync(std::stop_token stop) const {

@@ -4,7 +4,17 @@
 // then WATCH from its resourceVersion (bookmarks on, a random timeoutSeconds of 5-10 minutes,
 // resume from the last resourceVersion, a fresh LIST after 410 Gone), with indexes and change
 // handlers. The controller reads only from informers; it never polls with LIST.
+//
+// Losing the server. A watch resumed on a server that lost its data (etcd restored from a
+// backup, a restarted sandbox) is accepted and stays silent: the server has not reached the
+// resourceVersion and sends nothing until it does. So, as client-go's reflector, an informer
+// whose server could not be reached (or whose stream broke) does not resume blindly: it lists
+// again at its last resourceVersion, which a server that lost it answers with 504 "Too large
+// resource version" (after waiting up to 3 s for its cache); the informer then drops the version
+// and lists from scratch, reporting what the server no longer has as deleted. It also lists from
+// scratch after kMaxWatchFailures watches in a row failed with an error from the server.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,7 +63,18 @@ struct InformerOptions {
   std::function<void(nlohmann::json&)> transform;
   /// A failed LIST or WATCH (retried with backoff; 410 Gone relists), for logs.
   std::function<void(const Error&)> on_error;
+  /// The informer lost its server (see above): in_sync() is false from now until on_recovered.
+  /// Called once per loss, with the error that revealed it.
+  std::function<void(const Error& why)> on_lost;
+  /// A relist after a loss succeeded: how many objects it listed and how long the loss lasted.
+  std::function<void(std::size_t objects, std::chrono::steady_clock::duration lost_for)>
+      on_recovered;
 };
+
+/// Consecutive failed watches (each an error answer from a reachable server other than 429, none
+/// delivering an event) after which an informer stops resuming from its resourceVersion and lists
+/// from scratch, as client-go's reflector relists once internal errors outlast its retries.
+inline constexpr int kMaxWatchFailures = 3;
 
 /// A cache of one resource kept current by LIST and WATCH, with indexes and change handlers.
 class Informer {
@@ -63,16 +84,22 @@ class Informer {
   Informer(const Informer&) = delete;
   Informer& operator=(const Informer&) = delete;
 
+  const Resource& resource() const { return options_.resource; }
+
   /// Register before run().
   void add_handlers(EventHandlers handlers);
   void add_index(std::string name, IndexFunction function);
 
-  /// LIST, then WATCH until `stop` is requested; relists after 410 and retries transient errors
-  /// with backoff. Blocks. Run again after a stop, it resumes from the last resourceVersion.
+  /// LIST, then WATCH until `stop` is requested; relists after 410, after a loss of the server
+  /// and after kMaxWatchFailures failed watches, and retries transient errors with backoff.
+  /// Blocks. Run again after a stop, it resumes from the last resourceVersion.
   void run(std::stop_token stop);
 
-  /// True once the first LIST has been stored and its add events delivered.
+  /// True once the first LIST has been stored and its add events delivered (and from then on).
   bool has_synced() const;
+  /// True while the cache follows the server: from the first LIST on, except from a loss of the
+  /// server (on_lost) until the relist that recovers from it (on_recovered). Readiness.
+  bool in_sync() const;
   /// Blocks until synced or stopped; returns has_synced().
   bool wait_for_sync(std::stop_token stop) const;
 
@@ -82,15 +109,22 @@ class Informer {
   std::size_t size() const;
   /// The resourceVersion of the last LIST or watch event applied.
   std::string last_resource_version() const;
-  /// LISTs made so far (the first and every relist after 410 Gone), for tests and metrics.
+  /// LISTs made so far (the first and every relist), for tests and metrics.
   std::uint64_t list_count() const;
 
  private:
   struct State;
   struct Change;
 
-  /// One LIST (all pages) replacing the store, delivering the changes against what it held.
-  void list_and_replace();
+  /// One LIST replacing the store, delivering the changes against what it held; returns how many
+  /// objects it listed. From scratch (`resource_version` empty) page by page; else unpaginated
+  /// and not older than that version, which the server answers from its cache.
+  std::size_t list_and_replace(const std::string& resource_version);
+  /// Marks the cache in sync after a successful LIST of `listed` objects (on_recovered after a
+  /// loss).
+  void listed(std::size_t listed);
+  /// Marks the server lost (on_lost), unless it already was or the first LIST is still to come.
+  void lost(const Error& why);
   /// Stores one page of a LIST, adding the keys to `listed`; returns the adds and updates.
   std::vector<Change> store_page(nlohmann::json& items, std::set<std::string>& listed);
   /// Drops what the LIST did not return and records its resourceVersion; returns the deletes.
