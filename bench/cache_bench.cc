@@ -34,7 +34,9 @@ double rss_mib() {
 }
 
 /// A worker pod as the controller creates it: training labels, an owner, env, resources, ports.
-json training_pod(int i) {
+/// Its owner must exist (the sandbox's garbage collector deletes pods whose owner is gone): a
+/// ConfigMap named like the job stands in for the PyTorchJob, `owner_uid` is its uid.
+json training_pod(int i, const std::string& owner_uid) {
   const std::string job = fmt::format("job-{}", i / 8);
   const int index = i % 8;
   json env = json::array();
@@ -58,10 +60,10 @@ json training_pod(int i) {
               {"training.kubeflow.org/replica-type", "worker"},
               {"training.kubeflow.org/replica-index", std::to_string(index)}}},
             {"ownerReferences",
-             {{{"apiVersion", "kubeflow.org/v1"},
-               {"kind", "PyTorchJob"},
+             {{{"apiVersion", "v1"},
+               {"kind", "ConfigMap"},
                {"name", job},
-               {"uid", fmt::format("6f0c2d7e-0000-4000-8000-{:012}", i / 8)},
+               {"uid", owner_uid},
                {"controller", true},
                {"blockOwnerDeletion", true}}}}}},
           {"spec",
@@ -87,8 +89,17 @@ json training_pod(int i) {
   sandbox::Sandbox sb(options);
   sb.start();
   kube::Client client(sb.admin_config());
-  for (int i = 0; i < kPods; ++i)
-    client.create(kube::resources::pods(), "default", training_pod(i));
+  std::string owner_uid;
+  for (int i = 0; i < kPods; ++i) {
+    if (i % 8 == 0) {
+      const json owner = client.create(kube::resources::configmaps(), "default",
+                                       {{"apiVersion", "v1"},
+                                        {"kind", "ConfigMap"},
+                                        {"metadata", {{"name", fmt::format("job-{}", i / 8)}}}});
+      owner_uid = owner["metadata"]["uid"];
+    }
+    client.create(kube::resources::pods(), "default", training_pod(i, owner_uid));
+  }
   const char byte = 1;
   if (::write(ready, &byte, 1) != 1)
     std::_Exit(1);

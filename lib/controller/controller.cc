@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +18,7 @@
 #include "controller/objects.h"
 #include "controller/sidecar.h"
 #include "error.h"
+#include "json_access.h"
 #include "kube/cache/informer.h"
 #include "kube/cache/work_queue.h"
 
@@ -233,6 +235,8 @@ struct Controller::Impl {
         const std::string key = job_key(kind, job);
         expectations.forget(key);
         queue.add(key);
+        if (builtin_admission())  // its PodGroup, if still cached, no longer counts
+          queue.add(std::string(admission_key));
       };
       informer->add_handlers(
           {.on_add = enqueue,
@@ -383,6 +387,25 @@ struct Controller::Impl {
     return plan.requeue_after;
   }
 
+  // Whether the job the plan was made from still exists, under the same uid, and is not being
+  // deleted, read from the API server rather than the cache. The caches lag, each informer on
+  // its own: when a job is deleted, its children's deletions by the garbage collector may reach
+  // their informers before the job's reaches the job informer, and a reconcile planned then sees
+  // the job without its PodGroup (or pods) and would create them again, for a job that is gone.
+  // client-go's controllers recheck an owner the same way before adopting children
+  // (RecheckDeletionTimestamp); an uncached read is the only way to know the cache is stale.
+  bool job_still_live(const kube::Resource& resource, const json& cached) {
+    json live;
+    try {
+      live = client.get(resource, namespace_of(cached), name_of(cached));
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::NotFound)
+        return false;
+      throw;
+    }
+    return uid_of(live) == uid_of(cached) && !is_deleting(live);
+  }
+
   void reconcile_job(const std::string& key, const JobKey& job_key) {
     if (!expectations.satisfied(key, std::chrono::steady_clock::now())) {
       log.debug(2, "waiting for the cache to show earlier writes", {{"job", key}});
@@ -395,7 +418,17 @@ struct Controller::Impl {
     if (!job)
       return;  // deleted: its objects go with it through their ownerReferences
     const Plan plan = plan_job(*job, observe(*job), plan_options(job_key.namespace_));
-    if (const auto after = apply(key, job_kind_resource(job_key.kind).plural, plan))
+    const kube::Resource resource = job_kind_resource(job_key.kind);
+    const bool creates = std::any_of(plan.actions.begin(), plan.actions.end(), [](const Action& a) {
+      return a.type == Action::Type::Create;
+    });
+    if (creates && !job_still_live(resource, *job)) {
+      // Its deletion (or the new job's creation) is on its way to the cache and enqueues it.
+      log.info("not creating objects for a job that is gone or being deleted; the cache is stale",
+               {{"job", key}, {"uid", uid_of(*job)}});
+      return;
+    }
+    if (const auto after = apply(key, resource.plural, plan))
       queue.add_after(key, *after);
   }
 
@@ -412,8 +445,13 @@ struct Controller::Impl {
   }
 
   void reconcile_admission() {
+    std::vector<json> cached_jobs;
+    for (const auto& [kind, informer] : jobs) {
+      std::vector<json> of_kind = informer->list();
+      std::move(of_kind.begin(), of_kind.end(), std::back_inserter(cached_jobs));
+    }
     executor.apply(admit(pod_groups->list(), queues->list(), nodes->list(),
-                         owned.at("pods")->list(), std::chrono::system_clock::now()));
+                         owned.at("pods")->list(), cached_jobs, std::chrono::system_clock::now()));
   }
 
   void reconcile_sidecar(std::string_view pod_key) {

@@ -358,6 +358,42 @@ json group_status(const Group& g, TimePoint now) {
   return status;
 }
 
+/// "<Kind> <namespace>/<name>" of a training job, or of the job an ownerReference names.
+std::string job_identity(std::string_view kind, std::string_view ns, std::string_view name) {
+  return fmt::format("{} {}/{}", kind, ns, name);
+}
+
+/// The uids of the cached jobs, by job_identity.
+std::map<std::string, std::string> cached_job_uids(const std::vector<json>& jobs) {
+  std::map<std::string, std::string> uids;
+  for (const auto& job : jobs) {
+    uids.emplace(
+        job_identity(job.value("kind", ""), string_at(job, "/metadata/namespace"_json_pointer),
+                     string_at(job, "/metadata/name"_json_pointer)),
+        string_at(job, "/metadata/uid"_json_pointer));
+  }
+  return uids;
+}
+
+/// Whether the group's controller is a training job that is not cached under the uid its
+/// ownerReference names.
+bool owner_job_gone(const json& group, const std::map<std::string, std::string>& job_uids) {
+  const json& refs = object_at(group, "/metadata"_json_pointer).value("ownerReferences", json());
+  if (!refs.is_array())
+    return false;
+  for (const auto& ref : refs) {
+    if (!ref.is_object() || !ref.value("controller", false))
+      continue;
+    const std::string kind = ref.value("kind", "");
+    if (!api::job_kind_from_name(kind))
+      return false;
+    const auto cached = job_uids.find(job_identity(
+        kind, string_at(group, "/metadata/namespace"_json_pointer), ref.value("name", "")));
+    return cached == job_uids.end() || cached->second != ref.value("uid", "");
+  }
+  return false;
+}
+
 json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
   json status = q.object->value("status", json::object());
   const auto count = [&](std::string_view phase) {
@@ -417,9 +453,12 @@ bool pod_group_admitted(const json& group) {
 
 AdmissionResult admit(const std::vector<json>& pod_groups, const std::vector<json>& queues,
                       const std::vector<json>& nodes, const std::vector<json>& pods,
-                      TimePoint now) {
+                      const std::vector<json>& jobs, TimePoint now) {
+  const std::map<std::string, std::string> job_uids = cached_job_uids(jobs);
   std::map<std::string, Group> groups;
   for (const auto& object : pod_groups) {
+    if (owner_job_gone(object, job_uids))
+      continue;  // the garbage collector's: it holds nothing
     Group g = read_group(object);
     groups.emplace(g.key, std::move(g));
   }

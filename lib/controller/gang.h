@@ -51,10 +51,19 @@ using AdmissionResult = Plan;
 /// Inqueue (it keeps its admission; Volcano would requeue it as Pending). Queue status gets
 /// state (Closing turns Closed once no group is admitted), the pending/inqueue/running/
 /// completed/unknown group counts and `allocated`, what its admitted groups hold.
+///
+/// `jobs` are the training jobs the caches hold (every kind). A PodGroup whose controller
+/// ownerReference names a TFJob, PyTorchJob or MPIJob that `jobs` lack, or hold under another uid
+/// (deleted, perhaps re-created under the same name), belongs to a job that is gone and waits for
+/// the garbage collector: it is not admitted, not counted against its queue (`allocated`, the
+/// group counts) or the cluster's reserved capacity, and gets no update. The pods bound to nodes
+/// still use them. PodGroups without such an owner (made by hand, or by another controller)
+/// count as always.
 AdmissionResult admit(const std::vector<nlohmann::json>& pod_groups,
                       const std::vector<nlohmann::json>& queues,
                       const std::vector<nlohmann::json>& nodes,
                       const std::vector<nlohmann::json>& pods,
+                      const std::vector<nlohmann::json>& jobs,
                       std::chrono::system_clock::time_point now);
 
 }  // namespace trainctl::controller

@@ -185,7 +185,7 @@ json unschedulable(const json& group) {
 TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
   const AdmissionResult result = admit({group("a", "team-a", {{"nvidia.com/gpu", "8"}})},
                                        {queue("team-a", {{"nvidia.com/gpu", "16"}})},
-                                       {node("n1", 8), node("n2", 8)}, {}, kNow);
+                                       {node("n1", 8), node("n2", 8)}, {}, {}, kNow);
   const json a = written_group(result, "a");
   EXPECT_EQ(phase_of(a), "Inqueue");
   EXPECT_EQ(a["metadata"]["resourceVersion"], "7");  // a conditional whole-object update
@@ -208,7 +208,7 @@ TEST(AdmitTest, QuotaExhaustionKeepsTheWholeGangPendingWithAMessage) {
       admit({group("a", "team-a", {{"nvidia.com/gpu", "12"}}, "2024-05-01T10:00:00Z", "Inqueue"),
              group("b", "team-a", {{"nvidia.com/gpu", "8"}, {"cpu", "4"}})},
             {queue("team-a", {{"nvidia.com/gpu", "16"}})},
-            {node("n1", 8), node("n2", 8), node("n3", 8), node("n4", 8)}, {}, kNow);
+            {node("n1", 8), node("n2", 8), node("n3", 8), node("n4", 8)}, {}, {}, kNow);
   const json b = written_group(result, "b");
   EXPECT_EQ(phase_of(b), "Pending");
   const json c = unschedulable(b);
@@ -230,7 +230,7 @@ TEST(AdmitTest, OlderGroupsGoFirstAndALaterSmallerOneStillFits) {
       admit({group("newest", "default", {{"nvidia.com/gpu", "4"}}, "2024-05-01T11:30:00Z"),
              group("middle", "default", {{"nvidia.com/gpu", "8"}}, "2024-05-01T11:10:00Z"),
              group("oldest", "default", {{"nvidia.com/gpu", "12"}}, "2024-05-01T11:00:00Z")},
-            {queue("default", json::object())}, {node("n1", 8), node("n2", 8)}, {}, kNow);
+            {queue("default", json::object())}, {node("n1", 8), node("n2", 8)}, {}, {}, kNow);
   EXPECT_EQ(phase_of(written_group(result, "oldest")), "Inqueue");
   EXPECT_EQ(phase_of(written_group(result, "newest")), "Inqueue");
   const json middle = written_group(result, "middle");
@@ -241,7 +241,7 @@ TEST(AdmitTest, OlderGroupsGoFirstAndALaterSmallerOneStillFits) {
 TEST(AdmitTest, ClosedOrMissingQueuesAdmitNothing) {
   const AdmissionResult result =
       admit({group("a", "team-a", json::object()), group("b", "nowhere", json::object())},
-            {queue("team-a", json::object(), "Closed")}, {node("n1", 8)}, {}, kNow);
+            {queue("team-a", json::object(), "Closed")}, {node("n1", 8)}, {}, {}, kNow);
   const json a = written_group(result, "a");
   EXPECT_EQ(phase_of(a), "Pending");
   EXPECT_EQ(unschedulable(a)["message"], "queue team-a is Closed");
@@ -258,7 +258,7 @@ TEST(AdmitTest, NodeCapacityCountsOnlyReadyNodesAndBoundPods) {
       {other, group("a", "default", {{"nvidia.com/gpu", "8"}})}, {queue("default", json::object())},
       {node("n1", 8), node("n2", 8, false)},
       {pod("other-0", "other", "n1", "Running", 4), pod("done-0", "other", "n1", "Succeeded", 4)},
-      kNow);
+      {}, kNow);
   EXPECT_EQ(unschedulable(written_group(result, "a"))["message"],
             "cluster: nvidia.com/gpu 8 requested, 4 of 8 free");
 }
@@ -267,7 +267,7 @@ TEST(AdmitTest, AdmittedGroupsWithoutPodsReserveTheirMinResources) {
   const AdmissionResult result =
       admit({group("a", "default", {{"memory", "192Gi"}}, "2024-05-01T10:00:00Z", "Inqueue"),
              group("b", "default", {{"memory", "128Gi"}})},
-            {queue("default", json::object())}, {node("n1", 8)}, {}, kNow);
+            {queue("default", json::object())}, {node("n1", 8)}, {}, {}, kNow);
   EXPECT_EQ(unschedulable(written_group(result, "b"))["message"],
             "cluster: memory 128Gi requested, 64Gi of 256Gi free");
 }
@@ -280,7 +280,7 @@ TEST(AdmitTest, GroupsRunOnceMinMemberPodsAreBoundAndCompleteWhenTheySucceed) {
       {pod("running-0", "running", "n1", "Running", 1),
        pod("running-1", "running", "n1", "Pending", 1), pod("done-0", "done", "n1", "Succeeded", 0),
        pod("done-1", "done", "n1", "Succeeded", 0)},
-      kNow);
+      {}, kNow);
   const json running = written_group(result, "running");
   EXPECT_EQ(phase_of(running), "Running");
   EXPECT_EQ(running["status"]["running"], 1);
@@ -297,12 +297,12 @@ TEST(AdmitTest, ASecondRoundOnTheResultWritesNothing) {
                               group("b", "team-a", {{"nvidia.com/gpu", "12"}})};
   std::vector<json> queues = {queue("team-a", {{"nvidia.com/gpu", "16"}}, "")};
   const std::vector<json> nodes = {node("n1", 8), node("n2", 8)};
-  const AdmissionResult first = admit(groups, queues, nodes, {}, kNow);
+  const AdmissionResult first = admit(groups, queues, nodes, {}, {}, kNow);
   for (auto& g : groups)
     g = written_group(first, g["metadata"]["name"]);
   queues[0] = written_queue(first, "team-a");
   EXPECT_EQ(queues[0]["status"]["state"], "Open");  // a new queue opens
-  const AdmissionResult second = admit(groups, queues, nodes, {}, kNow + std::chrono::hours(1));
+  const AdmissionResult second = admit(groups, queues, nodes, {}, {}, kNow + std::chrono::hours(1));
   EXPECT_THAT(second.actions, IsEmpty());
   EXPECT_THAT(second.events, IsEmpty());
 }
@@ -311,9 +311,9 @@ TEST(AdmitTest, ClosingQueueClosesOnceItsGroupsAreDone) {
   const json closing = queue("team-a", json::object(), "Closing");
   const AdmissionResult busy =
       admit({group("a", "team-a", json::object(), "2024-05-01T10:00:00Z", "Inqueue")}, {closing},
-            {node("n1", 8)}, {}, kNow);
+            {node("n1", 8)}, {}, {}, kNow);
   EXPECT_EQ(written_queue(busy, "team-a")["status"]["state"], "Closing");
-  const AdmissionResult idle = admit({}, {closing}, {node("n1", 8)}, {}, kNow);
+  const AdmissionResult idle = admit({}, {closing}, {node("n1", 8)}, {}, {}, kNow);
   EXPECT_EQ(written_queue(idle, "team-a")["status"]["state"], "Closed");
 }
 
@@ -321,14 +321,87 @@ TEST(AdmitTest, ABlockedGroupIsAdmittedOnceItsQueueGrows) {
   json blocked = group("a", "team-a", {{"nvidia.com/gpu", "8"}});
   const std::vector<json> nodes = {node("n1", 8)};
   blocked = written_group(
-      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "4"}})}, nodes, {}, kNow), "a");
+      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "4"}})}, nodes, {}, {}, kNow), "a");
   ASSERT_EQ(unschedulable(blocked)["status"], "True");
   const AdmissionResult result =
-      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, nodes, {}, kNow);
+      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, nodes, {}, {}, kNow);
   const json admitted = written_group(result, "a");
   EXPECT_EQ(phase_of(admitted), "Inqueue");
   EXPECT_EQ(unschedulable(admitted)["status"], "False");
   EXPECT_EQ(unschedulable(admitted)["message"], "admitted to queue team-a");
+}
+
+/// `g` owned (controller ownerReference) by the `kind` job `name` with `uid`.
+json owned_by_job(json g, const std::string& kind, const std::string& name,
+                  const std::string& uid) {
+  g["metadata"]["ownerReferences"] = {{{"apiVersion", "kubeflow.org/v1"},
+                                       {"kind", kind},
+                                       {"name", name},
+                                       {"uid", uid},
+                                       {"controller", true},
+                                       {"blockOwnerDeletion", true}}};
+  return g;
+}
+
+json cached_job(const std::string& kind, const std::string& name, const std::string& uid) {
+  return {{"apiVersion", "kubeflow.org/v1"},
+          {"kind", kind},
+          {"metadata", {{"name", name}, {"namespace", "team-a"}, {"uid", uid}}}};
+}
+
+// Issue 14: a PodGroup left behind by a deleted job (re-created in a race with the deletion, or
+// not yet collected) held its queue's quota forever. A group whose job is not cached, or is cached
+// under another uid (deleted and re-created under the same name), is the garbage collector's: it
+// holds nothing, is not admitted and is not written.
+TEST(AdmitTest, GroupsOfJobsThatAreGoneHoldNothingAndAreNotAdmitted) {
+  const std::vector<json> groups = {
+      owned_by_job(
+          group("deleted", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T09:00:00Z", "Inqueue"),
+          "PyTorchJob", "deleted", "uid-deleted"),
+      owned_by_job(
+          group("replaced", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T09:00:00Z", "Running"),
+          "TFJob", "replaced", "uid-old"),
+      owned_by_job(group("orphan", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T09:30:00Z"),
+                   "MPIJob", "orphan", "uid-orphan"),
+      owned_by_job(group("live", "team-a", {{"nvidia.com/gpu", "8"}}), "PyTorchJob", "live",
+                   "uid-live")};
+  const std::vector<json> jobs = {cached_job("TFJob", "replaced", "uid-new"),
+                                  cached_job("PyTorchJob", "live", "uid-live"),
+                                  // same name and uid, another kind: not the orphan's job
+                                  cached_job("PyTorchJob", "orphan", "uid-orphan")};
+  const AdmissionResult result =
+      admit(groups, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, {node("n1", 8)}, {}, jobs, kNow);
+  // Only the live job's group counts: it fits the 8 GPUs the gone ones would have filled.
+  EXPECT_EQ(phase_of(written_group(result, "live")), "Inqueue");
+  for (const char* gone : {"deleted", "replaced", "orphan"})
+    EXPECT_TRUE(written_group(result, gone).is_null()) << gone;
+  const json q = written_queue(result, "team-a");
+  EXPECT_EQ(q["status"]["allocated"], json({{"nvidia.com/gpu", "8"}}));
+  EXPECT_EQ(q["status"]["inqueue"], 1);
+  EXPECT_EQ(q["status"]["running"], 0);
+  EXPECT_EQ(q["status"]["pending"], 0);
+
+  // Without the job in the cache, even the live one's group counts for nothing.
+  const AdmissionResult none =
+      admit(groups, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, {node("n1", 8)}, {}, {}, kNow);
+  EXPECT_TRUE(written_group(none, "live").is_null());
+  EXPECT_EQ(written_queue(none, "team-a")["status"]["allocated"], json::object());
+}
+
+// Groups not controlled by a training job (made by hand, or by another controller) are admitted
+// whatever the job caches hold.
+TEST(AdmitTest, GroupsWithoutATrainingJobOwnerCountAsAlways) {
+  json by_hand = group("by-hand", "team-a", {{"nvidia.com/gpu", "4"}});
+  json other = owned_by_job(group("other", "team-a", {{"nvidia.com/gpu", "4"}}), "Job", "other",
+                            "uid-batch");
+  other["metadata"]["ownerReferences"][0]["apiVersion"] = "batch.volcano.sh/v1alpha1";
+  const AdmissionResult result =
+      admit({by_hand, other}, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, {node("n1", 8)}, {}, {},
+            kNow);
+  EXPECT_EQ(phase_of(written_group(result, "by-hand")), "Inqueue");
+  EXPECT_EQ(phase_of(written_group(result, "other")), "Inqueue");
+  EXPECT_EQ(written_queue(result, "team-a")["status"]["allocated"],
+            json({{"nvidia.com/gpu", "8"}}));
 }
 
 }  // namespace

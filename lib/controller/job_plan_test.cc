@@ -518,6 +518,8 @@ TEST(JobPlanTest, WholeLifecycleWritesStatusOnlyWhenItChanges) {
   ASSERT_EQ(plan.actions.size(), 1u);
   EXPECT_EQ(plan.actions[0].type, Action::Type::UpdateStatus);
   EXPECT_EQ(plan.actions[0].object["metadata"]["resourceVersion"], "7");
+  // The uid is the write's precondition: a job re-created under the name refuses it (gone).
+  EXPECT_EQ(plan.actions[0].object["metadata"]["uid"], "uid-1");
   EXPECT_EQ(condition_status(cluster.job, "Running"), "True");
   EXPECT_EQ((*condition_of(cluster.job, "Running"))["reason"], "TFJobRunning");
   EXPECT_EQ((*condition_of(cluster.job, "Running"))["lastTransitionTime"],
@@ -935,6 +937,26 @@ TEST(JobPlanTest, SuspendedMPIJobKeepsItsLauncherJobSuspended) {
   EXPECT_EQ(cluster.observed.batch_jobs.at(0)["spec"]["suspend"], false);
   EXPECT_THAT(names(plan, Action::Type::Create, "pods"), ElementsAre("pi-worker-0", "pi-worker-1"));
   EXPECT_TRUE(names(plan, Action::Type::Create, "jobs").empty());
+}
+
+// Issue 14: a job being deleted (foreground: it stays while the garbage collector removes its
+// children) gets no writes at all, whatever is missing, so nothing is re-created for it.
+TEST(JobPlanTest, AJobBeingDeletedGetsNoWritesEvenWithItsChildrenGone) {
+  for (const json& manifest : {tf_job(), pytorch_job(), mpi_job()}) {
+    for (const GangScheduler gang : {GangScheduler::Builtin, GangScheduler::None}) {
+      PlanOptions o = options();
+      o.gang_scheduler = gang;
+      FakeCluster cluster{.job = manifest};
+      cluster.step(o);
+      cluster.set_all("Running");
+      json job = cluster.job;
+      job["metadata"]["deletionTimestamp"] = api::format_timestamp(kStart);
+      const Observed nothing_left;  // what the garbage collector left
+      const Plan plan = plan_job(job, nothing_left, o);
+      EXPECT_TRUE(plan.actions.empty()) << job["kind"] << ": " << objects(plan).dump();
+      EXPECT_TRUE(plan.events.empty()) << job["kind"];
+    }
+  }
 }
 
 }  // namespace

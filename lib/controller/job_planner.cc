@@ -36,10 +36,6 @@ std::string pod_phase(const json& pod) {
   return object_member(pod, "status").value("phase", "");
 }
 
-bool is_deleting(const json& object) {
-  return object_member(object, "metadata").contains("deletionTimestamp");
-}
-
 JobPlanner::JobPlanner(const json& stored, api::JobKind kind, const Observed& observed,
                        const PlanOptions& options)
     : stored_(stored),

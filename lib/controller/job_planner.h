@@ -109,7 +109,4 @@ class JobPlanner {
 /// A pod's status.phase ("" when unknown).
 std::string pod_phase(const nlohmann::json& pod);
 
-/// Whether the object has a deletionTimestamp (it is going away).
-bool is_deleting(const nlohmann::json& object);
-
 }  // namespace trainctl::controller

@@ -1,5 +1,6 @@
 #include "controller/objects.h"
 
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::controller {
@@ -64,6 +65,10 @@ std::string controller_uid(const nlohmann::json& object) {
       return ref.value("uid", "");
   }
   return "";
+}
+
+bool is_deleting(const nlohmann::json& object) {
+  return object_member(object, "metadata").contains("deletionTimestamp");
 }
 
 }  // namespace trainctl::controller

@@ -48,4 +48,7 @@ nlohmann::json controller_reference(const nlohmann::json& job);
 /// The uid of the controller ownerReference of `object`, or "" when it has none.
 std::string controller_uid(const nlohmann::json& object);
 
+/// Whether the object has a deletionTimestamp (it is going away).
+bool is_deleting(const nlohmann::json& object);
+
 }  // namespace trainctl::controller

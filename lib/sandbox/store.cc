@@ -678,7 +678,7 @@ struct Event {
   SharedJson prev;    // state before, null for Added
 };
 
-enum class TaskKind { Finalize, CollectDependents, FinishNamespace };
+enum class TaskKind { Finalize, CollectDependents, AttemptDeleteDependent, FinishNamespace };
 
 struct Task {
   TaskKind kind;
@@ -975,7 +975,9 @@ struct StoreCore {
     if (dry_run)
       return std::make_shared<const json>(std::move(obj));
     const std::string key = key_of(info, ns, name_of(obj));
-    return commit(t, key, std::move(obj), WatchEventType::Added);
+    SharedJson stored = commit(t, key, std::move(obj), WatchEventType::Added);
+    check_new_owners(nullptr, *stored);
+    return stored;
   }
 
   void validate_create(const ResourceInfo& info, const json& obj) {
@@ -1336,7 +1338,26 @@ struct StoreCore {
     }
   }
 
+  // A dependent that names an owner it did not name before (created with it, or added by an
+  // update) is checked as the garbage collector's graph builder does (addDependentToOwners): an
+  // owner that does not exist (already deleted, or never was) makes it a candidate for
+  // attempt_delete_dependent, which deletes it when no live owner is left or drops the
+  // references to the missing owners. (A new dependent of an owner waiting for its dependents is
+  // collected when that owner's deletion is next attempted, as in the real collector.)
+  void check_new_owners(const json* before, const json& after) {
+    const auto old_owners = owner_uids(before);
+    for (const auto& owner : owner_uids(&after)) {
+      if (old_owners.count(owner))
+        continue;
+      if (!find_by_uid(owner)) {
+        tasks.push_back({TaskKind::AttemptDeleteDependent, uid_of(after)});
+        return;
+      }
+    }
+  }
+
   void after_update(const json& before, const json& after) {
+    check_new_owners(&before, after);
     const auto now_owners = owner_uids(&after);
     for (const auto& owner : owner_uids(&before)) {
       if (now_owners.count(owner))
@@ -1494,6 +1515,10 @@ struct StoreCore {
           break;
         case TaskKind::CollectDependents:
           collect_dependents(task.id);
+          break;
+        case TaskKind::AttemptDeleteDependent:
+          if (const auto ref = by_uid.find(task.id); ref != by_uid.end())
+            attempt_delete_dependent(Ref(ref->second));
           break;
         case TaskKind::FinishNamespace:
           finish_namespace(task.id);
@@ -1774,6 +1799,7 @@ json Store::create(const std::string& group_resource, json object, bool dry_run)
     std::lock_guard lock(core_->mu);
     core_->deleted_now.clear();
     result = core_->create(core_->table(group_resource), std::move(object), dry_run);
+    core_->run_tasks();
   }
   return *result;
 }

@@ -232,6 +232,16 @@ nlohmann::json status_object(const Error& error);
 /// Garbage collection and namespace cleanup run synchronously inside the call that triggers them
 /// (a watcher still sees the real server's sequence of events: MODIFIED for deletionTimestamp and
 /// finalizer changes, then DELETED).
+///
+/// The garbage collector follows kube-controller-manager's: an object whose ownerReferences name
+/// only owners that are gone (no object has that uid) is deleted (Background; Foreground when an
+/// owner is waiting for its dependents and the object has dependents of its own); one that still
+/// has a live owner only loses the references to the gone ones. Owners waiting for their
+/// dependents (foreground deletion) count as gone for this. It runs when an owner is deleted or
+/// its foreground deletion is attempted again (a blocking dependent went away), and also when an
+/// object is created, or updated to name a new owner, with a reference to an owner that does not
+/// exist: a controller that raced its owner's deletion (its create answered 201) leaves no
+/// orphan behind.
 /// Thread-safe. Every method throws trainctl::Error (mostly ApiError) with the kind and message
 /// the real API server would give (NotFound, AlreadyExists, Conflict, Invalid, Gone, ...).
 class Store {
@@ -255,7 +265,9 @@ class Store {
   void ensure_namespace(const std::string& name);
 
   /// POST: the object's metadata.namespace must be set for namespaced types (the router fills it
-  /// from the URL). Dry run validates and returns the object without a resourceVersion.
+  /// from the URL). Dry run validates and returns the object without a resourceVersion. Returns
+  /// the object as created even when the garbage collector deleted it right away (every owner it
+  /// names is gone).
   nlohmann::json create(const std::string& group_resource, nlohmann::json object,
                         bool dry_run = false);
   nlohmann::json get(const std::string& group_resource, const std::string& ns,

@@ -82,6 +82,14 @@ class StoreTest : public ::testing::Test {
     return out;
   }
 
+  // The types of the events a watch has queued right now.
+  static std::vector<kube::WatchEventType> drain_types(WatchStream& w) {
+    std::vector<kube::WatchEventType> types;
+    for (const auto& e : drain(w))
+      types.push_back(e.type);
+    return types;
+  }
+
   Store store_;
 };
 
@@ -627,10 +635,7 @@ TEST_F(StoreTest, ForegroundDeletionWaitsForBlockingDependents) {
               store_.get("tfjobs.kubeflow.org", "default", "mnist");
             }).kind(),
             ErrorKind::NotFound);
-  std::vector<Type> types;
-  for (const auto& e : drain(*w))
-    types.push_back(e.type);
-  EXPECT_EQ(types, (std::vector<Type>{Type::Modified, Type::Modified, Type::Deleted}));
+  EXPECT_EQ(drain_types(*w), (std::vector<Type>{Type::Modified, Type::Modified, Type::Deleted}));
 }
 
 TEST_F(StoreTest, OrphanDeletionKeepsDependentsWithoutTheReference) {
@@ -642,6 +647,65 @@ TEST_F(StoreTest, OrphanDeletionKeepsDependentsWithoutTheReference) {
   EXPECT_TRUE(result.deleted);
   json orphan = store_.get("pods", "default", "launcher-x");
   EXPECT_FALSE(orphan["metadata"].contains("ownerReferences"));
+}
+
+// kube-controller-manager's garbage collector sees a new dependent whose owner does not exist (a
+// "virtual" owner the API server confirms absent) and deletes it: a controller whose create raced
+// the owner's deletion leaves no orphan. The create itself succeeds (201).
+TEST_F(StoreTest, ADependentCreatedForAnOwnerThatIsGoneIsCollected) {
+  json owner = store_.create("tfjobs.kubeflow.org",
+                             {{"metadata", {{"name", "mnist"}, {"namespace", "default"}}}});
+  store_.remove("tfjobs.kubeflow.org", "default", "mnist");
+  auto w = watch("podgroups.scheduling.volcano.sh", store_.current_resource_version());
+
+  const json created =
+      store_.create("podgroups.scheduling.volcano.sh",
+                    owned_by({{"metadata", {{"name", "mnist"}, {"namespace", "default"}}}}, owner,
+                             /*block=*/true));
+  EXPECT_EQ(created["metadata"]["name"], "mnist");
+  EXPECT_EQ(testing::expect_api_error([&] {
+              store_.get("podgroups.scheduling.volcano.sh", "default", "mnist");
+            }).kind(),
+            ErrorKind::NotFound);
+  EXPECT_EQ(drain_types(*w), (std::vector<Type>{Type::Added, Type::Deleted}));
+
+  // An owner uid that never existed is as gone.
+  json never = owner;
+  never["metadata"]["uid"] = "00000000-0000-4000-8000-000000000000";
+  store_.create("pods", owned_by(pod("stray"), never));
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "stray"); }).kind(),
+            ErrorKind::NotFound);
+}
+
+// With several owners a dependent is deleted only when all are gone; while one lives it only
+// loses the references to the others.
+TEST_F(StoreTest, ADependentWithALiveOwnerOnlyLosesTheReferenceToTheGoneOne) {
+  json gone = store_.create("tfjobs.kubeflow.org",
+                            {{"metadata", {{"name", "old"}, {"namespace", "default"}}}});
+  store_.remove("tfjobs.kubeflow.org", "default", "old");
+  json live =
+      store_.create("configmaps", {{"metadata", {{"name", "keep"}, {"namespace", "default"}}}});
+  store_.create("pods", owned_by(owned_by(pod("shared"), gone), live));
+  const json kept = store_.get("pods", "default", "shared");
+  ASSERT_EQ(kept["metadata"]["ownerReferences"].size(), 1u) << kept.dump();
+  EXPECT_EQ(kept["metadata"]["ownerReferences"][0]["uid"], live["metadata"]["uid"]);
+
+  // A dependent of a live owner is left as created.
+  const json child = store_.create("pods", owned_by(pod("child"), live));
+  EXPECT_EQ(store_.get("pods", "default", "child"), child);
+}
+
+// An update that points a dependent at an owner that is gone makes it garbage too, as the graph
+// builder treats a changed ownerReferences list.
+TEST_F(StoreTest, AnUpdateNamingAnOwnerThatIsGoneCollectsTheDependent) {
+  json gone = store_.create("tfjobs.kubeflow.org",
+                            {{"metadata", {{"name", "old"}, {"namespace", "default"}}}});
+  store_.remove("tfjobs.kubeflow.org", "default", "old");
+  store_.create("pods", pod("adopted"));
+  store_.modify("pods", "default", "adopted", WritePart::Main,
+                [&](json& p) { p = owned_by(std::move(p), gone); });
+  EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "adopted"); }).kind(),
+            ErrorKind::NotFound);
 }
 
 TEST_F(StoreTest, JobsOrphanTheirPodsByDefault) {

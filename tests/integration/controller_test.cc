@@ -2,14 +2,19 @@
 // and executor, as it runs in a cluster.
 #include "controller/controller.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "api/status.h"
 #include "controller/executor.h"
+#include "controller/objects.h"
 #include "tests/support/sandbox_fixture.h"
 #include "yaml_json.h"
 
@@ -386,6 +391,140 @@ spec:
   EXPECT_TRUE(pods_of("second").empty());  // all or none: not even the master
   client().remove(kube::resources::pytorchjobs(), "default", "first");
   ASSERT_TRUE(wait_until([&] { return pods_of("second").size() == 2; }, std::chrono::seconds(20)));
+}
+
+// Issue 14: deleting running and queued jobs (foreground, as `trainctl delete` does, and
+// background) must not leave children whose owner is gone — a re-created PodGroup held the
+// queue's quota forever. The controller must never create a child once its job is being deleted
+// (its caches may still show the job then), orphans must not exist, and the queue must empty so
+// a job that needs all of it starts.
+TEST_F(ControllerTest, DeletingRunningAndQueuedJobsLeavesNoOrphansAndFreesTheQueue) {
+  start(controller::GangScheduler::Builtin);
+  client().create(kube::resources::queues(), "", yaml(R"(
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: quota}
+spec: {weight: 1, capability: {nvidia.com/gpu: "4"}}
+)"));
+  // Every child the store ever held, and when each job started going away.
+  const std::vector<std::string> children = {"pods", "services", "configmaps",
+                                             "podgroups.scheduling.volcano.sh"};
+  sandbox::Store& store = local_.sandbox().store();
+  const std::string start_rv = store.current_resource_version();
+  std::vector<std::pair<std::string, std::shared_ptr<sandbox::WatchStream>>> watches;
+  for (const auto& resource : children)
+    watches.emplace_back(resource, store.watch(resource, {.resource_version = start_rv}));
+  const auto jobs_watch = store.watch("pytorchjobs.kubeflow.org", {.resource_version = start_rv});
+
+  const auto submit = [&](const std::string& name, int gpus_per_pod) {
+    json replica = yaml(R"(
+replicas: 1
+template:
+  metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+  spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+    replica["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] =
+        std::to_string(gpus_per_pod);
+    json job = yaml(R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
+)");
+    job["metadata"]["name"] = name;
+    job["spec"]["pytorchReplicaSpecs"] = {{"Master", replica}, {"Worker", replica}};
+    return client().create(kube::resources::pytorchjobs(), "default", job);
+  };
+  const auto group_phase = [&](const std::string& name) -> std::string {
+    try {
+      const json group = client().get(kube::resources::podgroups(), "default", name);
+      if (group.value("status", json::object()).value("conditions", json::array()).empty())
+        return "";  // admission has not looked at it yet
+      return group["status"].value("phase", "");
+    } catch (const Error&) {
+      return "";
+    }
+  };
+  const auto remove = [&](const std::string& name, const std::string& policy) {
+    client().remove(kube::resources::pytorchjobs(), "default", name,
+                    {.propagation_policy = policy});
+  };
+
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string prefix = "r" + std::to_string(round) + "-";
+    // Two jobs fill the queue (2 GPUs each), two wait in it.
+    for (const char* name : {"run-a", "run-b", "queued-a", "queued-b"}) {
+      submit(prefix + name, 1);
+      if (std::string_view(name).starts_with("run")) {
+        ASSERT_TRUE(wait_until([&] { return pods_of(prefix + name).size() == 2; }))
+            << prefix << name;
+      }
+    }
+    for (const char* name : {"queued-a", "queued-b"})
+      ASSERT_TRUE(wait_until([&] { return group_phase(prefix + name) == "Pending"; }))
+          << prefix << name;
+    // Queued first, so deleting a running job admits nothing that is about to be deleted.
+    remove(prefix + "queued-a", "Foreground");
+    remove(prefix + "queued-b", "Background");
+    remove(prefix + "run-a", "Foreground");
+    remove(prefix + "run-b", "Background");
+  }
+
+  // A job that needs the whole queue runs, under the name of the job deleted last (the caches
+  // may still hold that one: its children are not the new job's).
+  const std::string reused = "r" + std::to_string(kRounds - 1) + "-run-b";
+  const std::string reused_uid = submit(reused, 2)["metadata"]["uid"];
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::vector<json> pods = pods_of(reused);
+        return pods.size() == 2 && std::all_of(pods.begin(), pods.end(), [&](const json& pod) {
+                 return controller::controller_uid(pod) == reused_uid;
+               });
+      },
+      std::chrono::seconds(20)))
+      << "the queue stayed full: "
+      << client().get(kube::resources::queues(), "", "quota")["status"].dump();
+
+  // No child was created once its job was going away (deletionTimestamp or gone).
+  std::map<std::string, std::uint64_t> leaving;  // job uid -> rv it started going away
+  const auto rv_of = [](const json& object) {
+    return std::stoull(object["metadata"]["resourceVersion"].get<std::string>());
+  };
+  while (auto event = jobs_watch->next(std::chrono::milliseconds(0))) {
+    const json& meta = event->object["metadata"];
+    if (event->type == kube::WatchEventType::Deleted || meta.contains("deletionTimestamp"))
+      leaving.try_emplace(meta["uid"].get<std::string>(), rv_of(event->object));
+  }
+  EXPECT_EQ(leaving.size(), 4u * kRounds);
+  std::vector<std::string> late;
+  for (auto& [resource, watch] : watches) {
+    while (auto event = watch->next(std::chrono::milliseconds(0))) {
+      if (event->type != kube::WatchEventType::Added)
+        continue;
+      const std::string owner = controller::controller_uid(event->object);
+      const auto left = leaving.find(owner);
+      if (left != leaving.end() && rv_of(event->object) > left->second)
+        late.push_back(resource + "/" + event->object["metadata"]["name"].get<std::string>());
+    }
+  }
+  EXPECT_THAT(late, ::testing::IsEmpty()) << "children created for a job being deleted";
+
+  // Nothing is left whose owner is gone, and the queue holds only the new job.
+  std::set<std::string> live_jobs;
+  for (const json& job : client().list_all(kube::resources::pytorchjobs(), "default")["items"])
+    live_jobs.insert(job["metadata"]["uid"].get<std::string>());
+  for (const auto& resource : {kube::resources::pods(), kube::resources::services(),
+                               kube::resources::configmaps(), kube::resources::podgroups()}) {
+    for (const json& object : client().list_all(resource, "default")["items"]) {
+      const std::string owner = controller::controller_uid(object);
+      EXPECT_TRUE(owner.empty() || live_jobs.contains(owner))
+          << resource.plural << "/" << object["metadata"]["name"] << " outlived its job";
+    }
+  }
+  EXPECT_TRUE(wait_until([&] {
+    const json status = client().get(kube::resources::queues(), "", "quota")["status"];
+    return status.value("allocated", json::object()) == json{{"nvidia.com/gpu", "4"}};
+  })) << client().get(kube::resources::queues(), "", "quota")["status"].dump();
 }
 
 TEST_F(ControllerTest, IstioSidecarIsStoppedOnceTrainingContainersFinish) {
