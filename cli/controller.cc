@@ -105,6 +105,9 @@ struct ControllerCommand {
   std::string health_address = ":8081";
   std::string gang_scheduler = "builtin";
   std::string cluster_domain;
+  bool pytorch_init_container = false;
+  std::string pytorch_init_container_image = "alpine:3.10";
+  int pytorch_init_container_max_tries = 100;
   std::string log_format = "text";
 
   void run(const GlobalFlags& flags) const {
@@ -112,11 +115,16 @@ struct ControllerCommand {
     const auto health_bind = parse_bind_address("--health-probe-bind-address", health_address);
     if (workers < 1)
       throw Error(ErrorKind::Usage, "--workers: must be at least 1");
+    if (pytorch_init_container_max_tries < 1)
+      throw Error(ErrorKind::Usage, "--pytorch-init-container-max-tries: must be at least 1");
     Logger log(std::cerr, parse_log_format(log_format), flags.verbosity);
     controller::ControllerOptions options{.namespace_ = flags.overrides.namespace_,
                                           .workers = workers};
     options.plan.gang_scheduler = parse_gang_scheduler(gang_scheduler);
     options.plan.cluster_domain = cluster_domain;
+    if (pytorch_init_container)
+      options.plan.pytorch_init_container = {.image = pytorch_init_container_image,
+                                             .max_tries = pytorch_init_container_max_tries};
 
     std::stop_source stop;
     SignalWatcher signals(stop);
@@ -278,6 +286,15 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--cluster-domain", opts->cluster_domain,
                   "Cluster DNS domain appended to service names in TF_CONFIG and hostfiles "
                   "(e.g. cluster.local); empty = <svc>.<ns>.svc");
+  cmd->add_flag("--pytorch-init-container", opts->pytorch_init_container,
+                "Give PyTorchJob workers of a job with a Master the Training Operator's "
+                "init-pytorch init container, which waits until the master's name resolves");
+  cmd->add_option("--pytorch-init-container-image", opts->pytorch_init_container_image,
+                  "Image of the init-pytorch container (it runs sh and nslookup)")
+      ->capture_default_str();
+  cmd->add_option("--pytorch-init-container-max-tries", opts->pytorch_init_container_max_tries,
+                  "How many times init-pytorch looks the master up, 2 s apart")
+      ->capture_default_str();
   cmd->add_option("--log-format", opts->log_format, "Log format: text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

@@ -389,6 +389,26 @@ TEST(JobPlanTest, PyTorchEnvironmentOnEveryContainer) {
   EXPECT_EQ(master["spec"]["containers"][0]["ports"][0]["containerPort"], 23456);
 }
 
+// Upstream: pytorch/initcontainer.go setInitContainer + initContainerTemplate: workers of a job
+// with a Master only; off in trainctl unless asked for.
+TEST(JobPlanTest, PyTorchInitContainerWaitsForTheMasterOnWorkersWhenAskedFor) {
+  EXPECT_FALSE(created(plan_job(pytorch_job(), {}, options()), "ddp-worker-0")["spec"].contains(
+      "initContainers"));
+  PlanOptions o = options();
+  o.pytorch_init_container = {.image = "alpine:3.10", .max_tries = 100};
+  const Plan plan = plan_job(pytorch_job(), {}, o);
+  EXPECT_FALSE(created(plan, "ddp-master-0")["spec"].contains("initContainers"));
+  EXPECT_EQ(created(plan, "ddp-worker-1")["spec"]["initContainers"], json::parse(R"([{
+      "name": "init-pytorch", "image": "alpine:3.10", "imagePullPolicy": "IfNotPresent",
+      "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                    "requests": {"cpu": "50m", "memory": "10Mi"}},
+      "command": ["sh", "-c", "err=1;for i in $(seq 100); do if nslookup ddp-master-0; then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err"]}])"));
+  json worker_only = pytorch_job();
+  worker_only["spec"]["pytorchReplicaSpecs"].erase("Master");
+  EXPECT_FALSE(
+      created(plan_job(worker_only, {}, o), "ddp-worker-0")["spec"].contains("initContainers"));
+}
+
 TEST(JobPlanTest, PyTorchWorldSizeCountsNonNumericNprocAsOne) {
   const Plan plan = plan_job(pytorch_job({{"nprocPerNode", "auto"}}), {}, options());
   EXPECT_EQ(env_value(created(plan, "ddp-worker-0")["spec"]["containers"][0], "WORLD_SIZE"), "3");

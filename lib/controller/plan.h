@@ -68,6 +68,14 @@ struct PlanOptions {
   bool istio_injected_namespace = false;
   /// The controller's name as recorded in events' source and compared with runPolicy.managedBy.
   std::string controller_name = "kubeflow.org/training-operator";
+  /// The Training Operator's `init-pytorch` init container on PyTorchJob workers of a job with
+  /// a Master: waits until the master's name resolves (nslookup, every 2 s, at most
+  /// `max_tries` times). Off unless an image is set (`trainctl controller
+  /// --pytorch-init-container`); upstream's defaults are alpine:3.10 and 100 tries.
+  struct PyTorchInitContainer {
+    std::string image;  // "" = none
+    int max_tries = 100;
+  } pytorch_init_container;
   /// The key pair of a new MPIJob's `<job>-ssh` Secret; tests swap in a fixed one.
   std::function<SshKeyPair()> generate_ssh_keys = generate_ssh_key_pair;
 };

@@ -1,5 +1,7 @@
 #include "controller/replica_pod.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
 
 #include "controller/cluster_env.h"
@@ -192,6 +194,34 @@ void decorate_pod_template(json& pod_template, std::string_view job_name,
   }
 }
 
+namespace {
+
+/// The Training Operator's init-pytorch container (pytorch/initcontainer.go
+/// initContainerTemplate), appended after the template's own init containers.
+void add_master_wait(json& pod_spec, const json& job,
+                     const PlanOptions::PyTorchInitContainer& init) {
+  if (init.image.empty())
+    return;
+  const std::string master = replica_name(job.at("metadata").value("name", ""), "Master", 0);
+  json& init_containers = pod_spec["initContainers"];
+  if (!init_containers.is_array())
+    init_containers = json::array();
+  init_containers.push_back(
+      {{"name", "init-pytorch"},
+       {"image", init.image},
+       {"imagePullPolicy", "IfNotPresent"},
+       {"resources",
+        {{"limits", {{"cpu", "100m"}, {"memory", "20Mi"}}},
+         {"requests", {{"cpu", "50m"}, {"memory", "10Mi"}}}}},
+       {"command",
+        {"sh", "-c",
+         fmt::format("err=1;for i in $(seq {}); do if nslookup {}; then err=0 && break; fi;echo "
+                     "waiting for master; sleep 2; done; exit $err",
+                     init.max_tries, master)}}});
+}
+
+}  // namespace
+
 json replica_pod(const json& job, api::JobKind kind, std::string_view type, int index,
                  const PlanOptions& options) {
   const json& spec = replica_spec(job, type);
@@ -218,6 +248,8 @@ json replica_pod(const json& job, api::JobKind kind, std::string_view type, int 
     set_cluster_env(pod_spec["containers"], job, kind, type, index, options);
   if (host_network(job))
     use_host_network(pod_spec, job, type, index);
+  if (kind == api::JobKind::PyTorchJob && type == "Worker" && has_replica_type(job, "Master"))
+    add_master_wait(pod_spec, job, options.pytorch_init_container);
   decorate_pod_template(pod_template, job.at("metadata").value("name", ""), type, options);
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},

@@ -199,6 +199,13 @@ TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {
       fmt::format("{} controller --kubeconfig {} --workers 0", TRAINCTL_BINARY, kubeconfig));
   EXPECT_EQ(workers.exit_code, 2);
   EXPECT_NE(workers.err.find("--workers: must be at least 1"), std::string::npos) << workers.err;
+  const auto tries = testing::run_command(fmt::format(
+      "{} controller --kubeconfig {} --pytorch-init-container --pytorch-init-container-max-tries 0",
+      TRAINCTL_BINARY, kubeconfig));
+  EXPECT_EQ(tries.exit_code, 2);
+  EXPECT_NE(tries.err.find("--pytorch-init-container-max-tries: must be at least 1"),
+            std::string::npos)
+      << tries.err;
 }
 
 TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {
