@@ -16,6 +16,13 @@ const nlohmann::json& object_member(const nlohmann::json& object, std::string_vi
   return value.is_object() ? value : kEmpty;
 }
 
+nlohmann::json& ensure_object(nlohmann::json& object, std::string_view key) {
+  nlohmann::json& value = object[std::string(key)];
+  if (!value.is_object())
+    value = nlohmann::json::object();
+  return value;
+}
+
 std::string string_member(const nlohmann::json& object, std::string_view key) {
   const nlohmann::json& value = member(object, key);
   return value.is_string() ? value.get<std::string>() : std::string();

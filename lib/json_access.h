@@ -16,6 +16,10 @@ const nlohmann::json& member(const nlohmann::json& object, std::string_view key)
 /// and further object_member calls chain safely).
 const nlohmann::json& object_member(const nlohmann::json& object, std::string_view key);
 
+/// For filling in API objects: the member `key` of `object`, replaced by an empty object unless
+/// it is one (`object` itself must be an object or null).
+nlohmann::json& ensure_object(nlohmann::json& object, std::string_view key);
+
 /// The member `key` of `object` when it is a string, else "".
 std::string string_member(const nlohmann::json& object, std::string_view key);
 

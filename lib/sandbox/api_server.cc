@@ -13,6 +13,7 @@
 #include "json_access.h"
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
+#include "sandbox/field_errors.h"
 #include "sandbox/patch.h"
 #include "sandbox/table.h"
 #include "text.h"
@@ -1494,50 +1495,51 @@ void ApiServer::crd_deleted(const json& crd) {
 
 namespace {
 
-/// errors.NewInvalid for one field: the message and the details.causes clients read fields from.
+/// errors.NewInvalid for `obj` of one of the kinds admission checks.
+[[noreturn]] void reject(const std::string& kind, const json& obj,
+                         const std::vector<FieldError>& errs) {
+  std::string group;
+  if (kind == "CustomResourceDefinition")
+    group = "apiextensions.k8s.io";
+  else if (kind == "Job")
+    group = "batch";
+  throw invalid(group, kind, name_of(obj), errs);
+}
+
+/// The same for one field, the cause's reason read from how `what` starts.
 [[noreturn]] void invalid(const std::string& kind, const json& obj, const std::string& field,
                           const std::string& what) {
-  const std::string name = obj.value("metadata", json::object()).value("name", "");
-  const std::string group = kind == "CustomResourceDefinition" ? "apiextensions.k8s.io" : "";
-  const std::string qualified = group.empty() ? kind : kind + "." + group;
   std::string cause = "FieldValueInvalid";
   if (what.starts_with("Required value"))
     cause = "FieldValueRequired";
   else if (what.starts_with("Unsupported value"))
     cause = "FieldValueNotSupported";
-  json details = {{"name", name},
-                  {"kind", kind},
-                  {"causes", {{{"reason", cause}, {"message", what}, {"field", field}}}}};
-  if (!group.empty())
-    details["group"] = group;
-  throw ApiError(ErrorKind::Invalid, 422, "Invalid",
-                 fmt::format("{} {:?} is invalid: {}: {}", qualified, name, field, what),
-                 std::move(details));
+  reject(kind, obj, {{cause, field, what}});
 }
 
-void admit_pod(json& pod) {
-  json& spec = pod["spec"];
-  if (!spec.is_object())
-    invalid("Pod", pod, "spec.containers", "Required value");
+/// SetDefaults_PodSpec and SetDefaults_Container with ValidatePodSpec's checks of them, for a
+/// pod's spec and a pod template's alike; `path` is where `spec` is ("spec",
+/// "spec.template.spec").
+void default_pod_spec(json& spec, const std::string& path, std::vector<FieldError>& errs) {
   json& containers = spec["containers"];
-  if (!containers.is_array() || containers.empty()) {
-    invalid("Pod", pod, "spec.containers", "Required value");
-  }
-  for (size_t i = 0; i < containers.size(); ++i) {
+  if (!containers.is_array() || containers.empty())
+    errs.push_back(required_value(path + ".containers", ""));
+  for (size_t i = 0; containers.is_array() && i < containers.size(); ++i) {
     json& c = containers[i];
+    if (!c.is_object())
+      c = json::object();
     const std::string name = c.value("name", "");
-    const std::string field = fmt::format("spec.containers[{}]", i);
-    if (name.empty())
-      invalid("Pod", pod, field + ".name", "Required value");
-    if (!is_dns1123_label(name)) {
-      invalid("Pod", pod, field + ".name",
-              fmt::format("Invalid value: {:?}: a lowercase RFC 1123 label must consist of lower "
-                          "case alphanumeric characters or '-'",
-                          name));
+    const std::string field = fmt::format("{}.containers[{}]", path, i);
+    if (name.empty()) {
+      errs.push_back(required_value(field + ".name", ""));
+    } else if (!is_dns1123_label(name)) {
+      errs.push_back(invalid_value(field + ".name", validation::go_quote(name),
+                                   "a lowercase RFC 1123 label must consist of lower case "
+                                   "alphanumeric characters or '-'"));
     }
     const std::string image = c.value("image", "");
     if (image.empty())
-      invalid("Pod", pod, field + ".image", "Required value");
+      errs.push_back(required_value(field + ".image", ""));
     if (!c.contains("imagePullPolicy")) {
       const bool latest = image.find(':') == std::string::npos || image.ends_with(":latest");
       c["imagePullPolicy"] = latest ? "Always" : "IfNotPresent";
@@ -1546,13 +1548,13 @@ void admit_pod(json& pod) {
       c["terminationMessagePath"] = "/dev/termination-log";
     if (!c.contains("terminationMessagePolicy"))
       c["terminationMessagePolicy"] = "File";
+    if (!c.contains("resources"))
+      c["resources"] = json::object();
   }
   const std::string restart = spec.value("restartPolicy", "Always");
   if (restart != "Always" && restart != "OnFailure" && restart != "Never") {
-    invalid("Pod", pod, "spec.restartPolicy",
-            fmt::format("Unsupported value: {:?}: supported values: \"Always\", \"OnFailure\", "
-                        "\"Never\"",
-                        restart));
+    errs.push_back(not_supported(path + ".restartPolicy", validation::go_quote(restart),
+                                 {"Always", "OnFailure", "Never"}));
   }
   spec["restartPolicy"] = restart;
   if (!spec.contains("schedulerName"))
@@ -1561,6 +1563,79 @@ void admit_pod(json& pod) {
     spec["dnsPolicy"] = "ClusterFirst";
   if (!spec.contains("terminationGracePeriodSeconds"))
     spec["terminationGracePeriodSeconds"] = 30;
+  if (!spec.contains("securityContext"))
+    spec["securityContext"] = json::object();
+}
+
+/// Whether `obj` has `key` set to something other than null.
+bool has_field(const json& obj, const char* key) {
+  return !member(obj, key).is_null();
+}
+
+/// A batch/v1 Job as v1.26's server admits it: SetDefaults_Job (pkg/apis/batch/v1/defaults.go),
+/// the template's pod defaults, and ValidateJob's checks (pkg/apis/batch/validation) in its
+/// order. What needs the uid (the selector and the template's controller-uid/job-name labels) is
+/// the store's part of the create: see prepare_job_for_create in store.cc.
+void admit_job(json& job) {
+  json& spec = ensure_object(job, "spec");
+  if (!has_field(spec, "completions") && !has_field(spec, "parallelism")) {
+    spec["completions"] = 1;
+    spec["parallelism"] = 1;
+  }
+  if (!has_field(spec, "parallelism"))
+    spec["parallelism"] = 1;
+  if (!has_field(spec, "backoffLimit"))
+    spec["backoffLimit"] = 6;
+  if (!has_field(spec, "completionMode"))
+    spec["completionMode"] = "NonIndexed";
+  if (!has_field(spec, "suspend"))
+    spec["suspend"] = false;
+  json& tmpl = ensure_object(spec, "template");
+  json& tmpl_meta = ensure_object(tmpl, "metadata");
+  if (!tmpl_meta.contains("creationTimestamp"))
+    tmpl_meta["creationTimestamp"] = nullptr;  // a zero metav1.Time, as Go prints it
+  json& pod_spec = ensure_object(tmpl, "spec");
+
+  std::vector<FieldError> errs;
+  for (const char* field : {"parallelism", "completions", "activeDeadlineSeconds", "backoffLimit",
+                            "ttlSecondsAfterFinished"}) {
+    const json& value = member(spec, field);
+    if (value.is_number() && value.get<double>() < 0) {
+      errs.push_back(invalid_value(fmt::format("spec.{}", field), value.dump(),
+                                   "must be greater than or equal to 0"));
+    }
+  }
+  const std::string mode = spec.value("completionMode", "");
+  if (mode != "NonIndexed" && mode != "Indexed") {
+    errs.push_back(not_supported("spec.completionMode", validation::go_quote(mode),
+                                 {"NonIndexed", "Indexed"}));
+  }
+  if (mode == "Indexed" && !has_field(spec, "completions"))
+    errs.push_back(required_value("spec.completions", "when completion mode is Indexed"));
+  default_pod_spec(pod_spec, "spec.template.spec", errs);
+  // The template's restartPolicy was defaulted to Always if missing, which a Job may not use.
+  const std::string restart = pod_spec.value("restartPolicy", "");
+  if (restart == "Always") {
+    errs.push_back(required_value("spec.template.spec.restartPolicy",
+                                  "valid values: \"OnFailure\", \"Never\""));
+  } else if (restart != "OnFailure" && restart != "Never") {
+    errs.push_back(not_supported("spec.template.spec.restartPolicy", validation::go_quote(restart),
+                                 {"OnFailure", "Never"}));
+  }
+  if (member(spec, "manualSelector") == json(true) && !has_field(spec, "selector"))
+    errs.push_back(required_value("spec.selector", ""));
+  if (!errs.empty())
+    reject("Job", job, errs);
+}
+
+}  // namespace
+
+void admit_pod(json& pod) {
+  json& spec = ensure_object(pod, "spec");
+  std::vector<FieldError> errs;
+  default_pod_spec(spec, "spec", errs);
+  if (!errs.empty())
+    reject("Pod", pod, errs);
   if (!spec.contains("serviceAccountName"))
     spec["serviceAccountName"] = "default";
   if (!spec.contains("enableServiceLinks"))
@@ -1574,12 +1649,12 @@ void admit_pod(json& pod) {
     status["qosClass"] = "BestEffort";
 }
 
-}  // namespace
-
 void ApiServer::admit(const ResourceInfo& info, json& obj) const {
   const std::string gr = info.group_resource();
   if (gr == "pods") {
     admit_pod(obj);
+  } else if (gr == "jobs.batch") {
+    admit_job(obj);
   } else if (gr == "namespaces") {
     if (!is_dns1123_label(obj["metadata"].value("name", ""))) {
       const std::string name = obj["metadata"].value("name", "");

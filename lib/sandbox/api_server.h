@@ -123,6 +123,12 @@ class ApiServer {
   std::uint32_t next_cluster_ip_ = 1;
 };
 
+/// What the API server does to a pod it is asked to create: the defaults of v1 (SetDefaults_Pod,
+/// SetDefaults_PodSpec) and of the admission plugins (service account, priority), and the checks
+/// of ValidatePodSpec the sandbox makes; throws ApiError(422 Invalid) naming each bad field. The
+/// sandbox's own controllers run it on the pods they create, as the real ones go through the API.
+void admit_pod(nlohmann::json& pod);
+
 /// Registers the built-in resources the sandbox serves and creates the initial namespaces.
 void install_builtin_resources(Store& store);
 

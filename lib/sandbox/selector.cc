@@ -613,6 +613,43 @@ LabelSelector LabelSelector::parse(std::string_view text) {
   return selector;
 }
 
+std::optional<LabelSelector> LabelSelector::from_api(const nlohmann::json& selector) {
+  if (!selector.is_object())
+    return std::nullopt;
+  LabelSelector out;
+  using Op = LabelRequirement::Op;
+  if (auto it = selector.find("matchLabels"); it != selector.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      out.requirements_.push_back(
+          {key, Op::Equals, {value.is_string() ? value.get<std::string>() : value.dump()}});
+    }
+  }
+  if (auto it = selector.find("matchExpressions"); it != selector.end() && it->is_array()) {
+    static const std::map<std::string, Op> kOps = {{"In", Op::In},
+                                                   {"NotIn", Op::NotIn},
+                                                   {"Exists", Op::Exists},
+                                                   {"DoesNotExist", Op::DoesNotExist}};
+    for (const auto& e : *it) {
+      const std::string op = e.value("operator", "");
+      auto found = kOps.find(op);
+      if (found == kOps.end())
+        throw Error(ErrorKind::Invalid,
+                    fmt::format("{:?} is not a valid label selector operator", op));
+      LabelRequirement r{e.value("key", ""), found->second, {}};
+      for (const auto& v : e.value("values", nlohmann::json::array())) {
+        if (v.is_string())
+          r.values.push_back(v.get<std::string>());
+      }
+      std::sort(r.values.begin(), r.values.end());
+      r.values.erase(std::unique(r.values.begin(), r.values.end()), r.values.end());
+      out.requirements_.push_back(std::move(r));
+    }
+  }
+  std::stable_sort(out.requirements_.begin(), out.requirements_.end(),
+                   [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
 bool LabelSelector::matches(const nlohmann::json& labels) const {
   return std::all_of(requirements_.begin(), requirements_.end(),
                      [&](const LabelRequirement& r) { return r.matches(labels); });

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,11 @@ class LabelSelector {
   /// Parses the full grammar (`a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`,
   /// `a>1`, `a<1`, comma-separated); throws Error(BadRequest) with the server's message.
   static LabelSelector parse(std::string_view text);
+  /// A metav1.LabelSelector object (`matchLabels`, `matchExpressions` with In, NotIn, Exists,
+  /// DoesNotExist), as metav1.LabelSelectorAsSelector reads it: nullopt for a null or missing
+  /// selector, which selects nothing; `{}` selects everything. Throws Error(Invalid) on an unknown
+  /// operator.
+  static std::optional<LabelSelector> from_api(const nlohmann::json& selector);
 
   /// `labels` is an object of string values (metadata.labels), or null when the object has none.
   bool matches(const nlohmann::json& labels) const;

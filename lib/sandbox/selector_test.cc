@@ -80,6 +80,28 @@ TEST(LabelSelectorTest, PrefixedKeysAndEmptyValues) {
   EXPECT_TRUE(LabelSelector::parse("a in (in,notin)").matches(json{{"a", "notin"}}));
 }
 
+TEST(LabelSelectorTest, FromApiReadsMatchLabelsAndMatchExpressions) {
+  // metav1.LabelSelectorAsSelector: null selects nothing, {} everything.
+  EXPECT_FALSE(LabelSelector::from_api(nullptr).has_value());
+  EXPECT_TRUE(LabelSelector::from_api(json::object())->matches(kLabels));
+  const auto selector = LabelSelector::from_api(json::parse(R"({
+      "matchLabels": {"app": "web"},
+      "matchExpressions": [{"key": "tier", "operator": "In", "values": ["frontend", "edge"]},
+                           {"key": "canary", "operator": "DoesNotExist"}]})"));
+  ASSERT_TRUE(selector.has_value());
+  EXPECT_EQ(selector->to_string(), "app=web,!canary,tier in (edge,frontend)");
+  EXPECT_TRUE(selector->matches(kLabels));
+  EXPECT_FALSE(selector->matches(json{{"app", "web"}, {"tier", "backend"}}));
+  EXPECT_FALSE(selector->matches(json{{"app", "web"}, {"tier", "frontend"}, {"canary", "1"}}));
+  EXPECT_EQ(error_message(
+                [] {
+                  LabelSelector::from_api(
+                      json::parse(R"({"matchExpressions":[{"key":"a","operator":"Gt"}]})"));
+                },
+                ErrorKind::Invalid),
+            "\"Gt\" is not a valid label selector operator");
+}
+
 TEST(LabelSelectorTest, CanonicalTextSortsByKey) {
   EXPECT_EQ(LabelSelector::parse("z=1, b notin (y,x), !a, c").to_string(),
             "!a,b notin (x,y),c,z=1");

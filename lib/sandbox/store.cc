@@ -14,6 +14,7 @@
 
 #include "api/status.h"
 #include "json_access.h"
+#include "sandbox/field_errors.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -289,64 +290,13 @@ ApiError gone(std::string message) {
   return ApiError(ErrorKind::Gone, 410, "Expired", std::move(message));
 }
 
-/// One entry of a field.ErrorList.
-struct FieldError {
-  std::string type;   // FieldValueInvalid, FieldValueRequired, ...
-  std::string field;  // metadata.name
-  std::string body;   // Invalid value: "x": message
-};
-
-FieldError invalid_value(std::string field, const std::string& quoted_value, std::string_view msg) {
-  return {"FieldValueInvalid", std::move(field),
-          "Invalid value: " + quoted_value + ": " + std::string(msg)};
-}
-
-FieldError required_value(std::string field, std::string_view detail) {
-  return {"FieldValueRequired", std::move(field),
-          detail.empty() ? "Required value" : "Required value: " + std::string(detail)};
-}
-
-FieldError forbidden_value(std::string field, std::string_view detail) {
-  return {"FieldValueForbidden", std::move(field), "Forbidden: " + std::string(detail)};
-}
-
 FieldError immutable(std::string field, const std::string& quoted_value) {
   return invalid_value(std::move(field), quoted_value, "field is immutable");
 }
 
-/// errors.NewInvalid: `Kind "name" is invalid: <aggregate>` with causes.
-ApiError invalid(const std::string& group, const std::string& kind, const std::string& name,
-                 const std::vector<FieldError>& errs) {
-  const std::string qualified = group.empty() ? kind : kind + "." + group;
-  json causes = json::array();
-  std::vector<std::string> messages;
-  for (const auto& e : errs) {
-    causes.push_back({{"reason", e.type}, {"message", e.body}, {"field", e.field}});
-    std::string m = e.field + ": " + e.body;
-    if (std::find(messages.begin(), messages.end(), m) == messages.end())
-      messages.push_back(std::move(m));
-  }
-  std::string aggregate;
-  if (messages.size() == 1) {
-    aggregate = messages.front();
-  } else {
-    aggregate = "[";
-    for (std::size_t i = 0; i < messages.size(); ++i)
-      aggregate += (i ? ", " : "") + messages[i];
-    aggregate += "]";
-  }
-  json details = {{"name", name}, {"kind", kind}, {"causes", std::move(causes)}};
-  if (!group.empty())
-    details["group"] = group;
-  return ApiError(
-      ErrorKind::Invalid, 422, "Invalid",
-      fmt::format("{} {} is invalid: {}", qualified, validation::go_quote(name), aggregate),
-      std::move(details));
-}
-
 ApiError invalid(const ResourceInfo& info, const std::string& name,
                  const std::vector<FieldError>& errs) {
-  return invalid(info.group, info.kind, name, errs);
+  return sandbox::invalid(info.group, info.kind, name, errs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -532,9 +482,39 @@ std::string pod_qos(const json& pod) {
   return guaranteed ? "Guaranteed" : "Burstable";
 }
 
+// The Job registry's create as in v1.26 (pkg/registry/batch/job/strategy.go): PrepareForCreate
+// marks the job as tracked with pod finalizers; Validate generates the selector from the uid
+// unless spec.manualSelector, labelling the pod template controller-uid and job-name (v1.26's
+// unprefixed labels only; the batch.kubernetes.io/ ones came in 1.27). A job without labels takes
+// its template's (SetDefaults_Job, which the server applies again as it decodes what it stored:
+// so they include the two generated labels).
+void prepare_job_for_create(json& job) {
+  json& md = ensure_object(job, "metadata");
+  ensure_object(md, "annotations")["batch.kubernetes.io/job-tracking"] = "";
+  json& spec = ensure_object(job, "spec");
+  json& template_meta = ensure_object(ensure_object(spec, "template"), "metadata");
+  if (member(spec, "manualSelector") != json(true)) {
+    json& template_labels = ensure_object(template_meta, "labels");
+    if (!template_labels.contains("job-name"))
+      template_labels["job-name"] = name_of(job);
+    if (!template_labels.contains("controller-uid"))
+      template_labels["controller-uid"] = uid_of(job);
+    json& match_labels = ensure_object(ensure_object(spec, "selector"), "matchLabels");
+    if (!match_labels.contains("controller-uid"))
+      match_labels["controller-uid"] = uid_of(job);
+  }
+  const json& labels = member(md, "labels");
+  const json& template_labels = member(template_meta, "labels");
+  if ((!labels.is_object() || labels.empty()) && template_labels.is_object() &&
+      !template_labels.empty())
+    md["labels"] = template_labels;
+}
+
 // The strategies' PrepareForCreate, for what is visible in the stored object.
 void prepare_for_create(const ResourceInfo& info, json& obj) {
   const std::string gr = info.group_resource();
+  if (gr == "jobs.batch")
+    prepare_job_for_create(obj);
   if (gr == "pods") {
     obj["status"] = {{"phase", "Pending"}, {"qosClass", pod_qos(obj)}};
   } else if (gr == "namespaces") {
@@ -1205,10 +1185,9 @@ struct StoreCore {
   static void validate_policy(const std::string& policy) {
     if (policy.empty() || policy == "Background" || policy == "Foreground" || policy == "Orphan")
       return;
-    throw invalid("meta.k8s.io", "DeleteOptions", "",
-                  {{"FieldValueNotSupported", "propagationPolicy",
-                    "Unsupported value: " + validation::go_quote(policy) +
-                        ": supported values: \"Foreground\", \"Background\", \"Orphan\""}});
+    throw sandbox::invalid("meta.k8s.io", "DeleteOptions", "",
+                           {not_supported("propagationPolicy", validation::go_quote(policy),
+                                          {"Foreground", "Background", "Orphan"})});
   }
 
   static bool should_orphan(const ResourceInfo& info, const std::string& policy,

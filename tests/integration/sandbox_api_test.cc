@@ -64,6 +64,7 @@ using SandboxDeleteTest = testing::SandboxTest;
 using SandboxDryRunTest = testing::SandboxTest;
 using SandboxAuthTest = testing::SandboxTest;
 using SandboxFaultTest = testing::SandboxTest;
+using SandboxJobTest = testing::SandboxTest;
 
 // --- helpers ----------------------------------------------------------------------------------
 
@@ -1270,6 +1271,172 @@ TEST_F(SandboxWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfAPod) {
   pod = client().update_status(resources::pods(), "default", both);
   EXPECT_EQ(pod["status"]["phase"], "Running");
   EXPECT_EQ(pod["metadata"]["labels"]["seen"], "yes") << "a status write must not touch labels";
+}
+
+// --- batch/v1 Jobs ---------------------------------------------------------------------------
+// Expectations are what a v1.26 kube-apiserver and kube-controller-manager answered for the same
+// requests (pkg/apis/batch/v1/defaults.go, pkg/registry/batch/job/strategy.go,
+// pkg/apis/batch/validation, pkg/controller/job, pkg/controller/ttlafterfinished).
+
+json batch_job(const std::string& name, const std::string& restart_policy = "Never",
+               json annotations = json::object()) {
+  json pod_spec = {{"containers", {{{"name", "mpi"}, {"image", "mpi:1"}}}}};
+  if (!restart_policy.empty())
+    pod_spec["restartPolicy"] = restart_policy;
+  json tmpl_meta = {{"labels", {{"app", "launcher"}}}};
+  if (!annotations.empty())
+    tmpl_meta["annotations"] = std::move(annotations);
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"template", {{"metadata", tmpl_meta}, {"spec", pod_spec}}}}}};
+}
+
+TEST_F(SandboxJobTest, JobWithOnlyATemplateIsDefaultedAndLabelledAsV126Does) {
+  const json job = client().create(resources::jobs(), "default", batch_job("plain"));
+  const std::string uid = job["metadata"]["uid"];
+  EXPECT_EQ(job["metadata"]["annotations"], json({{"batch.kubernetes.io/job-tracking", ""}}));
+  const json labels = {{"app", "launcher"}, {"controller-uid", uid}, {"job-name", "plain"}};
+  EXPECT_EQ(job["metadata"]["labels"], labels) << "a job without labels takes its template's";
+  EXPECT_EQ(job["metadata"]["generation"], 1);
+  EXPECT_EQ(job["spec"], json::parse(R"({
+      "backoffLimit": 6, "completionMode": "NonIndexed", "completions": 1, "parallelism": 1,
+      "selector": {"matchLabels": {"controller-uid": ")" +
+                                     uid + R"("}},
+      "suspend": false,
+      "template": {
+        "metadata": {"creationTimestamp": null, "labels": )" +
+                                     labels.dump() + R"(},
+        "spec": {
+          "containers": [{"image": "mpi:1", "imagePullPolicy": "IfNotPresent", "name": "mpi",
+                          "resources": {}, "terminationMessagePath": "/dev/termination-log",
+                          "terminationMessagePolicy": "File"}],
+          "dnsPolicy": "ClusterFirst", "restartPolicy": "Never",
+          "schedulerName": "default-scheduler", "securityContext": {},
+          "terminationGracePeriodSeconds": 30}}})"));
+  EXPECT_EQ(job["status"], json::object());
+
+  // Its pod: found by the job's selector, labelled from the template, owned and tracked.
+  json pods;
+  ASSERT_TRUE(wait_until([&] {
+    pods = client().list(resources::pods(), "default", {.label_selector = "controller-uid=" + uid});
+    return pods["items"].size() == 1;
+  }));
+  const json& meta = pods["items"][0]["metadata"];
+  EXPECT_EQ(meta["generateName"], "plain-");
+  EXPECT_EQ(meta["labels"], labels);
+  EXPECT_EQ(meta["finalizers"], json({"batch.kubernetes.io/job-tracking"}));
+  EXPECT_EQ(meta["ownerReferences"], json({owner_reference(job)}));
+
+  // A job with labels of its own keeps them.
+  json labelled = batch_job("labelled");
+  labelled["metadata"]["labels"] = {{"team", "a"}};
+  EXPECT_EQ(client().create(resources::jobs(), "default", labelled)["metadata"]["labels"],
+            json({{"team", "a"}}));
+}
+
+TEST_F(SandboxJobTest, JobTemplateMustRestartOnFailureOrNever) {
+  // Missing, the template's restartPolicy defaults to Always, which a job may not use.
+  for (const std::string policy : {"Always", ""}) {
+    const Error e = expect_error(
+        [&] { client().create(resources::jobs(), "default", batch_job("always", policy)); });
+    EXPECT_EQ(e.kind(), ErrorKind::Invalid);
+    EXPECT_EQ(e.http_code(), 422);
+    EXPECT_EQ(e.status(), json::parse(R"({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "Job.batch \"always\" is invalid: spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
+        "reason": "Invalid",
+        "details": {"name": "always", "group": "batch", "kind": "Job",
+                    "causes": [{"reason": "FieldValueRequired",
+                                "message": "Required value: valid values: \"OnFailure\", \"Never\"",
+                                "field": "spec.template.spec.restartPolicy"}]},
+        "code": 422})"))
+        << "restartPolicy " << policy;
+  }
+  // An unknown one fails the pod's check and the job's.
+  const Error e = expect_error(
+      [&] { client().create(resources::jobs(), "default", batch_job("bad", "Sometimes")); });
+  EXPECT_EQ(e.status()["message"],
+            "Job.batch \"bad\" is invalid: [spec.template.spec.restartPolicy: Unsupported value: "
+            "\"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\", "
+            "spec.template.spec.restartPolicy: Unsupported value: \"Sometimes\": supported "
+            "values: \"OnFailure\", \"Never\"]");
+  EXPECT_EQ(e.status()["details"]["causes"].size(), 2u);
+
+  json negative = batch_job("negative");
+  negative["spec"]["backoffLimit"] = -1;
+  EXPECT_EQ(
+      expect_error([&] {
+        client().create(resources::jobs(), "default", negative);
+      }).status()["message"],
+      "Job.batch \"negative\" is invalid: spec.backoffLimit: Invalid value: -1: must be greater "
+      "than or equal to 0");
+}
+
+TEST_F(SandboxJobTest, JobPastItsActiveDeadlineFailsOnTimeAndItsPodIsKilled) {
+  json job = batch_job("deadline", "Never", {{"sandbox.trainctl.io/run-seconds", "60"}});
+  // Long enough that the kubelet's writes (pod scheduled, running) are over when it runs out.
+  job["spec"]["activeDeadlineSeconds"] = 2;
+  job = client().create(resources::jobs(), "default", job);
+  const auto created = std::chrono::steady_clock::now();
+  // Nothing happens to the job or its pod after it runs: the controller must wake by itself.
+  json status;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        status = client().get(resources::jobs(), "default", "deadline")["status"];
+        return status.contains("conditions");
+      },
+      std::chrono::seconds(5)))
+      << status.dump();
+  // startTime has whole seconds: the deadline runs out 1 to 2 s after the create.
+  EXPECT_LT(std::chrono::steady_clock::now() - created, std::chrono::milliseconds(2500));
+  const json& failed = status["conditions"][0];
+  EXPECT_EQ(failed["type"], "Failed");
+  EXPECT_EQ(failed["reason"], "DeadlineExceeded");
+  EXPECT_EQ(failed["message"], "Job was active longer than specified deadline");
+  EXPECT_EQ(failed["lastProbeTime"], failed["lastTransitionTime"]);
+  EXPECT_EQ(status["failed"], 1);
+  EXPECT_FALSE(status.contains("active"));
+  EXPECT_EQ(status["uncountedTerminatedPods"], json::object());
+  EXPECT_TRUE(wait_until([&] {
+    return client()
+        .list(resources::pods(), "default",
+              {.label_selector =
+                   "controller-uid=" + job["metadata"]["uid"].get<std::string>()})["items"]
+        .empty();
+  }));
+}
+
+TEST_F(SandboxJobTest, FinishedJobIsDeletedWithItsPodOnceItsTtlRunsOut) {
+  json job = batch_job("ttl", "OnFailure");
+  job["spec"]["ttlSecondsAfterFinished"] = 1;
+  job = client().create(resources::jobs(), "default", job);
+  json status;
+  ASSERT_TRUE(wait_until([&] {
+    status = client().get(resources::jobs(), "default", "ttl")["status"];
+    return status.contains("completionTime");
+  }));
+  // v1.26's Complete condition has no reason or message.
+  EXPECT_EQ(
+      status["conditions"],
+      json::parse(R"([{"type": "Complete", "status": "True", "lastProbeTime": ")" +
+                  status["completionTime"].get<std::string>() + R"(", "lastTransitionTime": ")" +
+                  status["completionTime"].get<std::string>() + R"("}])"));
+  EXPECT_EQ(status["succeeded"], 1);
+  EXPECT_EQ(status["ready"], 0);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        try {
+          client().get(resources::jobs(), "default", "ttl");
+          return false;
+        } catch (const Error& e) {
+          return e.kind() == ErrorKind::NotFound;
+        }
+      },
+      std::chrono::seconds(4)));
+  EXPECT_TRUE(client()
+                  .list(resources::pods(), "default", {.label_selector = "job-name=ttl"})["items"]
+                  .empty());
 }
 
 // --- delete -----------------------------------------------------------------------------------

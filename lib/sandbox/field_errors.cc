@@ -1,0 +1,65 @@
+#include "sandbox/field_errors.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sandbox/selector.h"
+
+namespace trainctl::sandbox {
+
+using nlohmann::json;
+
+FieldError invalid_value(std::string field, const std::string& quoted_value, std::string_view msg) {
+  return {"FieldValueInvalid", std::move(field),
+          "Invalid value: " + quoted_value + ": " + std::string(msg)};
+}
+
+FieldError required_value(std::string field, std::string_view detail) {
+  return {"FieldValueRequired", std::move(field),
+          detail.empty() ? "Required value" : "Required value: " + std::string(detail)};
+}
+
+FieldError forbidden_value(std::string field, std::string_view detail) {
+  return {"FieldValueForbidden", std::move(field), "Forbidden: " + std::string(detail)};
+}
+
+FieldError not_supported(std::string field, const std::string& quoted_value,
+                         const std::vector<std::string>& supported) {
+  std::string values;
+  for (const auto& v : supported)
+    values += (values.empty() ? "" : ", ") + validation::go_quote(v);
+  return {"FieldValueNotSupported", std::move(field),
+          "Unsupported value: " + quoted_value + ": supported values: " + values};
+}
+
+ApiError invalid(const std::string& group, const std::string& kind, const std::string& name,
+                 const std::vector<FieldError>& errs) {
+  const std::string qualified = group.empty() ? kind : kind + "." + group;
+  json causes = json::array();
+  std::vector<std::string> messages;
+  for (const auto& e : errs) {
+    causes.push_back({{"reason", e.type}, {"message", e.body}, {"field", e.field}});
+    std::string m = e.field + ": " + e.body;
+    if (std::find(messages.begin(), messages.end(), m) == messages.end())
+      messages.push_back(std::move(m));
+  }
+  std::string aggregate;
+  if (messages.size() == 1) {
+    aggregate = messages.front();
+  } else {
+    aggregate = "[";
+    for (std::size_t i = 0; i < messages.size(); ++i)
+      aggregate += (i ? ", " : "") + messages[i];
+    aggregate += "]";
+  }
+  json details = {{"name", name}, {"kind", kind}, {"causes", std::move(causes)}};
+  if (!group.empty())
+    details["group"] = group;
+  return ApiError(
+      ErrorKind::Invalid, 422, "Invalid",
+      fmt::format("{} {} is invalid: {}", qualified, validation::go_quote(name), aggregate),
+      std::move(details));
+}
+
+}  // namespace trainctl::sandbox
