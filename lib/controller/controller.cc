@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -445,13 +444,18 @@ struct Controller::Impl {
   }
 
   void reconcile_admission() {
-    std::vector<json> cached_jobs;
-    for (const auto& [kind, informer] : jobs) {
-      std::vector<json> of_kind = informer->list();
-      std::move(of_kind.begin(), of_kind.end(), std::back_inserter(cached_jobs));
-    }
+    // Only the jobs PodGroups name are read, not a copy of every cached job.
+    const JobUidLookup job_uid = [this](std::string_view kind, std::string_view ns,
+                                        std::string_view name) -> std::optional<std::string> {
+      const auto job_kind = api::job_kind_from_name(kind);
+      const auto informer = job_kind ? jobs.find(*job_kind) : jobs.end();
+      if (informer == jobs.end())
+        return std::nullopt;
+      const auto job = informer->second->get(fmt::format("{}/{}", ns, name));
+      return job ? std::optional(uid_of(*job)) : std::nullopt;
+    };
     executor.apply(admit(pod_groups->list(), queues->list(), nodes->list(),
-                         owned.at("pods")->list(), cached_jobs, std::chrono::system_clock::now()));
+                         owned.at("pods")->list(), job_uid, std::chrono::system_clock::now()));
   }
 
   void reconcile_sidecar(std::string_view pod_key) {

@@ -358,26 +358,9 @@ json group_status(const Group& g, TimePoint now) {
   return status;
 }
 
-/// "<Kind> <namespace>/<name>" of a training job, or of the job an ownerReference names.
-std::string job_identity(std::string_view kind, std::string_view ns, std::string_view name) {
-  return fmt::format("{} {}/{}", kind, ns, name);
-}
-
-/// The uids of the cached jobs, by job_identity.
-std::map<std::string, std::string> cached_job_uids(const std::vector<json>& jobs) {
-  std::map<std::string, std::string> uids;
-  for (const auto& job : jobs) {
-    uids.emplace(
-        job_identity(job.value("kind", ""), string_at(job, "/metadata/namespace"_json_pointer),
-                     string_at(job, "/metadata/name"_json_pointer)),
-        string_at(job, "/metadata/uid"_json_pointer));
-  }
-  return uids;
-}
-
 /// Whether the group's controller is a training job that is not cached under the uid its
 /// ownerReference names.
-bool owner_job_gone(const json& group, const std::map<std::string, std::string>& job_uids) {
+bool owner_job_gone(const json& group, const JobUidLookup& job_uid) {
   const json& refs = object_at(group, "/metadata"_json_pointer).value("ownerReferences", json());
   if (!refs.is_array())
     return false;
@@ -387,9 +370,11 @@ bool owner_job_gone(const json& group, const std::map<std::string, std::string>&
     const std::string kind = ref.value("kind", "");
     if (!api::job_kind_from_name(kind))
       return false;
-    const auto cached = job_uids.find(job_identity(
-        kind, string_at(group, "/metadata/namespace"_json_pointer), ref.value("name", "")));
-    return cached == job_uids.end() || cached->second != ref.value("uid", "");
+    const std::optional<std::string> cached =
+        job_uid ? job_uid(kind, string_at(group, "/metadata/namespace"_json_pointer),
+                          ref.value("name", ""))
+                : std::nullopt;
+    return !cached || *cached != ref.value("uid", "");
   }
   return false;
 }
@@ -453,11 +438,10 @@ bool pod_group_admitted(const json& group) {
 
 AdmissionResult admit(const std::vector<json>& pod_groups, const std::vector<json>& queues,
                       const std::vector<json>& nodes, const std::vector<json>& pods,
-                      const std::vector<json>& jobs, TimePoint now) {
-  const std::map<std::string, std::string> job_uids = cached_job_uids(jobs);
+                      const JobUidLookup& job_uid, TimePoint now) {
   std::map<std::string, Group> groups;
   for (const auto& object : pod_groups) {
-    if (owner_job_gone(object, job_uids))
+    if (owner_job_gone(object, job_uid))
       continue;  // the garbage collector's: it holds nothing
     Group g = read_group(object);
     groups.emplace(g.key, std::move(g));

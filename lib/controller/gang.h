@@ -7,7 +7,9 @@
 // passes what the informer caches hold and the time.
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -52,18 +54,22 @@ using AdmissionResult = Plan;
 /// state (Closing turns Closed once no group is admitted), the pending/inqueue/running/
 /// completed/unknown group counts and `allocated`, what its admitted groups hold.
 ///
-/// `jobs` are the training jobs the caches hold (every kind). A PodGroup whose controller
-/// ownerReference names a TFJob, PyTorchJob or MPIJob that `jobs` lack, or hold under another uid
+/// `job_uid` looks a training job up in the caches (kind, namespace, name → its uid; nullopt when
+/// not cached; an empty function caches nothing). A PodGroup whose controller ownerReference
+/// names a TFJob, PyTorchJob or MPIJob that is not cached, or is cached under another uid
 /// (deleted, perhaps re-created under the same name), belongs to a job that is gone and waits for
 /// the garbage collector: it is not admitted, not counted against its queue (`allocated`, the
 /// group counts) or the cluster's reserved capacity, and gets no update. The pods bound to nodes
 /// still use them. PodGroups without such an owner (made by hand, or by another controller)
 /// count as always.
+/// The uid of the cached training job `kind` `namespace`/`name`, or nullopt.
+using JobUidLookup = std::function<std::optional<std::string>(
+    std::string_view kind, std::string_view ns, std::string_view name)>;
+
 AdmissionResult admit(const std::vector<nlohmann::json>& pod_groups,
                       const std::vector<nlohmann::json>& queues,
                       const std::vector<nlohmann::json>& nodes,
-                      const std::vector<nlohmann::json>& pods,
-                      const std::vector<nlohmann::json>& jobs,
+                      const std::vector<nlohmann::json>& pods, const JobUidLookup& job_uid,
                       std::chrono::system_clock::time_point now);
 
 }  // namespace trainctl::controller

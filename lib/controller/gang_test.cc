@@ -369,8 +369,17 @@ TEST(AdmitTest, GroupsOfJobsThatAreGoneHoldNothingAndAreNotAdmitted) {
                                   cached_job("PyTorchJob", "live", "uid-live"),
                                   // same name and uid, another kind: not the orphan's job
                                   cached_job("PyTorchJob", "orphan", "uid-orphan")};
-  const AdmissionResult result =
-      admit(groups, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, {node("n1", 8)}, {}, jobs, kNow);
+  const JobUidLookup job_uid = [&](std::string_view kind, std::string_view ns,
+                                   std::string_view name) -> std::optional<std::string> {
+    for (const json& job : jobs) {
+      if (job["kind"] == kind && job["metadata"]["namespace"] == ns &&
+          job["metadata"]["name"] == name)
+        return job["metadata"]["uid"].get<std::string>();
+    }
+    return std::nullopt;
+  };
+  const AdmissionResult result = admit(groups, {queue("team-a", {{"nvidia.com/gpu", "8"}})},
+                                       {node("n1", 8)}, {}, job_uid, kNow);
   // Only the live job's group counts: it fits the 8 GPUs the gone ones would have filled.
   EXPECT_EQ(phase_of(written_group(result, "live")), "Inqueue");
   for (const char* gone : {"deleted", "replaced", "orphan"})
