@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "error.h"
 #include "json_access.h"
 #include "text.h"
@@ -90,7 +91,7 @@ void pause(std::stop_token stop, std::chrono::milliseconds d) {
 }  // namespace
 
 std::string replica_selector(std::string_view job) {
-  return fmt::format("{}={}", kJobNameLabel, job);
+  return fmt::format("{}={}", api::labels::job_name, job);
 }
 
 std::string label_of(const json& object, std::string_view key) {
@@ -103,8 +104,8 @@ namespace {
 
 /// The replica-type label, else the MPI Operator's job-role.
 std::string replica_type_label(const json& pod) {
-  std::string type = label_of(pod, kReplicaTypeLabel);
-  return type.empty() ? label_of(pod, kJobRoleLabel) : type;
+  std::string type = label_of(pod, api::labels::replica_type);
+  return type.empty() ? label_of(pod, api::labels::job_role) : type;
 }
 
 }  // namespace
@@ -113,13 +114,13 @@ std::string replica_name(const json& pod) {
   const std::string type = replica_type_label(pod);
   if (type.empty())
     return pod["metadata"].value("name", "");
-  const std::string index = label_of(pod, kReplicaIndexLabel);
+  const std::string index = label_of(pod, api::labels::replica_index);
   return index.empty() ? to_lower(type) : fmt::format("{}-{}", to_lower(type), index);
 }
 
 bool replica_order(const json& a, const json& b) {
   auto key = [](const json& pod) {
-    const std::string index = label_of(pod, kReplicaIndexLabel);
+    const std::string index = label_of(pod, api::labels::replica_index);
     const bool numeric =
         !index.empty() && index.size() < 9 && std::all_of(index.begin(), index.end(), ::isdigit);
     return std::tuple(to_lower(replica_type_label(pod)), numeric ? std::stoi(index) : -1,
@@ -131,7 +132,8 @@ bool replica_order(const json& a, const json& b) {
 std::string log_container(const json& pod, api::JobKind kind) {
   const json annotations =
       pod.value("metadata", json::object()).value("annotations", json::object());
-  const std::string annotated = annotations.value("kubectl.kubernetes.io/default-container", "");
+  const std::string annotated =
+      annotations.value(std::string(api::annotations::default_container), "");
   if (!annotated.empty())
     return annotated;
   const json containers = pod.value("spec", json::object()).value("containers", json::array());

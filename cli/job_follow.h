@@ -27,13 +27,6 @@
 
 namespace trainctl::cli {
 
-/// The labels the Kubeflow operators put on replica pods.
-inline constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
-inline constexpr std::string_view kReplicaTypeLabel = "training.kubeflow.org/replica-type";
-inline constexpr std::string_view kReplicaIndexLabel = "training.kubeflow.org/replica-index";
-/// The MPI Operator's role label (`launcher`, `worker`); its pods have no replica-type.
-inline constexpr std::string_view kJobRoleLabel = "training.kubeflow.org/job-role";
-
 /// `training.kubeflow.org/job-name=<job>`: the label selector of a job's replica pods.
 std::string replica_selector(std::string_view job);
 /// A label's value, or "" when the object does not have it.

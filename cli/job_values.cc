@@ -9,6 +9,7 @@
 
 #include "api/manifest.h"
 #include "api/validation.h"
+#include "api/well_known.h"
 #include "docs.h"
 #include "error.h"
 #include "render/render.h"
@@ -382,9 +383,10 @@ void annotate_job(json& object, const std::string& template_name) {
   if (!annotations.is_object())
     annotations = json::object();
   if (!template_name.empty())
-    annotations["trainctl.io/template"] = template_name;
-  annotations["trainctl.io/spec-hash"] = spec_hash(object.value("spec", json::object()));
-  annotations["trainctl.io/version"] = kVersion;
+    annotations[std::string(api::annotations::template_name)] = template_name;
+  annotations[std::string(api::annotations::spec_hash)] =
+      spec_hash(object.value("spec", json::object()));
+  annotations[std::string(api::annotations::version)] = kVersion;
 }
 
 RenderedJob render_job(const JobFlags& flags, const json& values) {

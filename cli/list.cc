@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "commands.h"
 #include "docs.h"
 #include "error.h"
@@ -20,8 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
-
 std::string meta_field(const json& object, const char* field) {
   return object.value("metadata", json::object()).value(field, "");
 }
@@ -31,14 +30,15 @@ using NodesByJob = std::map<std::pair<std::string, std::string>, std::set<std::s
 
 NodesByJob nodes_by_job(kube::Client& client, std::string_view ns) {
   NodesByJob nodes;
-  const json pods =
-      client.list_all(kube::resources::pods(), ns, {.label_selector = std::string(kJobNameLabel)});
+  const json pods = client.list_all(kube::resources::pods(), ns,
+                                    {.label_selector = std::string(api::labels::job_name)});
   for (const auto& pod : pods.value("items", json::array())) {
     const std::string node = pod.value("spec", json::object()).value("nodeName", "");
     const json& labels = pod["metadata"].value("labels", json::object());
-    if (node.empty() || !labels.contains(kJobNameLabel))
+    if (node.empty() || !labels.contains(api::labels::job_name))
       continue;
-    nodes[{meta_field(pod, "namespace"), labels[kJobNameLabel].get<std::string>()}].insert(node);
+    nodes[{meta_field(pod, "namespace"), labels[api::labels::job_name].get<std::string>()}].insert(
+        node);
   }
   return nodes;
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "error.h"
 #include "json_access.h"
 
@@ -159,7 +160,8 @@ void Executor::stop_sidecar(const SidecarStop& stop) {
   count("patch", kube::resources::pods());
   client_.patch(
       kube::resources::pods(), stop.namespace_, stop.pod, kube::PatchType::Merge,
-      {{"metadata", {{"annotations", {{std::string(sidecar_stop_annotation), "true"}}}}}});
+      {{"metadata",
+        {{"annotations", {{std::string(api::annotations::sidecar_stop_requested), "true"}}}}}});
 }
 
 }  // namespace trainctl::controller

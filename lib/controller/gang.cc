@@ -11,6 +11,7 @@
 #include "api/quantity.h"
 #include "api/resources.h"
 #include "api/status.h"
+#include "api/well_known.h"
 #include "controller/objects.h"
 #include "error.h"
 #include "kube/resource.h"
@@ -185,7 +186,7 @@ void count_pod(const json& pod, std::map<std::string, Group>& groups,
     api::add(node_usage[node], requests);
 
   const json annotations = object_at(pod, "/metadata/annotations"_json_pointer);
-  const auto name = annotations.find(group_name_annotation);
+  const auto name = annotations.find(api::annotations::group_name);
   if (name == annotations.end() || !name->is_string())
     return;
   const auto it = groups.find(string_at(pod, "/metadata/namespace"_json_pointer) + "/" +

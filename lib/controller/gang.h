@@ -17,8 +17,6 @@
 
 namespace trainctl::controller {
 
-/// The pod annotation that names a pod's PodGroup (in the pod's namespace), as Volcano reads it.
-inline constexpr std::string_view group_name_annotation = "scheduling.k8s.io/group-name";
 /// The queue a PodGroup lands in when its job names none.
 inline constexpr std::string_view default_queue = "default";
 

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "controller/autoscaler.h"
 #include "controller/job_planner.h"
 #include "controller/job_status.h"
@@ -30,7 +31,7 @@ std::string label(const json& object, std::string_view key) {
 
 /// The replica-index label as a number; -1 when missing or malformed.
 int replica_index(const json& object) {
-  const std::string text = label(object, labels::replica_index);
+  const std::string text = label(object, api::labels::replica_index);
   int index = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
   return ec == std::errc() && end == text.data() + text.size() ? index : -1;
@@ -128,7 +129,8 @@ class ReplicaPlanner {
   }
 
   ReplicaState* state_of(const json& object) {
-    const auto type = api::canonical_replica_type(p_.kind(), label(object, labels::replica_type));
+    const auto type =
+        api::canonical_replica_type(p_.kind(), label(object, api::labels::replica_type));
     if (!type)
       return nullptr;
     for (ReplicaState& r : replicas_) {
@@ -183,7 +185,7 @@ class ReplicaPlanner {
   /// by commas, keys sorted.
   std::string replica_selector(std::string_view type) const {
     json selector = job_labels(p_.kind(), name_);
-    selector[std::string(labels::replica_type)] = to_lower(type);
+    selector[std::string(api::labels::replica_type)] = to_lower(type);
     std::string text;
     for (const auto& [key, value] : selector.items())
       text += (text.empty() ? "" : ",") + key + "=" + value.get<std::string>();
@@ -192,7 +194,7 @@ class ReplicaPlanner {
 
   int recorded_restarts() const {
     const std::string text = object_member(job_.at("metadata"), "annotations")
-                                 .value(std::string(restarts_annotation), "0");
+                                 .value(std::string(api::annotations::restarts), "0");
     int n = 0;
     std::from_chars(text.data(), text.data() + text.size(), n);
     return n;
@@ -333,7 +335,7 @@ class ReplicaPlanner {
       }
     }
     if (restarted > 0)
-      p_.annotate_job(restarts_annotation, std::to_string(recorded_restarts() + restarted));
+      p_.annotate_job(api::annotations::restarts, std::to_string(recorded_restarts() + restarted));
   }
 
   JobPlanner& p_;

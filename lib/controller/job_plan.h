@@ -11,11 +11,6 @@
 
 namespace trainctl::controller {
 
-/// Job annotation counting the pods the controller deleted to run them again (ExitCode retryable
-/// exits, failed OnFailure/Always pods), so backoffLimit holds across reconciles and restarts of
-/// the controller. Container restarts by the kubelet are counted from the pods themselves.
-inline constexpr std::string_view restarts_annotation = "trainctl.io/restarts";
-
 /// What to do for `job` (as stored; defaults are applied to a copy) given the objects it owns.
 /// Deterministic and free of I/O: the same inputs give the same Plan, and planning on the state
 /// the Plan produces gives no actions. A job whose spec.runPolicy.managedBy names another

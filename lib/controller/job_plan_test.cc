@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "controller/replica_pod.h"
 #include "error.h"
 #include "tests/support/expect_error.h"
@@ -628,7 +629,7 @@ TEST(JobPlanTest, ExitCodeRestartsRetryableExitsAndFailsOnPermanentOnes) {
   EXPECT_EQ(api::job_status(cluster.job), "Restarting");
   EXPECT_EQ((*condition_of(cluster.job, "Restarting"))["reason"], "TFJobRestarting");
   EXPECT_EQ(condition_of(cluster.job, "Running"), nullptr);
-  EXPECT_EQ(cluster.job["metadata"]["annotations"][std::string(restarts_annotation)], "1");
+  EXPECT_EQ(cluster.job["metadata"]["annotations"][std::string(api::annotations::restarts)], "1");
   EXPECT_TRUE(has_event(plan, "ExitedWithCode"));
   EXPECT_TRUE(std::any_of(plan.events.begin(), plan.events.end(), [](const EventRecord& e) {
     return e.message == "Pod: team.mnist-worker-1 exited with code 137";

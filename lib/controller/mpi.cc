@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "api/job.h"
+#include "api/well_known.h"
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
 #include "error.h"
@@ -125,9 +126,9 @@ void set_pod_labels(json& tmpl, const MpiSpec& spec, const std::string& type,
   if (!pod_labels.is_object())
     pod_labels = json::object();
   pod_labels.update(job_labels(kKind, spec.name));
-  pod_labels[std::string(labels::job_role)] = to_lower(type);
+  pod_labels[std::string(api::labels::job_role)] = to_lower(type);
   if (index)
-    pod_labels[std::string(labels::replica_index)] = std::to_string(*index);
+    pod_labels[std::string(api::labels::replica_index)] = std::to_string(*index);
 }
 
 /// restartPolicy from the replica spec (ExitCode runs pods with Never and restarts them itself).

@@ -1,5 +1,6 @@
 #include "controller/objects.h"
 
+#include "api/well_known.h"
 #include "json_access.h"
 #include "text.h"
 
@@ -28,20 +29,20 @@ std::string replica_name(std::string_view job_name, std::string_view replica_typ
 }
 
 nlohmann::json job_labels(api::JobKind kind, std::string_view job_name) {
-  return {{std::string(labels::operator_name), operator_name(kind)},
-          {std::string(labels::job_name), std::string(job_name)}};
+  return {{std::string(api::labels::operator_name), operator_name(kind)},
+          {std::string(api::labels::job_name), std::string(job_name)}};
 }
 
 nlohmann::json replica_labels(api::JobKind kind, std::string_view job_name,
                               std::string_view replica_type, int index) {
   nlohmann::json result = job_labels(kind, job_name);
-  result[std::string(labels::replica_type)] = to_lower(replica_type);
-  result[std::string(labels::replica_index)] = std::to_string(index);
+  result[std::string(api::labels::replica_type)] = to_lower(replica_type);
+  result[std::string(api::labels::replica_index)] = std::to_string(index);
   return result;
 }
 
 std::string managed_selector() {
-  return std::string(labels::job_name);
+  return std::string(api::labels::job_name);
 }
 
 nlohmann::json controller_reference(const nlohmann::json& job) {

@@ -13,14 +13,6 @@
 
 namespace trainctl::controller {
 
-namespace labels {
-inline constexpr std::string_view operator_name = "training.kubeflow.org/operator-name";
-inline constexpr std::string_view job_name = "training.kubeflow.org/job-name";
-inline constexpr std::string_view replica_type = "training.kubeflow.org/replica-type";
-inline constexpr std::string_view replica_index = "training.kubeflow.org/replica-index";
-inline constexpr std::string_view job_role = "training.kubeflow.org/job-role";
-}  // namespace labels
-
 /// `tfjob-controller`, `pytorchjob-controller` (the Training Operator's values) and
 /// `mpi-operator` (the MPI Operator's), kept for compatibility with their selectors.
 std::string operator_name(api::JobKind kind);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "api/well_known.h"
 #include "controller/cluster_env.h"
 #include "controller/gang.h"
 #include "controller/objects.h"
@@ -16,9 +17,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kNetworkModeAnnotation = "kubedl.io/network-mode";
-constexpr std::string_view kVolcanoTaskSpecAnnotation = "volcano.sh/task-spec";
-constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";
-constexpr std::string_view kIstioConfigAnnotation = "proxy.istio.io/config";
 constexpr std::string_view kIstioHoldConfig = R"({"holdApplicationUntilProxyStarts": true})";
 constexpr int kHostPortBase = 20000;
 constexpr int kHostPortRange = 10000;
@@ -176,19 +174,19 @@ void decorate_pod_template(json& pod_template, std::string_view job_name,
   json& meta = pod_template["metadata"];
   json& spec = pod_template["spec"];
   if (options.istio_injected_namespace &&
-      !object_member(meta, "annotations").contains(kIstioConfigAnnotation))
-    meta["annotations"][std::string(kIstioConfigAnnotation)] = kIstioHoldConfig;
+      !object_member(meta, "annotations").contains(api::annotations::istio_proxy_config))
+    meta["annotations"][std::string(api::annotations::istio_proxy_config)] = kIstioHoldConfig;
   if (options.gang_scheduler == GangScheduler::None)
     return;
-  meta["annotations"][std::string(group_name_annotation)] = job_name;
+  meta["annotations"][std::string(api::annotations::group_name)] = job_name;
   const bool scheduler_named = !spec.value("schedulerName", "").empty();
   if (options.gang_scheduler == GangScheduler::Volcano) {
-    meta["annotations"][std::string(kVolcanoTaskSpecAnnotation)] = to_lower(replica_type);
+    meta["annotations"][std::string(api::annotations::volcano_task_spec)] = to_lower(replica_type);
     if (!scheduler_named)
       spec["schedulerName"] = "volcano";
   }
   if (options.gang_scheduler == GangScheduler::SchedulerPlugins) {
-    meta["labels"][std::string(kPodGroupLabel)] = job_name;
+    meta["labels"][std::string(api::labels::pod_group)] = job_name;
     if (!scheduler_named)
       spec["schedulerName"] = "scheduler-plugins-scheduler";
   }
@@ -233,7 +231,7 @@ json replica_pod(const json& job, api::JobKind kind, std::string_view type, int 
     labels = json::object();
   labels.update(generated["labels"]);
   if (is_master_role(job, type, index))
-    labels[std::string(labels::job_role)] = "master";
+    labels[std::string(api::labels::job_role)] = "master";
   meta["name"] = generated["name"];
   meta["namespace"] = generated["namespace"];
   meta["ownerReferences"] = generated["ownerReferences"];

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "api/well_known.h"
+
 namespace trainctl::controller {
 namespace {
 
@@ -21,7 +23,7 @@ std::map<std::string, json> container_states(const json& pod) {
 bool needs_stop(const json& pod) {
   const json& meta = pod.value("metadata", json::object());
   if (meta.contains("deletionTimestamp") ||
-      meta.value("annotations", json::object()).contains(sidecar_stop_annotation))
+      meta.value("annotations", json::object()).contains(api::annotations::sidecar_stop_requested))
     return false;
   const std::string phase = pod.value("status", json::object()).value("phase", "");
   if (phase == "Succeeded" || phase == "Failed")

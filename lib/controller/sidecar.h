@@ -13,9 +13,6 @@
 
 namespace trainctl::controller {
 
-/// The pod annotation the executor sets once it has asked the pod's proxy to quit, so a restarted
-/// controller does not ask twice.
-inline constexpr std::string_view sidecar_stop_annotation = "trainctl.io/sidecar-stop-requested";
 /// The container Istio's injector adds.
 inline constexpr std::string_view istio_proxy_container = "istio-proxy";
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "api/well_known.h"
+
 namespace trainctl::controller {
 namespace {
 
@@ -57,7 +59,7 @@ TEST(SidecarTest, LeavesPodsWhoseTrainingStillRuns) {
 
 TEST(SidecarTest, SkipsPodsAlreadyAskedStoppedOrGone) {
   json asked = meshed_pod("asked", terminated(0), running());
-  asked["metadata"]["annotations"][std::string(sidecar_stop_annotation)] = "true";
+  asked["metadata"]["annotations"][std::string(api::annotations::sidecar_stop_requested)] = "true";
   json deleting = meshed_pod("deleting", terminated(0), running());
   deleting["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z";
   json finished = meshed_pod("finished", terminated(0), running());

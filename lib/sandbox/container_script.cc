@@ -9,6 +9,7 @@
 #include <ctime>
 #include <map>
 
+#include "api/well_known.h"
 #include "json_access.h"
 #include "text.h"
 
@@ -165,13 +166,15 @@ ContainerScript script_for(const nlohmann::json& pod, const nlohmann::json& cont
   // Later sources win: pod annotation, env, per-container annotation.
   std::vector<std::optional<std::string>> run_sources, exit_sources;
   if (role == ContainerRole::App && !runs_until_stopped)
-    run_sources.push_back(annotation(pod, std::string(kRunSecondsAnnotation)));
+    run_sources.push_back(annotation(pod, std::string(api::annotations::sandbox_run_seconds)));
   if (role == ContainerRole::App)
-    exit_sources.push_back(annotation(pod, std::string(kExitCodeAnnotation)));
+    exit_sources.push_back(annotation(pod, std::string(api::annotations::sandbox_exit_code)));
   run_sources.push_back(env_value(container, "SANDBOX_RUN_SECONDS"));
   exit_sources.push_back(env_value(container, "SANDBOX_EXIT_CODE"));
-  run_sources.push_back(annotation(pod, fmt::format("{}.{}", kRunSecondsAnnotation, name)));
-  exit_sources.push_back(annotation(pod, fmt::format("{}.{}", kExitCodeAnnotation, name)));
+  run_sources.push_back(
+      annotation(pod, fmt::format("{}.{}", api::annotations::sandbox_run_seconds, name)));
+  exit_sources.push_back(
+      annotation(pod, fmt::format("{}.{}", api::annotations::sandbox_exit_code, name)));
   for (const auto& source : run_sources) {
     if (!source)
       continue;

@@ -17,11 +17,6 @@ namespace trainctl::sandbox {
 
 using TimePoint = std::chrono::system_clock::time_point;
 
-/// Pod annotations that script a simulated container. The `.<container>` forms override the
-/// pod-wide ones for one container (init containers and sidecars too).
-inline constexpr std::string_view kRunSecondsAnnotation = "sandbox.trainctl.io/run-seconds";
-inline constexpr std::string_view kExitCodeAnnotation = "sandbox.trainctl.io/exit-code";
-
 /// How long the simulated kubelet takes for things.
 struct KubeletTiming {
   /// From first seeing a bound pod to its containers running (image pull, sandbox setup).

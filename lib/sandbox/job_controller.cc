@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "error.h"
 #include "json_access.h"
 #include "sandbox/api_server.h"
@@ -29,7 +30,6 @@ const ListRequest& job_pods() {
   static const ListRequest request{.labels = LabelSelector::parse("controller-uid")};
   return request;
 }
-constexpr const char* kTrackingFinalizer = "batch.kubernetes.io/job-tracking";
 
 /// An integer member; nullopt when it is missing, null or not a number.
 std::optional<int> optional_int_member(const json& object, const char* key) {
@@ -116,8 +116,9 @@ bool pod_is_ready(const json& pod) {
 
 bool carries_tracking_finalizer(const json& pod) {
   const json& finalizers = member(object_member(pod, "metadata"), "finalizers");
-  return finalizers.is_array() && std::find(finalizers.begin(), finalizers.end(),
-                                            json(kTrackingFinalizer)) != finalizers.end();
+  return finalizers.is_array() &&
+         std::find(finalizers.begin(), finalizers.end(), json(api::finalizers::job_tracking)) !=
+             finalizers.end();
 }
 
 /// The uid of the Job controlling `object`, or "".
@@ -432,8 +433,9 @@ void JobController::create_pod(const json& job) {
   json& finalizers = meta["finalizers"];
   if (!finalizers.is_array())
     finalizers = json::array();
-  if (std::find(finalizers.begin(), finalizers.end(), json(kTrackingFinalizer)) == finalizers.end())
-    finalizers.push_back(kTrackingFinalizer);
+  if (std::find(finalizers.begin(), finalizers.end(), json(api::finalizers::job_tracking)) ==
+      finalizers.end())
+    finalizers.push_back(api::finalizers::job_tracking);
   meta["ownerReferences"] = json::array({{{"apiVersion", "batch/v1"},
                                           {"kind", "Job"},
                                           {"name", name_of(job)},
@@ -454,8 +456,9 @@ void JobController::remove_tracking_finalizer(const json& pod) {
       json& finalizers = p["metadata"]["finalizers"];
       if (!finalizers.is_array())
         return;
-      finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), json(kTrackingFinalizer)),
-                       finalizers.end());
+      finalizers.erase(
+          std::remove(finalizers.begin(), finalizers.end(), json(api::finalizers::job_tracking)),
+          finalizers.end());
       if (finalizers.empty())
         p["metadata"].erase("finalizers");
     });

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "json_access.h"
 #include "sandbox/field_errors.h"
 #include "text.h"
@@ -490,7 +491,7 @@ std::string pod_qos(const json& pod) {
 // so they include the two generated labels).
 void prepare_job_for_create(json& job) {
   json& md = ensure_object(job, "metadata");
-  ensure_object(md, "annotations")["batch.kubernetes.io/job-tracking"] = "";
+  ensure_object(md, "annotations")[std::string(api::finalizers::job_tracking)] = "";
   json& spec = ensure_object(job, "spec");
   json& template_meta = ensure_object(ensure_object(spec, "template"), "metadata");
   if (member(spec, "manualSelector") != json(true)) {
@@ -535,7 +536,7 @@ void prepare_for_create(const ResourceInfo& info, json& obj) {
       obj["status"] = json::object();
   }
   if (gr == "namespaces")
-    obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name_of(obj);
+    obj["metadata"]["labels"][std::string(api::labels::namespace_name)] = name_of(obj);
 }
 
 // Whether anything but metadata (and a status kept by its own subresource) changed.
@@ -940,7 +941,7 @@ struct StoreCore {
       if (generating) {
         md["name"] = generate_name.substr(0, 58) + random_suffix();
         if (info.group_resource() == "namespaces")
-          obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = md["name"];
+          obj["metadata"]["labels"][std::string(api::labels::namespace_name)] = md["name"];
       }
       const std::string name = string_member(md, "name");
       validate_create(info, obj);
@@ -1064,7 +1065,7 @@ struct StoreCore {
         md.erase(f);
     }
     if (part == WritePart::Main && info.group_resource() == "namespaces") {
-      md["labels"]["kubernetes.io/metadata.name"] = name;
+      md["labels"][std::string(api::labels::namespace_name)] = name;
       if (member(old, "spec").contains("finalizers"))
         next["spec"]["finalizers"] = old["spec"]["finalizers"];
       else if (next.contains("spec") && next["spec"].is_object())

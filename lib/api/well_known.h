@@ -1,0 +1,59 @@
+#pragma once
+
+// Every label, annotation and finalizer key trainctl reads or writes, in one place: grep here to
+// find who owns a key, then grep the constant to find every reader and writer.
+
+#include <string_view>
+
+namespace trainctl::api {
+
+/// Labels the Kubeflow Training Operator and the MPI Operator put on a job's objects; kept
+/// byte for byte so existing selectors, dashboards and tools keep working.
+namespace labels {
+inline constexpr std::string_view operator_name = "training.kubeflow.org/operator-name";
+inline constexpr std::string_view job_name = "training.kubeflow.org/job-name";
+inline constexpr std::string_view replica_type = "training.kubeflow.org/replica-type";
+inline constexpr std::string_view replica_index = "training.kubeflow.org/replica-index";
+/// The MPI Operator's role label (`launcher`, `worker`); its pods have no replica-type.
+inline constexpr std::string_view job_role = "training.kubeflow.org/job-role";
+/// scheduler-plugins' coscheduling: the PodGroup a pod belongs to.
+inline constexpr std::string_view pod_group = "scheduling.x-k8s.io/pod-group";
+/// The namespace name label the API server puts on every namespace (Kubernetes 1.21+).
+inline constexpr std::string_view namespace_name = "kubernetes.io/metadata.name";
+}  // namespace labels
+
+namespace annotations {
+/// Volcano's: the PodGroup a pod belongs to, and the task (replica type) it plays in it.
+inline constexpr std::string_view group_name = "scheduling.k8s.io/group-name";
+inline constexpr std::string_view volcano_task_spec = "volcano.sh/task-spec";
+/// kubectl's: the container `kubectl logs` and `exec` pick when none is named.
+inline constexpr std::string_view default_container = "kubectl.kubernetes.io/default-container";
+/// Istio's: the pod's proxy configuration (YAML or JSON), and the injection opt-in/out.
+inline constexpr std::string_view istio_proxy_config = "proxy.istio.io/config";
+inline constexpr std::string_view istio_inject = "sidecar.istio.io/inject";
+
+/// trainctl's own, on jobs it renders: the template, a hash of the spec, the CLI version.
+inline constexpr std::string_view template_name = "trainctl.io/template";
+inline constexpr std::string_view spec_hash = "trainctl.io/spec-hash";
+inline constexpr std::string_view version = "trainctl.io/version";
+/// trainctl's own, on jobs: the pods the controller deleted to run them again (ExitCode retryable
+/// exits, failed OnFailure/Always pods), so backoffLimit holds across reconciles and controller
+/// restarts. Container restarts by the kubelet are counted from the pods themselves.
+inline constexpr std::string_view restarts = "trainctl.io/restarts";
+/// trainctl's own, on pods: the controller asked the pod's proxy sidecar to quit, so a
+/// restarted controller does not ask twice.
+inline constexpr std::string_view sidecar_stop_requested = "trainctl.io/sidecar-stop-requested";
+
+/// The sandbox's simulated container behaviour: seconds to run and the exit code, per pod or
+/// per container (`<key>.<container>`).
+inline constexpr std::string_view sandbox_run_seconds = "sandbox.trainctl.io/run-seconds";
+inline constexpr std::string_view sandbox_exit_code = "sandbox.trainctl.io/exit-code";
+}  // namespace annotations
+
+namespace finalizers {
+/// batch/v1 Job's pod tracking finalizer (Kubernetes 1.26+); the same key annotates Jobs whose
+/// pods are tracked by it.
+inline constexpr std::string_view job_tracking = "batch.kubernetes.io/job-tracking";
+}  // namespace finalizers
+
+}  // namespace trainctl::api
