@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
            std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging" / "crds"))
     client.create(kube::resources::custom_resource_definitions(), "",
                   yaml_to_json(YAML::LoadFile(entry.path().string())));
-  client.require_served(kube::resources::tfjobs());
+  client.require_served(kube::resources::job(api::JobKind::TFJob));
   fmt::print("controller_bench: {} jobs x {} replicas, {} nodes\n", jobs, replicas, nodes);
 
   // Reference: the pods and services the controller must create, written by 8 threads.
@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
 
   auto t0 = Clock::now();
   parallel_for(jobs, 8, [&](int i) {
-    client.create(kube::resources::tfjobs(), "default", tfjob(fmt::format("job-{}", i), replicas));
+    client.create(kube::resources::job(api::JobKind::TFJob), "default",
+                  tfjob(fmt::format("job-{}", i), replicas));
   });
   const double submitted = seconds_since(t0);
   double all_pods = 0, all_done = 0;

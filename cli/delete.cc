@@ -98,7 +98,7 @@ struct DeleteOptions {
   /// job object. Returns false when the job was already gone.
   bool remove(kube::Client& client, const FoundJob& job) const {
     try {
-      client.remove(controller::job_kind_resource(job.kind), namespace_, name_of(job.object),
+      client.remove(kube::resources::job(job.kind), namespace_, name_of(job.object),
                     {.propagation_policy = "Foreground"});
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
@@ -113,8 +113,8 @@ struct DeleteOptions {
 
   void wait_until_gone(kube::Client& client, const FoundJob& job) const {
     const auto deadline = std::chrono::steady_clock::now() + wait_timeout;
-    if (!wait_until_deleted(client, controller::job_kind_resource(job.kind), namespace_,
-                            name_of(job.object), uid_of(job.object), deadline)) {
+    if (!wait_until_deleted(client, kube::resources::job(job.kind), namespace_, name_of(job.object),
+                            uid_of(job.object), deadline)) {
       throw Error(ErrorKind::WaitTimeout,
                   fmt::format("timed out after {} waiting for {} \"{}\" to be deleted",
                               api::human_duration(wait_timeout), api::kind_resource_name(job.kind),
@@ -148,8 +148,8 @@ struct SuspendOptions {
     const json patch = {{"spec", {{"runPolicy", {{"suspend", suspend}}}}}};
     for (const auto& name : names) {
       const FoundJob job = find_job(*client, namespace_, name, kind);
-      client->patch(controller::job_kind_resource(job.kind), namespace_, name,
-                    kube::PatchType::Merge, patch);
+      client->patch(kube::resources::job(job.kind), namespace_, name, kube::PatchType::Merge,
+                    patch);
       std::cout << fmt::format("{}/{} {}", api::kind_resource_name(job.kind), name,
                                suspend ? "suspended" : "resumed")
                 << '\n';

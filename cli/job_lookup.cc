@@ -31,7 +31,7 @@ FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view na
   for (const auto& info : api::job_kinds()) {
     if (kind && *kind != info.kind)
       continue;
-    const kube::Resource resource = controller::job_kind_resource(info.kind);
+    const kube::Resource resource = kube::resources::job(info.kind);
     try {
       found.push_back({info.kind, client.get(resource, ns, name)});
     } catch (const Error& e) {
@@ -68,7 +68,7 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
   for (const auto& info : api::job_kinds()) {
     if (kind && *kind != info.kind)
       continue;
-    const kube::Resource resource = controller::job_kind_resource(info.kind);
+    const kube::Resource resource = kube::resources::job(info.kind);
     json list;
     try {
       list = client.list_all(resource, ns, {.label_selector = label_selector});

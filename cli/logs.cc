@@ -79,7 +79,7 @@ struct LogsOptions {
     bool finished = false;
     try {
       finished = watch_job(
-          *client, controller::job_kind_resource(found.kind), selection.ns, job, std::nullopt,
+          *client, kube::resources::job(found.kind), selection.ns, job, std::nullopt,
           [](const json* j) { return j != nullptr && !job_finished(*j); },
           follower.failure_token());
     } catch (const Error&) {

@@ -156,7 +156,7 @@ struct WriteFlags {
         continue;
       const api::JobKind kind = kind_of(jobs[i]);
       try {
-        client.remove(controller::job_kind_resource(kind), namespace_of(live[i]), name_of(live[i]),
+        client.remove(kube::resources::job(kind), namespace_of(live[i]), name_of(live[i]),
                       {.propagation_policy = "Foreground", .precondition_uid = uid_of(live[i])});
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::NotFound)
@@ -174,7 +174,7 @@ struct WriteFlags {
       if (live[i].is_null())
         continue;
       const api::JobKind kind = kind_of(jobs[i]);
-      if (!wait_until_deleted(client, controller::job_kind_resource(kind), namespace_of(live[i]),
+      if (!wait_until_deleted(client, kube::resources::job(kind), namespace_of(live[i]),
                               name_of(live[i]), uid_of(live[i]), deadline)) {
         throw Error(ErrorKind::WaitTimeout,
                     fmt::format("--if-exists replace: timed out after {} waiting for the existing "
@@ -212,7 +212,7 @@ struct WriteFlags {
     }
     std::set<std::string> checked;
     for (const auto& job : jobs) {
-      const kube::Resource r = controller::job_kind_resource(kind_of(job));
+      const kube::Resource r = kube::resources::job(kind_of(job));
       if (checked.insert(r.plural).second)
         client->require_served(r);
     }
@@ -225,7 +225,7 @@ struct WriteFlags {
       const std::string name = metadata_string(jobs[i], "name");
       if (name.empty())
         continue;
-      const kube::Resource r = controller::job_kind_resource(kind_of(jobs[i]));
+      const kube::Resource r = kube::resources::job(kind_of(jobs[i]));
       try {
         live[i] = client->get(r, metadata_string(jobs[i], "namespace"), name);
       } catch (const Error& e) {
@@ -245,7 +245,7 @@ struct WriteFlags {
       delete_replaced(*client, jobs, live);
     std::vector<json> written;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-      const kube::Resource r = controller::job_kind_resource(kind_of(jobs[i]));
+      const kube::Resource r = kube::resources::job(kind_of(jobs[i]));
       const std::string ns = metadata_string(jobs[i], "namespace");
       std::string verb = "created";
       json result;

@@ -108,7 +108,7 @@ class JobRun {
         }
       });
     }
-    finished_ = watch_job(client_, controller::job_kind_resource(kind_), ns_, name_, deadline,
+    finished_ = watch_job(client_, kube::resources::job(kind_), ns_, name_, deadline,
                           [this](const json* j) {
                             std::lock_guard lock(mu_);
                             // Only the job submit created counts: a job of the same name

@@ -145,7 +145,7 @@ struct WaitOptions {
       if (target != WaitFor::Created && !kind)
         throw;
       if (target != WaitFor::Created) {  // kubectl's wording
-        const kube::Resource r = controller::job_kind_resource(*kind);
+        const kube::Resource r = kube::resources::job(*kind);
         throw Error(ErrorKind::NotFound,
                     fmt::format("{}.{} {:?} not found", r.plural, r.group, job), 404);
       }
@@ -156,7 +156,7 @@ struct WaitOptions {
                                 job));
       }
     }
-    const kube::Resource resource = controller::job_kind_resource(*found_kind);
+    const kube::Resource resource = kube::resources::job(*found_kind);
     std::optional<std::chrono::steady_clock::time_point> deadline;
     if (wait_for)
       deadline = std::chrono::steady_clock::now() + *wait_for;

@@ -223,7 +223,7 @@ struct Controller::Impl {
     const std::string ns = options.namespace_;
     for (const auto& info : api::job_kinds()) {
       auto informer =
-          std::make_unique<Informer>(client, informer_options(job_kind_resource(info.kind), ns));
+          std::make_unique<Informer>(client, informer_options(kube::resources::job(info.kind), ns));
       const std::string kind(info.name);
       const auto enqueue = [this, kind](const json& job) {
         const std::string key = job_key(kind, job);
@@ -417,7 +417,7 @@ struct Controller::Impl {
     if (!job)
       return;  // deleted: its objects go with it through their ownerReferences
     const Plan plan = plan_job(*job, observe(*job), plan_options(job_key.namespace_));
-    const kube::Resource resource = job_kind_resource(job_key.kind);
+    const kube::Resource resource = kube::resources::job(job_key.kind);
     const bool creates = std::any_of(plan.actions.begin(), plan.actions.end(), [](const Action& a) {
       return a.type == Action::Type::Create;
     });
@@ -524,7 +524,7 @@ std::vector<std::string> Controller::unsynced_informers() const {
 void Controller::run(std::stop_token stop) {
   Impl& impl = *impl_;
   for (const auto& info : api::job_kinds())
-    impl.client.require_served(job_kind_resource(info.kind));
+    impl.client.require_served(kube::resources::job(info.kind));
   if (impl.gang_enabled())
     impl.client.require_served(kube::resources::podgroups());
   if (impl.builtin_admission()) {

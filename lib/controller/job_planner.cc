@@ -272,7 +272,7 @@ void JobPlanner::finish_with(std::string_view type, std::string message, std::st
 }
 
 Plan JobPlanner::take_plan() {
-  const kube::Resource resource = job_kind_resource(kind_);
+  const kube::Resource resource = kube::resources::job(kind_);
   if (status_changed(object_member(stored_, "status"), status_)) {
     json object = stored_;
     object["status"] = status_;

@@ -12,18 +12,6 @@ std::string operator_name(api::JobKind kind) {
   return to_lower(api::job_kind_info(kind).name) + "-controller";
 }
 
-kube::Resource job_kind_resource(api::JobKind kind) {
-  switch (kind) {
-    case api::JobKind::TFJob:
-      return kube::resources::tfjobs();
-    case api::JobKind::PyTorchJob:
-      return kube::resources::pytorchjobs();
-    case api::JobKind::MPIJob:
-      break;
-  }
-  return kube::resources::mpijobs();
-}
-
 std::string replica_name(std::string_view job_name, std::string_view replica_type, int index) {
   return std::string(job_name) + "-" + to_lower(replica_type) + "-" + std::to_string(index);
 }

@@ -17,9 +17,6 @@ namespace trainctl::controller {
 /// `mpi-operator` (the MPI Operator's), kept for compatibility with their selectors.
 std::string operator_name(api::JobKind kind);
 
-/// The API resource of a job kind: tfjobs, pytorchjobs (kubeflow.org/v1), mpijobs (v2beta1).
-kube::Resource job_kind_resource(api::JobKind kind);
-
 /// `<job>-<replica type lower-case>-<index>`: the name of a replica's pod and service.
 std::string replica_name(std::string_view job_name, std::string_view replica_type, int index);
 

@@ -50,14 +50,12 @@ Resource custom_resource_definitions() {
   return {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false,
           "CustomResourceDefinition"};
 }
-Resource tfjobs() {
-  return {"kubeflow.org", "v1", "tfjobs", true, "TFJob"};
-}
-Resource pytorchjobs() {
-  return {"kubeflow.org", "v1", "pytorchjobs", true, "PyTorchJob"};
-}
-Resource mpijobs() {
-  return {"kubeflow.org", "v2beta1", "mpijobs", true, "MPIJob"};
+Resource job(api::JobKind kind) {
+  const api::JobKindInfo& info = api::job_kind_info(kind);
+  const std::string_view api_version = info.api_version;
+  const std::size_t slash = api_version.find('/');
+  return {std::string(api_version.substr(0, slash)), std::string(api_version.substr(slash + 1)),
+          std::string(info.plural), true, std::string(info.name)};
 }
 Resource podgroups() {
   return {"scheduling.volcano.sh", "v1beta1", "podgroups", true, "PodGroup"};

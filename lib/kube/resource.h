@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "api/job.h"
+
 namespace trainctl::kube {
 
 /// A kind of object the API serves: group, version, plural resource name and scope.
@@ -34,9 +36,9 @@ Resource leases();
 Resource jobs();
 Resource horizontalpodautoscalers();
 Resource custom_resource_definitions();
-Resource tfjobs();
-Resource pytorchjobs();
-Resource mpijobs();
+/// The resource of a Kubeflow job kind, from lib/api's table of kinds (tfjobs and pytorchjobs in
+/// kubeflow.org/v1, mpijobs in kubeflow.org/v2beta1).
+Resource job(api::JobKind kind);
 Resource podgroups();
 Resource queues();
 }  // namespace resources

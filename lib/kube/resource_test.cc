@@ -13,9 +13,9 @@ TEST(ResourcePathTest, CoreNamespacedObject) {
 }
 
 TEST(ResourcePathTest, GroupCollectionAndSubresource) {
-  EXPECT_EQ(resource_path(resources::tfjobs(), "default"),
+  EXPECT_EQ(resource_path(resources::job(api::JobKind::TFJob), "default"),
             "/apis/kubeflow.org/v1/namespaces/default/tfjobs");
-  EXPECT_EQ(resource_path(resources::tfjobs(), "default", "mnist", "status"),
+  EXPECT_EQ(resource_path(resources::job(api::JobKind::TFJob), "default", "mnist", "status"),
             "/apis/kubeflow.org/v1/namespaces/default/tfjobs/mnist/status");
 }
 
@@ -51,8 +51,8 @@ TEST(QueryTest, EscapesAsGoQueryEscapeAndKeepsOrder) {
 
 TEST(ResourceTest, ApiVersionAndDisplayName) {
   EXPECT_EQ(resources::pods().api_version(), "v1");
-  EXPECT_EQ(resources::mpijobs().api_version(), "kubeflow.org/v2beta1");
-  EXPECT_EQ(resources::tfjobs().display_name(), "tfjobs.kubeflow.org/v1");
+  EXPECT_EQ(resources::job(api::JobKind::MPIJob).api_version(), "kubeflow.org/v2beta1");
+  EXPECT_EQ(resources::job(api::JobKind::TFJob).display_name(), "tfjobs.kubeflow.org/v1");
 }
 
 }  // namespace

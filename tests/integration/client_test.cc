@@ -313,7 +313,7 @@ TEST(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
   server.routes().Delete("/apis/kubeflow.org/v1/namespaces/ml/tfjobs/mnist", echo);
   server.start();
   Client client(server.rest_config());
-  const Resource tf = resources::tfjobs();
+  const Resource tf = resources::job(api::JobKind::TFJob);
   json job = {{"apiVersion", "kubeflow.org/v1"},
               {"kind", "TFJob"},
               {"metadata", {{"name", "mnist"}, {"namespace", "ml"}}}};
@@ -360,12 +360,12 @@ TEST(ClientVerbsTest, DiscoveryNamesWhatIsMissing) {
                       });
   server.start();
   Client client(server.rest_config());
-  EXPECT_NO_THROW(client.require_served(resources::tfjobs()));
-  Error pt = expect_error([&] { client.require_served(resources::pytorchjobs()); });
+  EXPECT_NO_THROW(client.require_served(resources::job(api::JobKind::TFJob)));
+  Error pt = expect_error([&] { client.require_served(resources::job(api::JobKind::PyTorchJob)); });
   EXPECT_EQ(pt.kind(), ErrorKind::NotFound);
   EXPECT_EQ(pt.message(),
             "kubeflow.org/v1 pytorchjobs is not served by this cluster: run `trainctl install`");
-  Error mpi = expect_error([&] { client.require_served(resources::mpijobs()); });
+  Error mpi = expect_error([&] { client.require_served(resources::job(api::JobKind::MPIJob)); });
   EXPECT_THAT(mpi.message(), HasSubstr("kubeflow.org/v2beta1 mpijobs is not served"));
 }
 

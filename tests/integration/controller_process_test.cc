@@ -70,11 +70,12 @@ spec:
     job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = workers;
     job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
        ["sandbox.trainctl.io/run-seconds"] = run_seconds;
-    client().create(kube::resources::tfjobs(), "default", job);
+    client().create(kube::resources::job(api::JobKind::TFJob), "default", job);
   }
 
   std::string status_of(const std::string& name) {
-    return api::job_status(client().get(kube::resources::tfjobs(), "default", name));
+    return api::job_status(
+        client().get(kube::resources::job(api::JobKind::TFJob), "default", name));
   }
 
   std::vector<json> pods_of(const std::string& name) {

@@ -116,7 +116,7 @@ spec:
 
 TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
   start();
-  create(kube::resources::tfjobs(), kTfJob);
+  create(kube::resources::job(api::JobKind::TFJob), kTfJob);
   ASSERT_TRUE(wait_until([&] { return pods_of("mnist").size() == 3; }));
   const json worker = client().get(kube::resources::pods(), "default", "mnist-worker-1");
   const json& labels = worker["metadata"]["labels"];
@@ -134,8 +134,8 @@ TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
   const json service = client().get(kube::resources::services(), "default", "mnist-ps-0");
   EXPECT_EQ(service["spec"]["clusterIP"], "None");
 
-  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Succeeded"));
-  const json done = job(kube::resources::tfjobs(), "mnist");
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Succeeded"));
+  const json done = job(kube::resources::job(api::JobKind::TFJob), "mnist");
   EXPECT_TRUE(done["status"].contains("completionTime"));
   EXPECT_EQ(done["status"]["replicaStatuses"]["Worker"].value("succeeded", 0), 2);
   std::vector<std::string> types;
@@ -150,7 +150,7 @@ TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
 
 TEST_F(ControllerTest, RetryableExitCodeRecreatesPodsUntilBackoffLimit) {
   start();
-  create(kube::resources::pytorchjobs(), R"(
+  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: flaky}
@@ -164,15 +164,15 @@ spec:
         metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "137"}}
         spec: {containers: [{name: pytorch, image: pt:2}]}
 )");
-  ASSERT_TRUE(wait_status(kube::resources::pytorchjobs(), "flaky", "Failed"));
-  const json failed = job(kube::resources::pytorchjobs(), "flaky");
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::PyTorchJob), "flaky", "Failed"));
+  const json failed = job(kube::resources::job(api::JobKind::PyTorchJob), "flaky");
   const std::string message = failed["status"]["conditions"].back().value("message", "");
   EXPECT_NE(message.find("backoff"), std::string::npos) << message;
 }
 
 TEST_F(ControllerTest, PermanentExitCodeFailsTheJobWithoutRestart) {
   start();
-  create(kube::resources::pytorchjobs(), R"(
+  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: broken}
@@ -185,7 +185,7 @@ spec:
         metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "1"}}
         spec: {containers: [{name: pytorch, image: pt:2}]}
 )");
-  ASSERT_TRUE(wait_status(kube::resources::pytorchjobs(), "broken", "Failed"));
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::PyTorchJob), "broken", "Failed"));
   const auto pods = pods_of("broken");
   ASSERT_EQ(pods.size(), 1u);
   EXPECT_EQ(pods[0]["status"]["phase"], "Failed");
@@ -195,8 +195,8 @@ TEST_F(ControllerTest, CleanPodPolicyRunningDeletesTheStillRunningPs) {
   start();
   json manifest = yaml(kTfJob);
   manifest["spec"]["runPolicy"]["cleanPodPolicy"] = "Running";
-  client().create(kube::resources::tfjobs(), "default", manifest);
-  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Succeeded"));
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", manifest);
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Succeeded"));
   // Worker 0's success ends the job; whatever still runs then (the PS, maybe worker 1) goes.
   ASSERT_TRUE(wait_until([&] {
     for (const auto& pod : pods_of("mnist")) {
@@ -224,11 +224,11 @@ TEST_F(ControllerTest, TtlAfterFinishedDeletesTheJob) {
   json manifest = yaml(kTfJob);
   manifest["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 0;
   manifest["spec"]["tfReplicaSpecs"].erase("PS");
-  client().create(kube::resources::tfjobs(), "default", manifest);
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", manifest);
   ASSERT_TRUE(wait_until(
       [&] {
         try {
-          job(kube::resources::tfjobs(), "mnist");
+          job(kube::resources::job(api::JobKind::TFJob), "mnist");
           return false;
         } catch (const Error& e) {
           return e.kind() == ErrorKind::NotFound;
@@ -242,24 +242,24 @@ TEST_F(ControllerTest, SuspendDeletesPodsAndResumeRecreatesThem) {
   json manifest = yaml(kTfJob);
   manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
           ["sandbox.trainctl.io/run-seconds"] = "forever";
-  client().create(kube::resources::tfjobs(), "default", manifest);
-  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Running"));
-  client().patch(kube::resources::tfjobs(), "default", "mnist", kube::PatchType::Merge,
-                 {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
-  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Suspended"));
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", manifest);
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Running"));
+  client().patch(kube::resources::job(api::JobKind::TFJob), "default", "mnist",
+                 kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Suspended"));
   ASSERT_TRUE(wait_until([&] { return pods_of("mnist").empty(); }));
-  client().patch(kube::resources::tfjobs(), "default", "mnist", kube::PatchType::Merge,
-                 {{"spec", {{"runPolicy", {{"suspend", false}}}}}});
+  client().patch(kube::resources::job(api::JobKind::TFJob), "default", "mnist",
+                 kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", false}}}}}});
   ASSERT_TRUE(wait_until([&] { return pods_of("mnist").size() == 3; }));
-  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "mnist", "Running"));
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Running"));
 }
 
 TEST_F(ControllerTest, JobsManagedByAnotherControllerAreLeftAlone) {
   start();
   json manifest = yaml(kTfJob);
   manifest["spec"]["runPolicy"]["managedBy"] = "kueue.x-k8s.io/multikueue";
-  client().create(kube::resources::tfjobs(), "default", manifest);
-  create(kube::resources::tfjobs(), R"(
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", manifest);
+  create(kube::resources::job(api::JobKind::TFJob), R"(
 apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata: {name: ours}
@@ -271,14 +271,14 @@ spec:
   // Once the job created after it has pods, the first one has certainly been seen.
   ASSERT_TRUE(wait_until([&] { return pods_of("ours").size() == 1; }));
   EXPECT_TRUE(pods_of("mnist").empty());
-  EXPECT_FALSE(job(kube::resources::tfjobs(), "mnist").contains("status"));
+  EXPECT_FALSE(job(kube::resources::job(api::JobKind::TFJob), "mnist").contains("status"));
 }
 
 // elasticPolicy.metrics: the controller creates the job's HPA (pytorch/hpa.go); scaling the job
 // through its scale subresource, as the HPA controller does, adds a worker.
 TEST_F(ControllerTest, PyTorchMetricsGetAnAutoscalerAndScalingAddsWorkers) {
   start();
-  create(kube::resources::pytorchjobs(), R"(
+  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: elastic}
@@ -302,10 +302,11 @@ spec:
   EXPECT_EQ(hpa["spec"]["maxReplicas"], 3);
   EXPECT_EQ(hpa["metadata"]["ownerReferences"][0]["name"], "elastic");
 
-  client().patch(kube::resources::pytorchjobs(), "default", "elastic", kube::PatchType::Merge,
-                 {{"spec", {{"replicas", 3}}}}, {.subresource = "scale"});
+  client().patch(kube::resources::job(api::JobKind::PyTorchJob), "default", "elastic",
+                 kube::PatchType::Merge, {{"spec", {{"replicas", 3}}}}, {.subresource = "scale"});
   ASSERT_TRUE(wait_until([&] { return pods_of("elastic").size() == 3; }));
-  const json scale = client().get(kube::resources::pytorchjobs(), "default", "elastic", "scale");
+  const json scale =
+      client().get(kube::resources::job(api::JobKind::PyTorchJob), "default", "elastic", "scale");
   EXPECT_EQ(scale["status"]["selector"],
             "training.kubeflow.org/job-name=elastic,training.kubeflow.org/operator-name="
             "pytorchjob-controller,training.kubeflow.org/replica-type=worker");
@@ -313,7 +314,7 @@ spec:
 
 TEST_F(ControllerTest, MpiJobLauncherWaitsForWorkersAndCompletes) {
   start();
-  create(kube::resources::mpijobs(), R"(
+  create(kube::resources::job(api::JobKind::MPIJob), R"(
 apiVersion: kubeflow.org/v2beta1
 kind: MPIJob
 metadata: {name: hvd}
@@ -343,7 +344,7 @@ spec:
             "hvd-worker-0.hvd.default.svc slots=2\nhvd-worker-1.hvd.default.svc slots=2\n");
   const json secret = client().get(kube::resources::secrets(), "default", "hvd-ssh");
   EXPECT_EQ(secret["type"], "kubernetes.io/ssh-auth");
-  ASSERT_TRUE(wait_status(kube::resources::mpijobs(), "hvd", "Succeeded"));
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::MPIJob), "hvd", "Succeeded"));
 }
 
 TEST_F(ControllerTest, BuiltinGangAdmissionHoldsAJobThatDoesNotFitTheQueue) {
@@ -355,7 +356,7 @@ metadata: {name: team-a}
 spec: {weight: 1, capability: {nvidia.com/gpu: "8"}}
 )"));
   const auto gpu_job = [&](const std::string& name) {
-    client().create(kube::resources::pytorchjobs(), "default", yaml(R"(
+    client().create(kube::resources::job(api::JobKind::PyTorchJob), "default", yaml(R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: )" + name + R"(}
@@ -389,7 +390,7 @@ spec:
   EXPECT_EQ(client().get(kube::resources::podgroups(), "default", "second")["status"]["phase"],
             "Pending");
   EXPECT_TRUE(pods_of("second").empty());  // all or none: not even the master
-  client().remove(kube::resources::pytorchjobs(), "default", "first");
+  client().remove(kube::resources::job(api::JobKind::PyTorchJob), "default", "first");
   ASSERT_TRUE(wait_until([&] { return pods_of("second").size() == 2; }, std::chrono::seconds(20)));
 }
 
@@ -432,7 +433,7 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
 )");
     job["metadata"]["name"] = name;
     job["spec"]["pytorchReplicaSpecs"] = {{"Master", replica}, {"Worker", replica}};
-    return client().create(kube::resources::pytorchjobs(), "default", job);
+    return client().create(kube::resources::job(api::JobKind::PyTorchJob), "default", job);
   };
   const auto group_phase = [&](const std::string& name) -> std::string {
     try {
@@ -445,7 +446,7 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
     }
   };
   const auto remove = [&](const std::string& name, const std::string& policy) {
-    client().remove(kube::resources::pytorchjobs(), "default", name,
+    client().remove(kube::resources::job(api::JobKind::PyTorchJob), "default", name,
                     {.propagation_policy = policy});
   };
 
@@ -511,7 +512,8 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
 
   // Nothing is left whose owner is gone, and the queue holds only the new job.
   std::set<std::string> live_jobs;
-  for (const json& job : client().list_all(kube::resources::pytorchjobs(), "default")["items"])
+  for (const json& job :
+       client().list_all(kube::resources::job(api::JobKind::PyTorchJob), "default")["items"])
     live_jobs.insert(job["metadata"]["uid"].get<std::string>());
   for (const auto& resource : {kube::resources::pods(), kube::resources::services(),
                                kube::resources::configmaps(), kube::resources::podgroups()}) {
@@ -531,7 +533,7 @@ TEST_F(ControllerTest, IstioSidecarIsStoppedOnceTrainingContainersFinish) {
   client().patch(kube::resources::namespaces(), "", "default", kube::PatchType::Merge,
                  {{"metadata", {{"labels", {{"istio-injection", "enabled"}}}}}});
   start();
-  create(kube::resources::tfjobs(), R"(
+  create(kube::resources::job(api::JobKind::TFJob), R"(
 apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata: {name: meshed}
@@ -550,7 +552,7 @@ spec:
   const json pod = pods_of("meshed")[0];
   EXPECT_EQ(pod["metadata"]["annotations"]["proxy.istio.io/config"],
             R"({"holdApplicationUntilProxyStarts": true})");
-  ASSERT_TRUE(wait_status(kube::resources::tfjobs(), "meshed", "Succeeded"));
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "meshed", "Succeeded"));
   EXPECT_EQ(pods_of("meshed")[0]["status"]["phase"], "Succeeded");
 }
 

@@ -189,8 +189,8 @@ TEST(DocsTest, BashCompletesJobQueueAndNamespaceNamesFromTheCluster) {
     job["metadata"]["name"] = name;
     return job;
   };
-  local.client().create(kube::resources::tfjobs(), "default", tfjob("mnist"));
-  local.client().create(kube::resources::tfjobs(), "team-a", tfjob("bert"));
+  local.client().create(kube::resources::job(api::JobKind::TFJob), "default", tfjob("mnist"));
+  local.client().create(kube::resources::job(api::JobKind::TFJob), "team-a", tfjob("bert"));
   local.client().create(kube::resources::queues(), "",
                         {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
                          {"kind", "Queue"},

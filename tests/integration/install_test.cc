@@ -103,8 +103,9 @@ TEST_F(InstallTest, InstallServesTheCrdsAndCreatesTheController) {
                                "serverside-applied"));
   EXPECT_THAT(r.out, HasSubstr("deployment.apps/trainctl-controller serverside-applied"));
   for (const auto& res :
-       {kube::resources::tfjobs(), kube::resources::pytorchjobs(), kube::resources::mpijobs(),
-        kube::resources::podgroups(), kube::resources::queues()}) {
+       {kube::resources::job(api::JobKind::TFJob), kube::resources::job(api::JobKind::PyTorchJob),
+        kube::resources::job(api::JobKind::MPIJob), kube::resources::podgroups(),
+        kube::resources::queues()}) {
     EXPECT_NO_THROW(client().require_served(res)) << res.display_name();
   }
   const json deployment = client().get(kDeployments, "trainctl-system", "trainctl-controller");
@@ -150,7 +151,7 @@ TEST_F(InstallTest, UninstallRemovesEverything) {
   EXPECT_FALSE(exists(kDeployments, "trainctl-system", "trainctl-controller"));
   EXPECT_FALSE(exists(kClusterRoles, "", "trainctl-controller"));
   EXPECT_FALSE(exists(kube::resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org"));
-  EXPECT_THROW(client().require_served(kube::resources::tfjobs()), Error);
+  EXPECT_THROW(client().require_served(kube::resources::job(api::JobKind::TFJob)), Error);
   // Nothing left to delete is still success.
   const auto again = run("uninstall");
   EXPECT_EQ(again.exit_code, 0) << again.err;
@@ -162,7 +163,7 @@ TEST_F(InstallTest, UninstallKeepCrdsKeepsTheJobKinds) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(exists(kDeployments, "trainctl-system", "trainctl-controller"));
   EXPECT_TRUE(exists(kube::resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org"));
-  EXPECT_NO_THROW(client().require_served(kube::resources::tfjobs()));
+  EXPECT_NO_THROW(client().require_served(kube::resources::job(api::JobKind::TFJob)));
 }
 
 TEST_F(InstallTest, SandboxDiscoveryServesDeploymentsAndRbac) {

@@ -71,13 +71,14 @@ class JobFollowTest : public ::testing::Test {
   }
 
   json create_job(const std::string& name, int workers = 1, const std::string& queue = "") {
-    return client().create(kube::resources::tfjobs(), "default", tfjob(name, workers, queue));
+    return client().create(kube::resources::job(api::JobKind::TFJob), "default",
+                           tfjob(name, workers, queue));
   }
 
   /// Writes the job's status as the operator does: Created, then `type` True with `message`.
   void set_status(const std::string& name, const std::string& type, const std::string& message = "",
                   json extra = json::object()) {
-    json job = client().get(kube::resources::tfjobs(), "default", name);
+    json job = client().get(kube::resources::job(api::JobKind::TFJob), "default", name);
     const std::string now = api::format_timestamp(std::chrono::system_clock::now());
     json conditions = json::array({{{"type", "Created"},
                                     {"status", "True"},
@@ -92,7 +93,7 @@ class JobFollowTest : public ::testing::Test {
     }
     extra["conditions"] = conditions;
     job["status"] = extra;
-    client().update_status(kube::resources::tfjobs(), "default", job);
+    client().update_status(kube::resources::job(api::JobKind::TFJob), "default", job);
   }
 
   /// A replica pod of `job` as the operator names and labels it; its container runs for
@@ -326,7 +327,7 @@ TEST_F(JobFollowTest, WaitForCreatedAndDeleted) {
 
   auto deleted = start("wait later --for=deleted --timeout 20s");
   EXPECT_EQ(deleted.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
-  client().remove(kube::resources::tfjobs(), "default", "later");
+  client().remove(kube::resources::job(api::JobKind::TFJob), "default", "later");
   RunResult d = finish(deleted);
   EXPECT_EQ(d.exit_code, 0) << d.err;
   EXPECT_EQ(d.out, "tfjob.kubeflow.org/later condition met\n");
@@ -347,7 +348,7 @@ class SubmitWaitTest : public JobFollowTest {
   void operate(const std::string& name, int worker1_exit, bool clean_pods = true) {
     ASSERT_TRUE(testing::wait_until([&] {
       try {
-        client().get(kube::resources::tfjobs(), "default", name);
+        client().get(kube::resources::job(api::JobKind::TFJob), "default", name);
         return true;
       } catch (const Error&) {
         return false;

@@ -69,10 +69,10 @@ class JobVerbsTest : public ::testing::Test {
 
   static kube::Resource resource_of(const std::string& kind) {
     if (kind == "TFJob")
-      return kube::resources::tfjobs();
+      return kube::resources::job(api::JobKind::TFJob);
     if (kind == "PyTorchJob")
-      return kube::resources::pytorchjobs();
-    return kube::resources::mpijobs();
+      return kube::resources::job(api::JobKind::PyTorchJob);
+    return kube::resources::job(api::JobKind::MPIJob);
   }
 
   /// Creates the job, then sets `status` through the status subresource as an operator does.
@@ -374,8 +374,10 @@ TEST_F(JobVerbsTest, DeleteByNameAndIgnoreNotFound) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "tfjob.kubeflow.org \"mnist\" deleted\npytorchjob.kubeflow.org \"bert\" deleted\n");
-  EXPECT_TRUE(testing::wait_until([&] { return !exists(kube::resources::tfjobs(), "mnist"); }));
-  EXPECT_TRUE(testing::wait_until([&] { return !exists(kube::resources::pytorchjobs(), "bert"); }));
+  EXPECT_TRUE(testing::wait_until(
+      [&] { return !exists(kube::resources::job(api::JobKind::TFJob), "mnist"); }));
+  EXPECT_TRUE(testing::wait_until(
+      [&] { return !exists(kube::resources::job(api::JobKind::PyTorchJob), "bert"); }));
   RunResult again = run("delete mnist");
   EXPECT_EQ(again.exit_code, 3);
   EXPECT_THAT(again.err, HasSubstr("\"mnist\" not found"));
@@ -399,11 +401,11 @@ TEST_F(JobVerbsTest, DeleteBySelectorAndAll) {
   RunResult r = run("delete -l team=x --wait --timeout 20s");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "tfjob.kubeflow.org \"a\" deleted\nmpijob.kubeflow.org \"b\" deleted\n");
-  EXPECT_FALSE(exists(kube::resources::tfjobs(), "a"));
-  EXPECT_FALSE(exists(kube::resources::mpijobs(), "b"));
-  EXPECT_TRUE(exists(kube::resources::tfjobs(), "c"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::TFJob), "a"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::MPIJob), "b"));
+  EXPECT_TRUE(exists(kube::resources::job(api::JobKind::TFJob), "c"));
   EXPECT_EQ(run("delete --all --wait").out, "tfjob.kubeflow.org \"c\" deleted\n");
-  EXPECT_FALSE(exists(kube::resources::tfjobs(), "c"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::TFJob), "c"));
   RunResult none = run("delete --all");
   EXPECT_EQ(none.exit_code, 0);
   EXPECT_EQ(none.err, "No jobs found in default namespace.\n");
@@ -426,13 +428,13 @@ TEST_F(JobVerbsTest, DeleteWaitReturnsOnlyOnceTheJobsPodsAreGone) {
   RunResult held = run("delete owner --wait --timeout 1s");
   EXPECT_EQ(held.exit_code, 4) << held.err;
   EXPECT_THAT(held.err, HasSubstr("waiting for tfjob.kubeflow.org \"owner\" to be deleted"));
-  EXPECT_TRUE(exists(kube::resources::tfjobs(), "owner"));
+  EXPECT_TRUE(exists(kube::resources::job(api::JobKind::TFJob), "owner"));
   client().patch(kube::resources::pods(), "default", "owner-worker-0", kube::PatchType::Merge,
                  {{"metadata", {{"finalizers", nullptr}}}});
   RunResult r = run("delete owner --wait --timeout 20s --ignore-not-found");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(exists(kube::resources::pods(), "owner-worker-0"));
-  EXPECT_FALSE(exists(kube::resources::tfjobs(), "owner"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::TFJob), "owner"));
 }
 
 TEST_F(JobVerbsTest, SuspendAndResumePatchRunPolicySuspend) {
@@ -440,13 +442,13 @@ TEST_F(JobVerbsTest, SuspendAndResumePatchRunPolicySuspend) {
   RunResult s = run("suspend bert");
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.out, "pytorchjob.kubeflow.org/bert suspended\n");
-  json job = client().get(kube::resources::pytorchjobs(), "default", "bert");
+  json job = client().get(kube::resources::job(api::JobKind::PyTorchJob), "default", "bert");
   EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], true);
   EXPECT_EQ(job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], 2);  // merge, not replace
   RunResult r = run("resume bert");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "pytorchjob.kubeflow.org/bert resumed\n");
-  job = client().get(kube::resources::pytorchjobs(), "default", "bert");
+  job = client().get(kube::resources::job(api::JobKind::PyTorchJob), "default", "bert");
   EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
   RunResult missing = run("suspend ghost");
   EXPECT_EQ(missing.exit_code, 3);

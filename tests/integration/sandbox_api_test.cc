@@ -263,7 +263,7 @@ TEST_F(SandboxDiscoveryTest, CoreV1ListsPodsWithTheirSubresources) {
 TEST_F(SandboxCrdTest, ShippedTrainingCrdsInstallAndServeWithPrinterColumns) {
   testing::install_training_crds(client());
   const json job =
-      client().create(resources::tfjobs(), "default",
+      client().create(resources::job(api::JobKind::TFJob), "default",
                       {{"apiVersion", "kubeflow.org/v1"},
                        {"kind", "TFJob"},
                        {"metadata", {{"name", "mnist"}}},
@@ -285,11 +285,12 @@ TEST_F(SandboxCrdTest, ShippedTrainingCrdsInstallAndServeWithPrinterColumns) {
 }
 
 TEST_F(SandboxCrdTest, NamespacedCrdWithStatusIsServedUntilDeleted) {
-  const Error before = expect_error([&] { client().require_served(resources::tfjobs()); });
+  const Error before =
+      expect_error([&] { client().require_served(resources::job(api::JobKind::TFJob)); });
   EXPECT_EQ(before.kind(), ErrorKind::NotFound);
   EXPECT_THAT(before.message(), HasSubstr("kubeflow.org/v1 tfjobs is not served"));
 
-  install_crd(client(), tfjob_crd(), resources::tfjobs());
+  install_crd(client(), tfjob_crd(), resources::job(api::JobKind::TFJob));
   const json crd =
       client().get(resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org");
   EXPECT_EQ(condition_status(crd, "NamesAccepted"), "True");
@@ -304,18 +305,21 @@ TEST_F(SandboxCrdTest, NamespacedCrdWithStatusIsServedUntilDeleted) {
   EXPECT_THAT(group_names(RawSandboxHttp(sandbox().admin_config()).get_json("/apis")),
               Contains("kubeflow.org"));
 
-  client().create(resources::tfjobs(), "default", tfjob("mnist", 3));
-  const json job = client().get(resources::tfjobs(), "default", "mnist");
+  client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist", 3));
+  const json job = client().get(resources::job(api::JobKind::TFJob), "default", "mnist");
   EXPECT_EQ(job["apiVersion"], "kubeflow.org/v1");
   EXPECT_EQ(job["kind"], "TFJob");
   EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 3);
-  EXPECT_THAT(names_of(client().list(resources::tfjobs(), "default")), ElementsAre("mnist"));
+  EXPECT_THAT(names_of(client().list(resources::job(api::JobKind::TFJob), "default")),
+              ElementsAre("mnist"));
 
   client().remove(resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org");
-  const Error after = expect_error([&] { client().require_served(resources::tfjobs()); });
+  const Error after =
+      expect_error([&] { client().require_served(resources::job(api::JobKind::TFJob)); });
   EXPECT_EQ(after.kind(), ErrorKind::NotFound);
   EXPECT_THAT(after.message(), HasSubstr("kubeflow.org/v1 tfjobs is not served"));
-  const Error gone = expect_error([&] { client().get(resources::tfjobs(), "default", "mnist"); });
+  const Error gone =
+      expect_error([&] { client().get(resources::job(api::JobKind::TFJob), "default", "mnist"); });
   EXPECT_EQ(gone.http_code(), 404);
   EXPECT_THAT(group_names(RawSandboxHttp(sandbox().admin_config()).get_json("/apis")),
               Not(Contains("kubeflow.org")));
@@ -356,29 +360,31 @@ TEST_F(SandboxCrdTest, ClusterScopedCrdWithoutStatusTakesStatusInAPlainUpdate) {
 TEST_F(SandboxCrdTest, CrdHeldByAFinalizerIsServedUntilReleased) {
   json crd = tfjob_crd();
   crd["metadata"]["finalizers"] = {"example.com/hold"};
-  install_crd(client(), crd, resources::tfjobs());
+  install_crd(client(), crd, resources::job(api::JobKind::TFJob));
   client().remove(resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org");
-  EXPECT_NO_THROW(client().require_served(resources::tfjobs())) << "still terminating";
+  EXPECT_NO_THROW(client().require_served(resources::job(api::JobKind::TFJob)))
+      << "still terminating";
 
   client().patch(resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org",
                  PatchType::Merge, {{"metadata", {{"finalizers", nullptr}}}});
-  EXPECT_EQ(expect_error([&] { client().require_served(resources::tfjobs()); }).kind(),
-            ErrorKind::NotFound);
+  EXPECT_EQ(
+      expect_error([&] { client().require_served(resources::job(api::JobKind::TFJob)); }).kind(),
+      ErrorKind::NotFound);
 }
 
 TEST_F(SandboxCrdTest, CustomResourceUpdateWithoutResourceVersionIsInvalid) {
-  install_crd(client(), tfjob_crd(), resources::tfjobs());
-  client().create(resources::tfjobs(), "default", tfjob("mnist"));
+  install_crd(client(), tfjob_crd(), resources::job(api::JobKind::TFJob));
+  client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist"));
   // Built-in types take an unconditional update; custom resources refuse one.
-  const Error e =
-      expect_error([&] { client().update(resources::tfjobs(), "default", tfjob("mnist", 4)); });
+  const Error e = expect_error(
+      [&] { client().update(resources::job(api::JobKind::TFJob), "default", tfjob("mnist", 4)); });
   EXPECT_EQ(e.kind(), ErrorKind::Invalid);
   EXPECT_THAT(e.message(), HasSubstr("metadata.resourceVersion"));
 }
 
 TEST_F(SandboxCrdTest, UpdatingACrdChangesWhatIsServed) {
   install_crd(client(), crd_manifest("kubeflow.org", "v1", "tfjobs", "TFJob", "Namespaced", false),
-              resources::tfjobs());
+              resources::job(api::JobKind::TFJob));
   EXPECT_THAT(resource_names(client().discover("kubeflow.org", "v1")),
               Not(Contains("tfjobs/status")));
 
@@ -387,11 +393,12 @@ TEST_F(SandboxCrdTest, UpdatingACrdChangesWhatIsServed) {
   client().update(resources::custom_resource_definitions(), "", crd);
   EXPECT_THAT(resource_names(client().discover("kubeflow.org", "v1")), Contains("tfjobs/status"));
 
-  const json job = client().create(resources::tfjobs(), "default", tfjob("mnist"));
+  const json job = client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist"));
   json with_status = job;
   with_status["status"] = {
       {"conditions", json::array({{{"type", "Created"}, {"status", "True"}}})}};
-  const json written = client().update_status(resources::tfjobs(), "default", with_status);
+  const json written =
+      client().update_status(resources::job(api::JobKind::TFJob), "default", with_status);
   EXPECT_EQ(condition_status(written, "Created"), "True");
 }
 
@@ -419,8 +426,8 @@ TEST_F(SandboxMetadataTest, ResourceVersionIncreasesAcrossAllResourceTypes) {
   const json secret =
       client().create(resources::secrets(), "default",
                       {{"apiVersion", "v1"}, {"kind", "Secret"}, {"metadata", {{"name", "s"}}}});
-  install_crd(client(), tfjob_crd(), resources::tfjobs());
-  const json job = client().create(resources::tfjobs(), "default", tfjob("mnist"));
+  install_crd(client(), tfjob_crd(), resources::job(api::JobKind::TFJob));
+  const json job = client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist"));
   json changed = cm;
   changed["data"]["key"] = "other";
   const json updated = client().update(resources::configmaps(), "default", changed);
@@ -433,22 +440,22 @@ TEST_F(SandboxMetadataTest, ResourceVersionIncreasesAcrossAllResourceTypes) {
 }
 
 TEST_F(SandboxMetadataTest, GenerationIsBumpedBySpecChangesOnly) {
-  install_crd(client(), tfjob_crd(), resources::tfjobs());
-  json job = client().create(resources::tfjobs(), "default", tfjob("mnist", 2));
+  install_crd(client(), tfjob_crd(), resources::job(api::JobKind::TFJob));
+  json job = client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist", 2));
   EXPECT_EQ(job["metadata"]["generation"], 1);
 
   job["metadata"]["labels"] = {{"team", "vision"}};
-  job = client().update(resources::tfjobs(), "default", job);
+  job = client().update(resources::job(api::JobKind::TFJob), "default", job);
   EXPECT_EQ(job["metadata"]["generation"], 1) << "a label change is not a spec change";
 
   job["status"] = {{"conditions", json::array({{{"type", "Created"}, {"status", "True"}}})}};
-  job = client().update_status(resources::tfjobs(), "default", job);
+  job = client().update_status(resources::job(api::JobKind::TFJob), "default", job);
   EXPECT_EQ(job["metadata"]["generation"], 1) << "a status write is not a spec change";
 
   job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 4;
-  job = client().update(resources::tfjobs(), "default", job);
+  job = client().update(resources::job(api::JobKind::TFJob), "default", job);
   EXPECT_EQ(job["metadata"]["generation"], 2);
-  job = client().patch(resources::tfjobs(), "default", "mnist", PatchType::Merge,
+  job = client().patch(resources::job(api::JobKind::TFJob), "default", "mnist", PatchType::Merge,
                        {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
   EXPECT_EQ(job["metadata"]["generation"], 3);
 }
@@ -716,10 +723,10 @@ TEST_F(SandboxErrorTest, UnsupportedMethodIs405) {
 }
 
 TEST_F(SandboxErrorTest, StrategicMergeOnACustomResourceIs415) {
-  install_crd(client(), tfjob_crd(), resources::tfjobs());
-  client().create(resources::tfjobs(), "default", tfjob("mnist"));
+  install_crd(client(), tfjob_crd(), resources::job(api::JobKind::TFJob));
+  client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist"));
   const Error e = expect_error([&] {
-    client().patch(resources::tfjobs(), "default", "mnist", PatchType::Strategic,
+    client().patch(resources::job(api::JobKind::TFJob), "default", "mnist", PatchType::Strategic,
                    {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
   });
   EXPECT_EQ(e.kind(), ErrorKind::UnsupportedMediaType);
@@ -1169,31 +1176,32 @@ TEST_F(SandboxWriteTest, ApplyPatchCreatesThenMerges) {
 }
 
 TEST_F(SandboxWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfACustomResource) {
-  install_crd(client(), tfjob_crd(), resources::tfjobs());
-  json job = client().create(resources::tfjobs(), "default", tfjob("mnist", 2));
+  install_crd(client(), tfjob_crd(), resources::job(api::JobKind::TFJob));
+  json job = client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist", 2));
 
   json both = job;
   both["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3;
   both["status"] = {{"conditions", json::array({{{"type", "Running"}, {"status", "True"}}})}};
-  job = client().update(resources::tfjobs(), "default", both);
+  job = client().update(resources::job(api::JobKind::TFJob), "default", both);
   EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 3);
   EXPECT_EQ(condition_status(job, "Running"), "") << "a main write must not touch status";
 
   both = job;
   both["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 9;
   both["status"] = {{"conditions", json::array({{{"type", "Running"}, {"status", "True"}}})}};
-  job = client().update_status(resources::tfjobs(), "default", both);
+  job = client().update_status(resources::job(api::JobKind::TFJob), "default", both);
   EXPECT_EQ(condition_status(job, "Running"), "True");
   EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 3)
       << "a status write must not touch spec";
 
-  job = client().patch(resources::tfjobs(), "default", "mnist", PatchType::Merge,
+  job = client().patch(resources::job(api::JobKind::TFJob), "default", "mnist", PatchType::Merge,
                        {{"status", {{"replicaStatuses", {{"Worker", {{"active", 3}}}}}}}},
                        {.subresource = "status"});
   EXPECT_EQ(job["status"]["replicaStatuses"]["Worker"]["active"], 3);
-  EXPECT_EQ(
-      condition_status(client().get(resources::tfjobs(), "default", "mnist", "status"), "Running"),
-      "True");
+  EXPECT_EQ(condition_status(
+                client().get(resources::job(api::JobKind::TFJob), "default", "mnist", "status"),
+                "Running"),
+            "True");
 }
 
 // apiextensions-apiserver registry/customresource/etcd.go: ScaleREST Get/Update and
@@ -1211,23 +1219,23 @@ TEST_F(SandboxWriteTest, ScaleSubresourceReadsAndWritesTheCrdsReplicaPaths) {
               {"kind", "PyTorchJob"},
               {"metadata", {{"name", "ddp"}}},
               {"spec", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}}}};
-  job = client().create(resources::pytorchjobs(), "default", job);
+  job = client().create(resources::job(api::JobKind::PyTorchJob), "default", job);
   client().patch(
-      resources::pytorchjobs(), "default", "ddp", PatchType::Merge,
+      resources::job(api::JobKind::PyTorchJob), "default", "ddp", PatchType::Merge,
       {{"status", {{"replicaStatuses", {{"Worker", {{"active", 2}, {"selector", "a=b"}}}}}}}},
       {.subresource = "status"});
 
-  json scale = client().get(resources::pytorchjobs(), "default", "ddp", "scale");
+  json scale = client().get(resources::job(api::JobKind::PyTorchJob), "default", "ddp", "scale");
   EXPECT_EQ(scale["kind"], "Scale");
   EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
   EXPECT_EQ(scale["metadata"]["uid"], job["metadata"]["uid"]);
   EXPECT_EQ(scale["spec"], json({{"replicas", 2}}));
   EXPECT_EQ(scale["status"], json({{"replicas", 2}, {"selector", "a=b"}}));
 
-  scale = client().patch(resources::pytorchjobs(), "default", "ddp", PatchType::Merge,
-                         {{"spec", {{"replicas", 4}}}}, {.subresource = "scale"});
+  scale = client().patch(resources::job(api::JobKind::PyTorchJob), "default", "ddp",
+                         PatchType::Merge, {{"spec", {{"replicas", 4}}}}, {.subresource = "scale"});
   EXPECT_EQ(scale["spec"]["replicas"], 4);
-  EXPECT_EQ(client().get(resources::pytorchjobs(), "default",
+  EXPECT_EQ(client().get(resources::job(api::JobKind::PyTorchJob), "default",
                          "ddp")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
             4);
 
@@ -1249,9 +1257,10 @@ TEST_F(SandboxWriteTest, ScaleSubresourceReadsAndWritesTheCrdsReplicaPaths) {
   const auto put = http.send("PUT", path, scale.dump(), "application/json");
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(json::parse(put.body)["spec"]["replicas"], 3);
-  EXPECT_EQ(
-      expect_error([&] { client().get(resources::tfjobs(), "default", "ddp", "scale"); }).kind(),
-      ErrorKind::NotFound);
+  EXPECT_EQ(expect_error([&] {
+              client().get(resources::job(api::JobKind::TFJob), "default", "ddp", "scale");
+            }).kind(),
+            ErrorKind::NotFound);
 }
 
 TEST_F(SandboxWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfAPod) {
@@ -1592,12 +1601,14 @@ TEST_F(SandboxDryRunTest, CreateUpdatePatchAndDeleteChangeNothing) {
 }
 
 TEST_F(SandboxDryRunTest, DryRunDeleteOfACrdKeepsItServed) {
-  install_crd(client(), tfjob_crd(), resources::tfjobs());
-  client().create(resources::tfjobs(), "default", tfjob("mnist"));
+  install_crd(client(), tfjob_crd(), resources::job(api::JobKind::TFJob));
+  client().create(resources::job(api::JobKind::TFJob), "default", tfjob("mnist"));
   client().remove(resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org",
                   {.dry_run = true});
-  EXPECT_NO_THROW(client().require_served(resources::tfjobs()));
-  EXPECT_EQ(client().get(resources::tfjobs(), "default", "mnist")["metadata"]["name"], "mnist");
+  EXPECT_NO_THROW(client().require_served(resources::job(api::JobKind::TFJob)));
+  EXPECT_EQ(
+      client().get(resources::job(api::JobKind::TFJob), "default", "mnist")["metadata"]["name"],
+      "mnist");
 }
 
 // --- authentication ---------------------------------------------------------------------------

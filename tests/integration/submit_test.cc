@@ -462,7 +462,7 @@ TEST_F(SubmitTest, CreatesTheRenderedJob) {
   RunResult r = trainctl("submit pytorchjob " + flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "pytorchjob.kubeflow.org/train created\n");
-  const json job = client().get(kube::resources::pytorchjobs(), "default", "train");
+  const json job = client().get(kube::resources::job(api::JobKind::PyTorchJob), "default", "train");
   EXPECT_EQ(job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"], 1);
   EXPECT_EQ(job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], 2);
   const json& worker = container(job, "pytorchReplicaSpecs", "Worker");
@@ -496,7 +496,7 @@ TEST_F(SubmitTest, DryRunClientSendsNoRequestAndPrintsJson) {
   RunResult sandboxed = trainctl("submit tfjob --name dry --image reg/tf:1 --dry-run=client");
   ASSERT_EQ(sandboxed.exit_code, 0) << sandboxed.err;
   EXPECT_THAT(sandboxed.out, HasSubstr("kind: TFJob"));
-  EXPECT_FALSE(exists(kube::resources::tfjobs(), "dry"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::TFJob), "dry"));
 }
 
 TEST_F(SubmitTest, DryRunServerCreatesNothing) {
@@ -505,7 +505,7 @@ TEST_F(SubmitTest, DryRunServerCreatesNothing) {
   const json job = yaml_to_json(YAML::Load(r.out));
   EXPECT_EQ(job["metadata"]["name"], "srv");
   EXPECT_EQ(job["metadata"]["namespace"], "default");
-  EXPECT_FALSE(exists(kube::resources::mpijobs(), "srv"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::MPIJob), "srv"));
 }
 
 TEST_F(SubmitTest, FileWithOneBadDocumentCreatesNothing) {
@@ -515,15 +515,15 @@ TEST_F(SubmitTest, FileWithOneBadDocumentCreatesNothing) {
   EXPECT_THAT(r.err, MatchesRegex(fmt::format("(.|\n)*{}:2[0-9]: spec\\.tfReplicaSpecs\\.Worker\\."
                                               "replicas: (.|\n)*",
                                               file.string())));
-  EXPECT_FALSE(exists(kube::resources::pytorchjobs(), "first"));
-  EXPECT_FALSE(exists(kube::resources::tfjobs(), "second"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::PyTorchJob), "first"));
+  EXPECT_FALSE(exists(kube::resources::job(api::JobKind::TFJob), "second"));
 }
 
 TEST_F(SubmitTest, FileFromStdinCreatesEveryDocument) {
   RunResult r = trainctl("submit -f -", fmt::format(kTwoJobs, 2));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "pytorchjob.kubeflow.org/first created\ntfjob.kubeflow.org/second created\n");
-  const json second = client().get(kube::resources::tfjobs(), "default", "second");
+  const json second = client().get(kube::resources::job(api::JobKind::TFJob), "default", "second");
   EXPECT_EQ(second["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 2);
   EXPECT_THAT(second["metadata"]["annotations"]["trainctl.io/spec-hash"].get<std::string>(),
               MatchesRegex("[0-9a-f]{64}"));
@@ -541,14 +541,14 @@ TEST_F(SubmitTest, IfExistsFailSkipReplace) {
   RunResult skip = trainctl("submit --if-exists skip -f " + v2.string());
   EXPECT_EQ(skip.exit_code, 0) << skip.err;
   EXPECT_THAT(skip.out, HasSubstr("tfjob.kubeflow.org/second unchanged"));
-  EXPECT_EQ(client().get(kube::resources::tfjobs(), "default",
+  EXPECT_EQ(client().get(kube::resources::job(api::JobKind::TFJob), "default",
                          "second")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"],
             1);
 
   RunResult replace = trainctl("submit --if-exists replace -f " + v2.string());
   EXPECT_EQ(replace.exit_code, 0) << replace.err;
   EXPECT_THAT(replace.out, HasSubstr("tfjob.kubeflow.org/second replaced"));
-  EXPECT_EQ(client().get(kube::resources::tfjobs(), "default",
+  EXPECT_EQ(client().get(kube::resources::job(api::JobKind::TFJob), "default",
                          "second")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"],
             4);
 }
@@ -556,9 +556,9 @@ TEST_F(SubmitTest, IfExistsFailSkipReplace) {
 TEST_F(SubmitTest, IfExistsReplaceGivesUpWhenTheOldJobIsNotDeletedInTime) {
   ASSERT_EQ(trainctl("submit -f -", fmt::format(kTwoJobs, 1)).exit_code, 0);
   // A finalizer nobody removes keeps the existing job Terminating.
-  json job = client().get(kube::resources::tfjobs(), "default", "second");
+  json job = client().get(kube::resources::job(api::JobKind::TFJob), "default", "second");
   job["metadata"]["finalizers"] = {"example.com/hold"};
-  client().update(kube::resources::tfjobs(), "default", job);
+  client().update(kube::resources::job(api::JobKind::TFJob), "default", job);
   const auto file = dir_.write("v2.yaml", fmt::format(kTwoJobs, 4));
   RunResult r = trainctl("submit --if-exists replace --wait --timeout 1s -f " + file.string());
   EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
@@ -566,7 +566,7 @@ TEST_F(SubmitTest, IfExistsReplaceGivesUpWhenTheOldJobIsNotDeletedInTime) {
   EXPECT_THAT(r.err, HasSubstr("--if-exists replace: timed out after 1s waiting for the existing "
                                "tfjob.kubeflow.org \"second\" and its pods to be deleted"));
   EXPECT_THAT(r.out, Not(HasSubstr("replaced")));
-  const json live = client().get(kube::resources::tfjobs(), "default", "second");
+  const json live = client().get(kube::resources::job(api::JobKind::TFJob), "default", "second");
   EXPECT_EQ(live["metadata"]["uid"], job["metadata"]["uid"]);  // the old one, still Terminating
   EXPECT_TRUE(live["metadata"].contains("deletionTimestamp"));
   EXPECT_EQ(live["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 1);
@@ -623,7 +623,7 @@ TEST_F(SubmitReplaceRunTest, ReplaceWithWaitRunsTheJobAgainAndReportsTheNewRun) 
   RunResult first = trainctl(fmt::format("submit -f {} --wait --timeout 60s --report {}",
                                          file.string(), report1.string()));
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err << controller_->output();
-  const json old_job = client().get(kube::resources::tfjobs(), "default", "ci");
+  const json old_job = client().get(kube::resources::job(api::JobKind::TFJob), "default", "ci");
   const auto old_pods = pod_uids("ci");
   ASSERT_EQ(old_pods.size(), 2u);
 
@@ -640,7 +640,7 @@ TEST_F(SubmitReplaceRunTest, ReplaceWithWaitRunsTheJobAgainAndReportsTheNewRun) 
                                       "(.|\n)*"));
 
   // A new job, whose pods ran again.
-  const json new_job = client().get(kube::resources::tfjobs(), "default", "ci");
+  const json new_job = client().get(kube::resources::job(api::JobKind::TFJob), "default", "ci");
   EXPECT_NE(new_job["metadata"]["uid"], old_job["metadata"]["uid"]);
   const auto new_pods = pod_uids("ci");
   ASSERT_EQ(new_pods.size(), 2u);

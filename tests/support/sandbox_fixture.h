@@ -113,8 +113,9 @@ inline void install_training_crds(kube::Client& client) {
     client.create(kube::resources::custom_resource_definitions(), "", crd);
   }
   for (const auto& r :
-       {kube::resources::tfjobs(), kube::resources::pytorchjobs(), kube::resources::mpijobs(),
-        kube::resources::podgroups(), kube::resources::queues()}) {
+       {kube::resources::job(api::JobKind::TFJob), kube::resources::job(api::JobKind::PyTorchJob),
+        kube::resources::job(api::JobKind::MPIJob), kube::resources::podgroups(),
+        kube::resources::queues()}) {
     client.require_served(r);
   }
 }
