@@ -40,4 +40,44 @@ std::string uid_of(const nlohmann::json& object) {
   return string_member(member(object, "metadata"), "uid");
 }
 
+std::string label_of(const nlohmann::json& object, std::string_view key) {
+  return string_member(object_member(object_member(object, "metadata"), "labels"), key);
+}
+
+std::string annotation_of(const nlohmann::json& object, std::string_view key) {
+  return string_member(object_member(object_member(object, "metadata"), "annotations"), key);
+}
+
+std::string controller_uid(const nlohmann::json& object) {
+  const nlohmann::json& refs = member(member(object, "metadata"), "ownerReferences");
+  if (!refs.is_array())
+    return "";
+  for (const auto& ref : refs) {
+    const nlohmann::json& controller = member(ref, "controller");
+    if (controller.is_boolean() && controller.get<bool>())
+      return string_member(ref, "uid");
+  }
+  return "";
+}
+
+bool is_deleting(const nlohmann::json& object) {
+  return object_member(object, "metadata").contains("deletionTimestamp");
+}
+
+const nlohmann::json* find_condition(const nlohmann::json& status, std::string_view type) {
+  const nlohmann::json& conditions = member(status, "conditions");
+  if (!conditions.is_array())
+    return nullptr;
+  for (const nlohmann::json& c : conditions) {
+    if (string_member(c, "type") == type)
+      return &c;
+  }
+  return nullptr;
+}
+
+bool condition_true(const nlohmann::json& status, std::string_view type) {
+  const nlohmann::json* c = find_condition(status, type);
+  return c != nullptr && string_member(*c, "status") == "True";
+}
+
 }  // namespace trainctl

@@ -28,4 +28,20 @@ std::string name_of(const nlohmann::json& object);
 std::string namespace_of(const nlohmann::json& object);
 std::string uid_of(const nlohmann::json& object);
 
+/// metadata.labels[key] and metadata.annotations[key] of an API object ("" when absent).
+std::string label_of(const nlohmann::json& object, std::string_view key);
+std::string annotation_of(const nlohmann::json& object, std::string_view key);
+
+/// The uid of the controller ownerReference of `object`, or "" when it has none.
+std::string controller_uid(const nlohmann::json& object);
+
+/// Whether the object has a deletionTimestamp (it is going away).
+bool is_deleting(const nlohmann::json& object);
+
+/// The first condition of `type` in `status.conditions` (pass an object's status), or nullptr.
+const nlohmann::json* find_condition(const nlohmann::json& status, std::string_view type);
+
+/// Whether that condition exists and its status is "True".
+bool condition_true(const nlohmann::json& status, std::string_view type);
+
 }  // namespace trainctl

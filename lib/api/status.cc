@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/job_view.h"
 #include "api/quantity.h"
 #include "json_access.h"
 #include "text.h"
@@ -81,30 +82,16 @@ std::string job_status(const json& job) {
 }
 
 std::vector<ReplicaTotals> replica_totals(const json& job) {
-  const std::optional<JobKind> kind = kind_of(job);
-  if (!kind)
-    return {};
-  const JobKindInfo& info = job_kind_info(*kind);
-  const json& specs = member(member(job, "spec"), info.replica_specs_field);
-  if (!specs.is_object())
-    return {};
   const json& statuses = member(member(job, "status"), "replicaStatuses");
   std::vector<ReplicaTotals> totals;
-  for (const auto& [type, spec] : specs.items()) {
-    const json& st = member(statuses, type);
-    totals.push_back({.type = type,
-                      .replicas = int_member(spec, "replicas", 1),
+  for (const ReplicaSpecView& replica : JobView(job).replica_specs()) {
+    const json& st = member(statuses, replica.type);
+    totals.push_back({.type = replica.type,
+                      .replicas = replica.replicas,
                       .active = int_member(st, "active", 0),
                       .succeeded = int_member(st, "succeeded", 0),
                       .failed = int_member(st, "failed", 0)});
   }
-  auto rank = [&info](const std::string& type) {
-    const auto it = std::find(info.replica_types.begin(), info.replica_types.end(), type);
-    return it - info.replica_types.begin();
-  };
-  std::stable_sort(totals.begin(), totals.end(), [&](const auto& a, const auto& b) {
-    return std::pair(rank(a.type), a.type) < std::pair(rank(b.type), b.type);
-  });
   return totals;
 }
 
@@ -121,20 +108,14 @@ std::string format_replicas(const std::vector<ReplicaTotals>& totals) {
 }
 
 std::string job_queue(const json& job) {
-  return string_member(member(member(member(job, "spec"), "runPolicy"), "schedulingPolicy"),
-                       "queue");
+  return JobView(job).run_policy().scheduling.queue;
 }
 
 std::int64_t job_gpus(const json& job) {
-  const std::optional<JobKind> kind = kind_of(job);
-  if (!kind)
-    return 0;
-  const json& specs = member(member(job, "spec"), job_kind_info(*kind).replica_specs_field);
-  if (!specs.is_object())
-    return 0;
   std::int64_t milli = 0;
-  for (const auto& [type, spec] : specs.items()) {
-    const json& containers = member(member(member(spec, "template"), "spec"), "containers");
+  for (const ReplicaSpecView& replica : JobView(job).replica_specs()) {
+    const json& containers =
+        member(member(member(*replica.spec, "template"), "spec"), "containers");
     if (!containers.is_array())
       continue;
     std::int64_t per_replica = 0;
@@ -148,7 +129,7 @@ std::int64_t job_gpus(const json& job) {
         // The API server would have rejected it; count nothing rather than fail a listing.
       }
     }
-    milli += per_replica * int_member(spec, "replicas", 1);
+    milli += per_replica * replica.replicas;
   }
   return milli / 1000;
 }

@@ -1,5 +1,6 @@
 #include "controller/autoscaler.h"
 
+#include "api/job_view.h"
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
 #include "json_access.h"
@@ -13,7 +14,7 @@ std::optional<json> desired_autoscaler(const json& job) {
   const json& metrics = elastic.value("metrics", json());
   if (!metrics.is_array())
     return std::nullopt;
-  const int workers = replica_count(job, "Worker");
+  const int workers = api::JobView(job).replica_count("Worker");
   return json{{"apiVersion", "autoscaling/v2"},
               {"kind", "HorizontalPodAutoscaler"},
               {"metadata",

@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "api/job_view.h"
 #include "api/status.h"
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
@@ -43,7 +44,7 @@ void append_elastic_env(json& env, const json& job, const json& elastic) {
   const int port = elastic.value("rdzvPort", replica_port(job, "Worker"));
   env.push_back(env_var("PET_RDZV_ENDPOINT", fmt::format("{}:{}", host, port)));
   env.push_back(env_var("PET_RDZV_BACKEND", elastic.value("rdzvBackend", "c10d")));
-  const int workers = replica_count(job, "Worker");
+  const int workers = api::JobView(job).replica_count("Worker");
   env.push_back(env_var("PET_NNODES", fmt::format("{}:{}", elastic.value("minReplicas", workers),
                                                   elastic.value("maxReplicas", workers))));
   if (elastic.contains("maxRestarts"))
@@ -83,7 +84,7 @@ std::string sparse_tf_config(const json& cluster, const std::string& type, int i
 
 std::string tf_config(const json& job, std::string_view type, int index,
                       const PlanOptions& options) {
-  if (total_replicas(job) == 1)
+  if (api::JobView(job).total_replicas() == 1)
     return "";
   const json& meta = job.at("metadata");
   const std::string name = meta.value("name", "");
@@ -94,7 +95,7 @@ std::string tf_config(const json& job, std::string_view type, int index,
   for (const auto& [other, spec] : job.at("spec").at("tfReplicaSpecs").items()) {
     const int port = replica_port(job, other);
     json& endpoints = cluster[to_lower(other)] = json::array();
-    for (int i = 0; i < replica_count(job, other); ++i) {
+    for (int i = 0; i < api::JobView(job).replica_count(other); ++i) {
       const bool own = host && other == type && i == index;
       endpoints.push_back(fmt::format("{}.{}.svc{}:{}", replica_name(name, other, i), ns, domain,
                                       own ? host_port(job, other, i) : port));
@@ -110,8 +111,8 @@ std::string tf_config(const json& job, std::string_view type, int index,
 json pytorch_env(const json& job, std::string_view type, int index) {
   const json& spec = job.at("spec");
   json env = json::array({env_var("PYTHONUNBUFFERED", "1")});
-  const int total = total_replicas(job);
-  if (has_replica_type(job, "Master")) {
+  const int total = api::JobView(job).total_replicas();
+  if (api::JobView(job).has_replica_type("Master")) {
     const std::string master = replica_name(job.at("metadata").value("name", ""), "Master", 0);
     const bool own_host_port = host_network(job) && type == "Master" && index == 0;
     const std::string port =

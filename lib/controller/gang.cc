@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "api/job.h"
+#include "api/job_view.h"
 #include "api/quantity.h"
 #include "api/resources.h"
 #include "api/status.h"
@@ -39,40 +40,14 @@ const json& object_at(const json& object, const json::json_pointer& path) {
   return object.contains(path) ? object.at(path) : kEmpty;
 }
 
-/// The job's replica specs in the kind's replica-type order; types the kind does not know last.
-std::vector<json> ordered_replica_specs(const json& job) {
-  const auto kind = api::kind_of(job);
-  if (!kind)
-    return {};
-  const api::JobKindInfo& info = api::job_kind_info(*kind);
-  const json& specs =
-      object_at(job, json::json_pointer("/spec/" + std::string(info.replica_specs_field)));
-  std::vector<json> ordered;
-  for (std::string_view type : info.replica_types) {
-    if (specs.contains(type))
-      ordered.push_back(specs.at(std::string(type)));
-  }
-  for (auto it = specs.begin(); it != specs.end(); ++it) {
-    if (std::find(info.replica_types.begin(), info.replica_types.end(), it.key()) ==
-        info.replica_types.end())
-      ordered.push_back(it.value());
-  }
-  return ordered;
-}
-
-int replicas_of(const json& replica_spec) {
-  const json& replicas = replica_spec.value("replicas", json(1));
-  return replicas.is_number_integer() ? replicas.get<int>() : 1;
-}
-
 /// CalcPGMinResources: the first `min_member` pods' containers, each counted by its requests, or
 /// by its limits when it names no requests at all.
-ResourceList min_resources(const std::vector<json>& replica_specs, int min_member) {
+ResourceList min_resources(const std::vector<api::ReplicaSpecView>& replica_specs, int min_member) {
   ResourceList total;
   int pods = 0;
-  for (const auto& spec : replica_specs) {
-    const json& containers = object_at(spec, "/template/spec/containers"_json_pointer);
-    for (int i = 0; i < replicas_of(spec) && pods < min_member; ++i, ++pods) {
+  for (const api::ReplicaSpecView& replica : replica_specs) {
+    const json& containers = object_at(*replica.spec, "/template/spec/containers"_json_pointer);
+    for (int i = 0; i < replica.replicas && pods < min_member; ++i, ++pods) {
       if (!containers.is_array())
         continue;
       for (const auto& c : containers) {
@@ -323,14 +298,6 @@ void set_condition(json& status, json condition) {
   conditions.push_back(std::move(condition));
 }
 
-bool condition_true(const json& status, std::string_view type) {
-  for (const auto& c : status.value("conditions", json::array())) {
-    if (c.value("type", "") == type)
-      return c.value("status", "") == "True";
-  }
-  return false;
-}
-
 json involved(const json& object) {
   const json& meta = object.at("metadata");
   return {{"apiVersion", object.value("apiVersion", "")},
@@ -402,22 +369,19 @@ json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
 }  // namespace
 
 json pod_group(const json& job) {
-  const json& policy = object_at(job, "/spec/runPolicy/schedulingPolicy"_json_pointer);
-  const std::vector<json> replica_specs = ordered_replica_specs(job);
-  int total = 0;
-  for (const auto& spec : replica_specs)
-    total += replicas_of(spec);
-  const json& min_available = policy.value("minAvailable", json());
-  const int min_member = min_available.is_number_integer() ? min_available.get<int>() : total;
-  const std::string queue = policy.value("queue", "");
-  const std::string name = string_at(job, "/metadata/name"_json_pointer);
+  const api::JobView view(job);
+  const api::SchedulingPolicy policy = view.run_policy().scheduling;
+  const std::vector<api::ReplicaSpecView> replica_specs = view.replica_specs();
+  const int min_member =
+      policy.min_available ? static_cast<int>(*policy.min_available) : view.total_replicas();
+  const std::string name = name_of(job);
 
   json spec = {{"minMember", min_member},
-               {"queue", queue.empty() ? std::string(default_queue) : queue}};
-  if (const std::string priority = policy.value("priorityClass", ""); !priority.empty())
-    spec["priorityClassName"] = priority;
-  spec["minResources"] = policy.contains("minResources")
-                             ? policy["minResources"]
+               {"queue", policy.queue.empty() ? std::string(default_queue) : policy.queue}};
+  if (!policy.priority_class.empty())
+    spec["priorityClassName"] = policy.priority_class;
+  spec["minResources"] = !policy.min_resources.is_null()
+                             ? policy.min_resources
                              : api::resource_list_json(min_resources(replica_specs, min_member));
 
   const auto kind = api::kind_of(job);
@@ -426,7 +390,7 @@ json pod_group(const json& job) {
           {"kind", resource.kind},
           {"metadata",
            {{"name", name},
-            {"namespace", string_at(job, "/metadata/namespace"_json_pointer)},
+            {"namespace", namespace_of(job)},
             {"labels", kind ? job_labels(*kind, name) : json::object()},
             {"ownerReferences", json::array({controller_reference(job)})}}},
           {"spec", std::move(spec)}};

@@ -104,12 +104,12 @@ class ReplicaPlanner {
  private:
   void observe() {
     for (std::string_view type : info_.replica_types) {
-      if (!has_replica_type(job_, type))
+      if (!p_.view().has_replica_type(type))
         continue;
-      const json& spec = replica_spec(job_, type);
+      const json& spec = p_.view().replica_spec(type);
       ReplicaState& r = replicas_.emplace_back();
       r.type = type;
-      r.replicas = replica_count(job_, type);
+      r.replicas = p_.view().replica_count(type);
       r.restart_policy = spec.value("restartPolicy", "Never");
       r.pods.assign(std::max(r.replicas, 0), nullptr);
     }
@@ -205,8 +205,8 @@ class ReplicaPlanner {
   /// PastBackoffLimit). backoffLimit N allows N retries, as a batch/v1 Job's: the job fails when
   /// the (N+1)-th restart would be needed (0: on the first).
   bool enforce_backoff_limit() {
-    const json& limit = p_.run_policy().value("backoffLimit", json());
-    if (!limit.is_number_integer())
+    const std::optional<std::int64_t> limit = p_.run_policy().backoff_limit;
+    if (!limit)
       return false;
     int restarts = recorded_restarts();
     for (const ReplicaState& r : replicas_) {
@@ -218,7 +218,7 @@ class ReplicaPlanner {
           restarts += container_restarts(*pod);
       }
     }
-    if (restarts <= limit.get<int>())
+    if (restarts <= *limit)
       return false;
     p_.fail_on_limit(p_.describe("has failed because it has reached the specified backoff limit"));
     return true;
@@ -262,10 +262,11 @@ class ReplicaPlanner {
   }
 
   void update_conditions() {
-    const bool has_master = has_replica_type(job_, "Chief") || has_replica_type(job_, "Master");
-    const ReplicaState* lead = find(has_replica_type(job_, "Chief") ? "Chief"
-                                    : has_master                    ? "Master"
-                                                                    : "Worker");
+    const api::JobView& view = p_.view();
+    const bool has_master = view.has_replica_type("Chief") || view.has_replica_type("Master");
+    const ReplicaState* lead = find(view.has_replica_type("Chief") ? "Chief"
+                                    : has_master                   ? "Master"
+                                                                   : "Worker");
     if (lead && succeeded(*lead, has_master)) {
       p_.succeed(p_.describe("successfully completed."));
       return;
@@ -299,7 +300,7 @@ class ReplicaPlanner {
       for (int i = 0; i < r.replicas; ++i) {
         if (r.pods[i])
           continue;
-        if (object_member(object_member(replica_spec(job_, r.type), "template"), "spec")
+        if (object_member(object_member(p_.view().replica_spec(r.type), "template"), "spec")
                 .contains("restartPolicy"))
           p_.event(true, "SettedPodTemplateRestartPolicy",
                    "Restart policy in pod template will be overwritten by restart policy in "
@@ -366,8 +367,7 @@ api::JobKind checked_kind(const json& job) {
 }
 
 bool managed_elsewhere(const json& job, const PlanOptions& options) {
-  const std::string manager =
-      object_member(object_member(job, "spec"), "runPolicy").value("managedBy", "");
+  const std::string manager = api::JobView(job).run_policy().managed_by;
   return !manager.empty() && manager != options.controller_name;
 }
 
@@ -380,7 +380,7 @@ Plan plan_job(const json& job, const Observed& observed, const PlanOptions& opti
   JobPlanner planner(job, kind, observed, options);
   planner.ensure_created();
   if (!is_finished(planner.status())) {
-    if (planner.run_policy().value("suspend", false)) {
+    if (planner.run_policy().suspend) {
       planner.suspend();
       return planner.take_plan();
     }

@@ -22,14 +22,6 @@ bool uses_pod_groups(GangScheduler scheduler) {
   return scheduler == GangScheduler::Builtin || scheduler == GangScheduler::Volcano;
 }
 
-/// An integer field of runPolicy, or nullopt when it is not set.
-std::optional<std::int64_t> int_field(const json& object, std::string_view key) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer())
-    return std::nullopt;
-  return it->get<std::int64_t>();
-}
-
 }  // namespace
 
 std::string pod_phase(const json& pod) {
@@ -45,6 +37,7 @@ JobPlanner::JobPlanner(const json& stored, api::JobKind kind, const Observed& ob
       options_(options),
       now_(api::format_timestamp(options.now)) {
   api::apply_defaults(job_);
+  run_policy_ = view_.run_policy();
   const json& meta = object_member(job_, "metadata");
   name_ = meta.value("name", "");
   namespace_ = meta.value("namespace", "");
@@ -53,10 +46,6 @@ JobPlanner::JobPlanner(const json& stored, api::JobKind kind, const Observed& ob
 
 std::string JobPlanner::describe(std::string_view what) const {
   return fmt::format("{} {}/{} {}", api::job_kind_info(kind_).name, namespace_, name_, what);
-}
-
-const json& JobPlanner::run_policy() const {
-  return object_member(object_member(job_, "spec"), "runPolicy");
 }
 
 void JobPlanner::event(bool warning, std::string reason, std::string message) {
@@ -148,9 +137,9 @@ void JobPlanner::suspend() {
       counts.erase("active");
   }
   const std::string message = describe("is suspended.");
-  if (has_true_condition(status_, condition::running))
+  if (condition_true(status_, condition::running))
     set_condition(condition::running, false, "Suspended", message);
-  if (!has_true_condition(status_, condition::suspended)) {
+  if (!condition_true(status_, condition::suspended)) {
     set_condition(condition::suspended, true, "Suspended", message);
     event(false, std::string(api::job_kind_info(kind_).name) + "Suspended", message);
   }
@@ -168,7 +157,7 @@ void JobPlanner::set_launchers_suspended(bool suspended) {
 }
 
 void JobPlanner::resume_if_suspended() {
-  if (!has_true_condition(status_, condition::suspended))
+  if (!condition_true(status_, condition::suspended))
     return;
   const std::string message = describe("is resumed.");
   set_condition(condition::suspended, false, "Resumed", message);
@@ -193,7 +182,7 @@ bool JobPlanner::gang_admitted() {
 }
 
 bool JobPlanner::enforce_deadline() {
-  const auto deadline = int_field(run_policy(), "activeDeadlineSeconds");
+  const std::optional<std::int64_t> deadline = run_policy_.active_deadline_seconds;
   const auto start = api::parse_timestamp(status_.value("startTime", ""));
   if (!deadline || !start)
     return false;
@@ -226,7 +215,8 @@ void JobPlanner::fail_on_limit(std::string message) {
 }
 
 void JobPlanner::finish() {
-  const std::string policy = run_policy().value("cleanPodPolicy", "None");
+  const std::string policy =
+      run_policy_.clean_pod_policy.empty() ? "None" : run_policy_.clean_pod_policy;
   for (const json& pod : observed_.pods) {
     const std::string phase = pod_phase(pod);
     if (policy == "None" || (policy == "Running" && phase != "Running" && phase != "Pending"))
@@ -239,7 +229,7 @@ void JobPlanner::finish() {
   }
   if (observed_.pod_group)
     remove(kube::resources::podgroups(), *observed_.pod_group);
-  if (has_true_condition(status_, condition::succeeded) && status_.contains("replicaStatuses") &&
+  if (condition_true(status_, condition::succeeded) && status_.contains("replicaStatuses") &&
       status_["replicaStatuses"].is_object()) {
     for (auto& [type, counts] : status_["replicaStatuses"].items()) {
       const int active = counts.value("active", 0);
@@ -251,7 +241,7 @@ void JobPlanner::finish() {
   }
   if (!status_.contains("completionTime"))
     status_["completionTime"] = now_;
-  const auto ttl = int_field(run_policy(), "ttlSecondsAfterFinished");
+  const std::optional<std::int64_t> ttl = run_policy_.ttl_seconds_after_finished;
   const auto completed = api::parse_timestamp(status_.value("completionTime", ""));
   if (!ttl || !completed)
     return;

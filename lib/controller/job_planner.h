@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "api/job.h"
+#include "api/job_view.h"
 #include "controller/plan.h"
 #include "kube/resource.h"
 
@@ -23,6 +24,8 @@ class JobPlanner {
   /// `stored` is the job as the cache holds it; job() is a defaulted copy.
   JobPlanner(const nlohmann::json& stored, api::JobKind kind, const Observed& observed,
              const PlanOptions& options);
+  JobPlanner(const JobPlanner&) = delete;
+  JobPlanner& operator=(const JobPlanner&) = delete;
 
   const nlohmann::json& job() const { return job_; }
   api::JobKind kind() const { return kind_; }
@@ -34,8 +37,10 @@ class JobPlanner {
   const std::string& now() const { return now_; }
   /// "<Kind> <namespace>/<name> <what>", the form of every condition and event message.
   std::string describe(std::string_view what) const;
-  /// spec.runPolicy of the defaulted job (an object).
-  const nlohmann::json& run_policy() const;
+  /// The defaulted job's replica specs and counts.
+  const api::JobView& view() const { return view_; }
+  /// spec.runPolicy of the defaulted job.
+  const api::RunPolicy& run_policy() const { return run_policy_; }
 
   void event(bool warning, std::string reason, std::string message);
   /// Creates `object` and records SuccessfulCreate<Kind> ("Created pod: <name>").
@@ -93,6 +98,8 @@ class JobPlanner {
 
   const nlohmann::json& stored_;
   nlohmann::json job_;
+  api::JobView view_{job_};  // refers to job_: JobPlanner is neither copied nor moved
+  api::RunPolicy run_policy_;
   api::JobKind kind_;
   const Observed& observed_;
   const PlanOptions& options_;

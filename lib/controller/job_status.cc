@@ -1,22 +1,13 @@
 #include "controller/job_status.h"
 
+#include "json_access.h"
+
 namespace trainctl::controller {
 namespace {
 
 using nlohmann::json;
 
 constexpr std::string_view kLastReconcileTime = "lastReconcileTime";
-
-const json* find_condition(const json& status, std::string_view type) {
-  const auto conditions = status.find("conditions");
-  if (conditions == status.end() || !conditions->is_array())
-    return nullptr;
-  for (const json& c : *conditions) {
-    if (c.is_object() && c.value("type", "") == type)
-      return &c;
-  }
-  return nullptr;
-}
 
 /// The conditions without those `type` replaces: its own, and Running/Restarting for each other;
 /// Running turns False when the job finishes (the operator's filterOutCondition).
@@ -45,19 +36,13 @@ json without_reconcile_time(json status) {
 
 }  // namespace
 
-bool has_true_condition(const json& status, std::string_view type) {
-  const json* c = status.is_object() ? find_condition(status, type) : nullptr;
-  return c && c->value("status", "") == "True";
-}
-
 bool is_finished(const json& status) {
-  return has_true_condition(status, condition::succeeded) ||
-         has_true_condition(status, condition::failed);
+  return condition_true(status, condition::succeeded) || condition_true(status, condition::failed);
 }
 
 bool set_condition(json& status, std::string_view type, bool value, std::string reason,
                    std::string message, const std::string& now) {
-  if (has_true_condition(status, condition::failed))
+  if (condition_true(status, condition::failed))
     return false;
   const std::string value_text = value ? "True" : "False";
   std::string transition_time = now;

@@ -19,9 +19,6 @@ inline constexpr std::string_view suspended = "Suspended";
 inline constexpr std::string_view failed = "Failed";
 }  // namespace condition
 
-/// True when status.conditions has a condition of `type` with status "True".
-bool has_true_condition(const nlohmann::json& status, std::string_view type);
-
 /// A True Succeeded or Failed condition: the job will not run again.
 bool is_finished(const nlohmann::json& status);
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "api/job.h"
+#include "api/job_view.h"
 #include "api/well_known.h"
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
@@ -69,7 +70,7 @@ MpiSpec read_spec(const json& job) {
   result.implementation = parse_implementation(result, spec.value("mpiImplementation", "OpenMPI"));
   result.wait_for_workers_ready =
       spec.value("launcherCreationPolicy", "AtStartup") == "WaitForWorkersReady";
-  result.worker_replicas = replica_count(job, "Worker");
+  result.worker_replicas = api::JobView(job).replica_count("Worker");
   return result;
 }
 
@@ -106,7 +107,7 @@ json object_meta(const json& job, const MpiSpec& spec, std::string name) {
 
 /// A copy of the replica's pod template; throws when it has no container to configure.
 json pod_template(const json& job, const MpiSpec& spec, const std::string& type) {
-  json tmpl = replica_spec(job, type).value("template", json::object());
+  json tmpl = api::JobView(job).replica_spec(type).value("template", json::object());
   const json& containers = object_member(tmpl, "spec").value("containers", json::array());
   if (!containers.is_array() || containers.empty() || !containers[0].is_object()) {
     throw Error(ErrorKind::Validation,
@@ -133,7 +134,7 @@ void set_pod_labels(json& tmpl, const MpiSpec& spec, const std::string& type,
 
 /// restartPolicy from the replica spec (ExitCode runs pods with Never and restarts them itself).
 void set_restart_policy(json& pod_spec, const json& job, const std::string& type) {
-  std::string policy = replica_spec(job, type).value(
+  std::string policy = api::JobView(job).replica_spec(type).value(
       "restartPolicy", std::string(api::default_restart_policy(kKind, type)));
   pod_spec["restartPolicy"] = policy == "ExitCode" ? "Never" : policy;
 }
@@ -209,19 +210,6 @@ void mount_config(json& pod_spec, const MpiSpec& spec) {
 
 std::string pod_phase(const json& pod) {
   return object_member(pod, "status").value("phase", "");
-}
-
-/// The object's condition of `type` whose status is "True", or null.
-const json* find_condition(const json& object, std::string_view type) {
-  const json& status = object_member(object, "status");
-  const auto conditions = status.find("conditions");
-  if (conditions == status.end() || !conditions->is_array())
-    return nullptr;
-  for (const json& c : *conditions) {
-    if (c.value("type", "") == type && c.value("status", "") == "True")
-      return &c;
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -337,12 +325,15 @@ json launcher_job(const json& job, const PlanOptions& options) {
   mount_config(pod_spec, spec);
 
   json job_spec = {{"template", std::move(tmpl)}};
-  const json& run_policy = object_member(object_member(job, "spec"), "runPolicy");
-  for (const char* field : {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"}) {
-    if (run_policy.contains(field))
-      job_spec[field] = run_policy[field];
+  const api::RunPolicy run_policy = api::JobView(job).run_policy();
+  for (const auto& [field, value] :
+       {std::pair{"backoffLimit", run_policy.backoff_limit},
+        {"activeDeadlineSeconds", run_policy.active_deadline_seconds},
+        {"ttlSecondsAfterFinished", run_policy.ttl_seconds_after_finished}}) {
+    if (value)
+      job_spec[field] = *value;
   }
-  if (run_policy.value("suspend", false))
+  if (run_policy.suspend)
     job_spec["suspend"] = true;
   return {{"apiVersion", "batch/v1"},
           {"kind", "Job"},
@@ -355,7 +346,7 @@ bool launcher_may_start(const json& job, const std::vector<json>& worker_pods) {
   if (!spec.wait_for_workers_ready)
     return true;
   const auto ready = std::count_if(worker_pods.begin(), worker_pods.end(), [](const json& pod) {
-    return pod_phase(pod) == "Running" && find_condition(pod, "Ready") != nullptr;
+    return pod_phase(pod) == "Running" && condition_true(object_member(pod, "status"), "Ready");
   });
   return ready >= spec.worker_replicas;
 }
@@ -364,13 +355,16 @@ MpiOutcome launcher_outcome(const json& job, const json* launcher,
                             const std::vector<json>& worker_pods) {
   const MpiSpec spec = read_spec(job);
   const std::string job_ref = spec.namespace_ + "/" + spec.name;
-  if (launcher != nullptr && find_condition(*launcher, "Complete") != nullptr) {
+  if (launcher != nullptr && condition_true(object_member(*launcher, "status"), "Complete")) {
     return {.phase = MpiOutcome::Phase::Succeeded,
             .reason = "MPIJobSucceeded",
             .message = fmt::format("MPIJob {} successfully completed.", job_ref),
             .completion_time = object_member(*launcher, "status").value("completionTime", "")};
   }
-  if (const json* failed = launcher != nullptr ? find_condition(*launcher, "Failed") : nullptr) {
+  if (const json* failed =
+          launcher != nullptr && condition_true(object_member(*launcher, "status"), "Failed")
+              ? find_condition(object_member(*launcher, "status"), "Failed")
+              : nullptr) {
     std::string reason = failed->value("reason", "");
     std::string message = failed->value("message", "");
     return {.phase = MpiOutcome::Phase::Failed,

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "api/job_view.h"
 #include "controller/job_status.h"
 #include "controller/mpi.h"
 #include "controller/objects.h"
@@ -100,7 +101,7 @@ void plan_mpi(JobPlanner& p) {
     return;
   const json& job = p.job();
   const std::string name = name_of(job);
-  const int replicas = replica_count(job, "Worker");
+  const int replicas = api::JobView(job).replica_count("Worker");
 
   std::vector<json> workers;
   std::vector<bool> exists(std::max(replicas, 0), false);

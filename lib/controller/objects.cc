@@ -42,22 +42,4 @@ nlohmann::json controller_reference(const nlohmann::json& job) {
           {"blockOwnerDeletion", true}};
 }
 
-std::string controller_uid(const nlohmann::json& object) {
-  const auto meta = object.find("metadata");
-  if (meta == object.end())
-    return "";
-  const auto refs = meta->find("ownerReferences");
-  if (refs == meta->end() || !refs->is_array())
-    return "";
-  for (const auto& ref : *refs) {
-    if (ref.value("controller", false))
-      return ref.value("uid", "");
-  }
-  return "";
-}
-
-bool is_deleting(const nlohmann::json& object) {
-  return object_member(object, "metadata").contains("deletionTimestamp");
-}
-
 }  // namespace trainctl::controller

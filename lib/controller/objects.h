@@ -34,10 +34,4 @@ std::string managed_selector();
 /// `{apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true}` for `job`.
 nlohmann::json controller_reference(const nlohmann::json& job);
 
-/// The uid of the controller ownerReference of `object`, or "" when it has none.
-std::string controller_uid(const nlohmann::json& object);
-
-/// Whether the object has a deletionTimestamp (it is going away).
-bool is_deleting(const nlohmann::json& object);
-
 }  // namespace trainctl::controller

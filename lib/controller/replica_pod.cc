@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "api/job_view.h"
 #include "api/well_known.h"
 #include "controller/cluster_env.h"
 #include "controller/gang.h"
@@ -40,7 +41,8 @@ int default_container(const api::JobKindInfo& info, const json& containers) {
 
 const json& default_container_ports(const json& job, std::string_view type) {
   static const json none = json::array();
-  const json& pod_spec = object_member(object_member(replica_spec(job, type), "template"), "spec");
+  const json& pod_spec =
+      object_member(object_member(api::JobView(job).replica_spec(type), "template"), "spec");
   const auto containers = pod_spec.find("containers");
   if (containers == pod_spec.end())
     return none;
@@ -64,7 +66,7 @@ json replica_metadata(const json& job, api::JobKind kind, std::string_view type,
 
 /// TF: Chief or Master when the job has one, else worker 0. PyTorch: Master, else worker 0.
 bool is_master_role(const json& job, std::string_view type, int index) {
-  if (has_replica_type(job, "Chief") || has_replica_type(job, "Master"))
+  if (api::JobView(job).has_replica_type("Chief") || api::JobView(job).has_replica_type("Master"))
     return type == "Chief" || type == "Master";
   return type == "Worker" && index == 0;
 }
@@ -119,28 +121,6 @@ void use_host_network(json& pod_spec, const json& job, std::string_view type, in
 }
 
 }  // namespace
-
-const json& replica_spec(const json& job, std::string_view type) {
-  return object_member(object_member(object_member(job, "spec"), info_of(job).replica_specs_field),
-                       type);
-}
-
-bool has_replica_type(const json& job, std::string_view type) {
-  return object_member(object_member(job, "spec"), info_of(job).replica_specs_field).contains(type);
-}
-
-int replica_count(const json& job, std::string_view type) {
-  const json& replicas = replica_spec(job, type).value("replicas", json());
-  return replicas.is_number_integer() ? replicas.get<int>() : 0;
-}
-
-int total_replicas(const json& job) {
-  int total = 0;
-  for (const auto& [type, spec] :
-       object_member(object_member(job, "spec"), info_of(job).replica_specs_field).items())
-    total += replica_count(job, type);
-  return total;
-}
 
 int replica_port(const json& job, std::string_view type) {
   const api::JobKindInfo& info = info_of(job);
@@ -222,7 +202,7 @@ void add_master_wait(json& pod_spec, const json& job,
 
 json replica_pod(const json& job, api::JobKind kind, std::string_view type, int index,
                  const PlanOptions& options) {
-  const json& spec = replica_spec(job, type);
+  const json& spec = api::JobView(job).replica_spec(type);
   json pod_template = object_member(spec, "template");
   json meta = object_member(pod_template, "metadata");
   json generated = replica_metadata(job, kind, type, index);
@@ -246,7 +226,8 @@ json replica_pod(const json& job, api::JobKind kind, std::string_view type, int 
     set_cluster_env(pod_spec["containers"], job, kind, type, index, options);
   if (host_network(job))
     use_host_network(pod_spec, job, type, index);
-  if (kind == api::JobKind::PyTorchJob && type == "Worker" && has_replica_type(job, "Master"))
+  if (kind == api::JobKind::PyTorchJob && type == "Worker" &&
+      api::JobView(job).has_replica_type("Master"))
     add_master_wait(pod_spec, job, options.pytorch_init_container);
   decorate_pod_template(pod_template, job.at("metadata").value("name", ""), type, options);
   return {{"apiVersion", "v1"},

@@ -15,19 +15,6 @@
 
 namespace trainctl::controller {
 
-/// The replica spec `type` of a defaulted job (`spec.<kind>ReplicaSpecs.<type>`); an empty
-/// object when the job has none.
-const nlohmann::json& replica_spec(const nlohmann::json& job, std::string_view type);
-
-/// Whether the job's spec has replica type `type`.
-bool has_replica_type(const nlohmann::json& job, std::string_view type);
-
-/// spec.<type>.replicas of a defaulted job; 0 when the job has no such replica type.
-int replica_count(const nlohmann::json& job, std::string_view type);
-
-/// The replicas of every type of a defaulted job, summed.
-int total_replicas(const nlohmann::json& job);
-
 /// The port replica `type` serves on: the default container's port named as the kind's default
 /// port (tfjob-port, pytorchjob-port), else the kind's default port number.
 int replica_port(const nlohmann::json& job, std::string_view type);

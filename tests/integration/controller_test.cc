@@ -15,6 +15,7 @@
 #include "api/status.h"
 #include "controller/executor.h"
 #include "controller/objects.h"
+#include "json_access.h"
 #include "tests/support/sandbox_fixture.h"
 #include "yaml_json.h"
 
@@ -305,11 +306,15 @@ spec:
   client().patch(kube::resources::job(api::JobKind::PyTorchJob), "default", "elastic",
                  kube::PatchType::Merge, {{"spec", {{"replicas", 3}}}}, {.subresource = "scale"});
   ASSERT_TRUE(wait_until([&] { return pods_of("elastic").size() == 3; }));
-  const json scale =
-      client().get(kube::resources::job(api::JobKind::PyTorchJob), "default", "elastic", "scale");
-  EXPECT_EQ(scale["status"]["selector"],
-            "training.kubeflow.org/job-name=elastic,training.kubeflow.org/operator-name="
-            "pytorchjob-controller,training.kubeflow.org/replica-type=worker");
+  // The selector comes with the status write, which may land after the pods (a write that
+  // raced the scale patch is retried).
+  const std::string selector =
+      "training.kubeflow.org/job-name=elastic,training.kubeflow.org/operator-name="
+      "pytorchjob-controller,training.kubeflow.org/replica-type=worker";
+  EXPECT_TRUE(wait_until([&] {
+    return client().get(kube::resources::job(api::JobKind::PyTorchJob), "default", "elastic",
+                        "scale")["status"]["selector"] == selector;
+  }));
 }
 
 TEST_F(ControllerTest, MpiJobLauncherWaitsForWorkersAndCompletes) {
@@ -479,7 +484,7 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
       [&] {
         const std::vector<json> pods = pods_of(reused);
         return pods.size() == 2 && std::all_of(pods.begin(), pods.end(), [&](const json& pod) {
-                 return controller::controller_uid(pod) == reused_uid;
+                 return trainctl::controller_uid(pod) == reused_uid;
                });
       },
       std::chrono::seconds(20)))
@@ -502,7 +507,7 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
     while (auto event = watch->next(std::chrono::milliseconds(0))) {
       if (event->type != kube::WatchEventType::Added)
         continue;
-      const std::string owner = controller::controller_uid(event->object);
+      const std::string owner = trainctl::controller_uid(event->object);
       const auto left = leaving.find(owner);
       if (left != leaving.end() && rv_of(event->object) > left->second)
         late.push_back(resource + "/" + event->object["metadata"]["name"].get<std::string>());
@@ -518,7 +523,7 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
   for (const auto& resource : {kube::resources::pods(), kube::resources::services(),
                                kube::resources::configmaps(), kube::resources::podgroups()}) {
     for (const json& object : client().list_all(resource, "default")["items"]) {
-      const std::string owner = controller::controller_uid(object);
+      const std::string owner = trainctl::controller_uid(object);
       EXPECT_TRUE(owner.empty() || live_jobs.contains(owner))
           << resource.plural << "/" << object["metadata"]["name"] << " outlived its job";
     }
