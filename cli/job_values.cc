@@ -218,24 +218,15 @@ json JobFlags::values(const std::string& namespace_) const {
       render::check_values(layer, render::builtin_schema(kind), origin);
     };
   }
-  json values = render::layered_values(sources, values_files, {}, {}, check);
   json flags = flag_values();
   if (!namespace_.empty())
     flags["namespace"] = namespace_;
-  // Keep a role's count and its overrides together whichever layer gave which.
-  for (const char* role : {"ps", "chief", "evaluator"}) {
-    if (!flags.contains(role) || !values.contains(role))
-      continue;
-    if (flags[role].is_object() && values[role].is_number() && !flags[role].contains("replicas"))
-      flags[role]["replicas"] = values[role];
-    else if (flags[role].is_number() && values[role].is_object())
-      flags[role] = json{{"replicas", flags[role]}};
-  }
-  render::deep_merge(values, flags);
-  for (const auto& s : sets)
-    render::set_checked_value(values, s, false, check);
-  for (const auto& s : set_strings)
-    render::set_checked_value(values, s, true, check);
+  json values = render::layered_values({.sources = sources,
+                                        .values_files = values_files,
+                                        .flags = std::move(flags),
+                                        .sets = sets,
+                                        .set_strings = set_strings},
+                                       check);
   reject_non_utf8_values(values, "");
   return values;
 }

@@ -26,6 +26,8 @@ namespace annotations {
 /// Volcano's: the PodGroup a pod belongs to, and the task (replica type) it plays in it.
 inline constexpr std::string_view group_name = "scheduling.k8s.io/group-name";
 inline constexpr std::string_view volcano_task_spec = "volcano.sh/task-spec";
+/// KubeDL's: `host` runs the job's pods in the host network.
+inline constexpr std::string_view kubedl_network_mode = "kubedl.io/network-mode";
 /// kubectl's: the container `kubectl logs` and `exec` pick when none is named.
 inline constexpr std::string_view default_container = "kubectl.kubernetes.io/default-container";
 /// Istio's: the pod's proxy configuration (YAML or JSON), and the injection opt-in/out.

@@ -7,7 +7,7 @@
 #include "api/job_view.h"
 #include "api/status.h"
 #include "controller/objects.h"
-#include "controller/replica_pod.h"
+#include "controller/replica_network.h"
 #include "text.h"
 
 namespace trainctl::controller {

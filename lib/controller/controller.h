@@ -1,25 +1,18 @@
 #pragma once
 
-// The controller's shell: informers feed a work queue; workers reconcile one job at a time by
-// planning (job_plan.h, pure) and executing the plan through the API client. Gang admission
-// (builtin mode) and Istio sidecar termination run as work items of the same queue.
+// trainctl's reconcilers and how they are added to a Manager (manager.h). Each has its own queue
+// of typed keys and adds its own handlers to the manager's shared informers.
 
-#include <atomic>
-#include <memory>
-#include <stop_token>
-#include <string>
-#include <vector>
+#include <chrono>
 
+#include "controller/manager.h"
 #include "controller/metrics.h"
 #include "controller/plan.h"
-#include "kube/client.h"
-#include "log.h"
 
 namespace trainctl::controller {
 
 struct ControllerOptions {
-  std::string namespace_;  // "" = all namespaces
-  int workers = 4;
+  int workers = 4;  // jobs reconciled concurrently
   /// cluster_domain, gang_scheduler and controller_name; `now` is set per reconcile.
   PlanOptions plan;
   /// How long a reconcile trusts that objects it created or deleted will show up in the cache
@@ -27,32 +20,26 @@ struct ControllerOptions {
   std::chrono::milliseconds expectation_timeout{std::chrono::seconds(30)};
 };
 
-/// Declares the controller's metric families on `metrics`.
+/// Declares the reconcilers' metric families on `metrics`.
 void declare_controller_metrics(MetricsRegistry& metrics);
 
-class Controller {
- public:
-  Controller(kube::Client& client, ControllerOptions options, MetricsRegistry& metrics,
-             Logger& log);
-  ~Controller();
-  Controller(const Controller&) = delete;
-  Controller& operator=(const Controller&) = delete;
+/// Adds every reconciler `options` asks for to `manager` (before manager.run()): the three
+/// below, admission only with the builtin gang scheduler.
+void add_reconcilers(Manager& manager, const ControllerOptions& options);
 
-  /// Starts the informers, waits for their first sync, then reconciles until `stop` is
-  /// requested; in-flight reconciles finish before it returns. Throws when a job kind is not
-  /// served (the CRDs are missing).
-  void run(std::stop_token stop);
+/// Jobs (job_reconciler.cc): one TFJob, PyTorchJob or MPIJob at a time, planned from the cache
+/// (plan_job, pure) and applied through the Executor, with `options.workers` workers. Watches
+/// the jobs and every object made for them (pods, services, ConfigMaps, Secrets, batch Jobs,
+/// HPAs, PodGroups). Requires the job CRDs (and PodGroups with a gang scheduler) to be served.
+void add_job_reconciler(Manager& manager, const ControllerOptions& options);
 
-  /// Readiness: true once every informer has synced, while none has lost the API server (see
-  /// kube::cache::Informer::in_sync).
-  bool synced() const;
-  /// The resources ("pods/v1", "tfjobs.kubeflow.org/v1") whose informer has lost the API server
-  /// and not yet relisted; empty before the first sync (synced() says false then).
-  std::vector<std::string> unsynced_informers() const;
+/// Gang admission (admission_reconciler.cc): one key for the whole cluster, due whenever a
+/// PodGroup, Queue, node, managed pod or job deletion changes what fits. Creates the `default`
+/// Queue when it is missing, as Volcano does at start-up.
+void add_admission_reconciler(Manager& manager, const ControllerOptions& options);
 
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+/// Istio sidecars (sidecar_reconciler.cc): a managed pod whose training containers finished
+/// gets its `istio-proxy` asked to quit.
+void add_sidecar_reconciler(Manager& manager, const ControllerOptions& options);
 
 }  // namespace trainctl::controller

@@ -9,6 +9,7 @@
 
 #include "api/status.h"
 #include "api/well_known.h"
+#include "controller/replica_network.h"
 #include "controller/replica_pod.h"
 #include "error.h"
 #include "tests/support/expect_error.h"

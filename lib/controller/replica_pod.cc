@@ -9,6 +9,7 @@
 #include "controller/cluster_env.h"
 #include "controller/gang.h"
 #include "controller/objects.h"
+#include "controller/replica_network.h"
 #include "json_access.h"
 #include "text.h"
 
@@ -17,42 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kNetworkModeAnnotation = "kubedl.io/network-mode";
 constexpr std::string_view kIstioHoldConfig = R"({"holdApplicationUntilProxyStarts": true})";
-constexpr int kHostPortBase = 20000;
-constexpr int kHostPortRange = 10000;
-
-const api::JobKindInfo& info_of(const json& job) {
-  return api::job_kind_info(
-      api::job_kind_from_name(job.value("kind", "")).value_or(api::JobKind::TFJob));
-}
-
-/// The container the operator configures: the one with the kind's default name, else the first
-/// (where api::apply_defaults put the default port). -1 when there is none.
-int default_container(const api::JobKindInfo& info, const json& containers) {
-  if (!containers.is_array() || containers.empty())
-    return -1;
-  for (std::size_t i = 0; i < containers.size(); ++i) {
-    if (containers[i].is_object() && containers[i].value("name", "") == info.default_container)
-      return static_cast<int>(i);
-  }
-  return 0;
-}
-
-const json& default_container_ports(const json& job, std::string_view type) {
-  static const json none = json::array();
-  const json& pod_spec =
-      object_member(object_member(api::JobView(job).replica_spec(type), "template"), "spec");
-  const auto containers = pod_spec.find("containers");
-  if (containers == pod_spec.end())
-    return none;
-  const int index = default_container(info_of(job), *containers);
-  if (index < 0)
-    return none;
-  const json& container = (*containers)[index];
-  const auto ports = container.find("ports");
-  return ports != container.end() && ports->is_array() ? *ports : none;
-}
 
 /// The job, labels and owner every object of the job's replica carries.
 json replica_metadata(const json& job, api::JobKind kind, std::string_view type, int index) {
@@ -121,33 +87,6 @@ void use_host_network(json& pod_spec, const json& job, std::string_view type, in
 }
 
 }  // namespace
-
-int replica_port(const json& job, std::string_view type) {
-  const api::JobKindInfo& info = info_of(job);
-  for (const json& port : default_container_ports(job, type)) {
-    if (port.is_object() && port.value("name", "") == info.default_port_name &&
-        port.value("containerPort", json()).is_number_integer())
-      return port["containerPort"].get<int>();
-  }
-  return info.default_port;
-}
-
-bool host_network(const json& job) {
-  return object_member(object_member(job, "metadata"), "annotations")
-             .value(std::string(kNetworkModeAnnotation), "") == "host";
-}
-
-int host_port(const json& job, std::string_view type, int index) {
-  // FNV-1a: stable across runs and builds, unlike std::hash.
-  std::uint64_t hash = 14695981039346656037ULL;
-  const std::string key = object_member(job, "metadata").value("uid", "") + "/" + to_lower(type) +
-                          "/" + std::to_string(index);
-  for (const unsigned char c : key) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  return kHostPortBase + static_cast<int>(hash % kHostPortRange);
-}
 
 void decorate_pod_template(json& pod_template, std::string_view job_name,
                            std::string_view replica_type, const PlanOptions& options) {

@@ -15,17 +15,6 @@
 
 namespace trainctl::controller {
 
-/// The port replica `type` serves on: the default container's port named as the kind's default
-/// port (tfjob-port, pytorchjob-port), else the kind's default port number.
-int replica_port(const nlohmann::json& job, std::string_view type);
-
-/// KubeDL's host-network mode: the job's annotation `kubedl.io/network-mode: host`.
-bool host_network(const nlohmann::json& job);
-
-/// The host port of a replica in host-network mode, in 20000–29999: derived from the job's uid,
-/// the replica type and the index, so every reconcile picks the same port.
-int host_port(const nlohmann::json& job, std::string_view type, int index);
-
 /// The pod of replica `type` `index`; `kind` is the job's kind (TFJob or PyTorchJob).
 nlohmann::json replica_pod(const nlohmann::json& job, api::JobKind kind, std::string_view type,
                            int index, const PlanOptions& options);

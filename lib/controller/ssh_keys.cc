@@ -10,14 +10,11 @@
 #include <vector>
 
 #include "error.h"
-#include "sandbox/openssl_handles.h"
+#include "openssl_handles.h"
 #include "text.h"
 
 namespace trainctl::controller {
 namespace {
-
-using sandbox::BioPtr;
-using sandbox::KeyPtr;
 
 constexpr std::string_view kKeyType = "ecdsa-sha2-nistp521";
 constexpr std::string_view kCurveName = "nistp521";
@@ -25,7 +22,7 @@ constexpr std::string_view kCurveName = "nistp521";
 void ensure(bool ok, const char* what) {
   if (!ok) {
     throw Error(ErrorKind::Config,
-                fmt::format("generating the MPI SSH key: {}: {}", what, sandbox::openssl_errors()));
+                fmt::format("generating the MPI SSH key: {}: {}", what, openssl_errors()));
   }
 }
 

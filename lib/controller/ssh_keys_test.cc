@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/openssl_handles.h"
+#include "openssl_handles.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "text.h"
@@ -49,7 +49,7 @@ std::string encoded_public_point(EVP_PKEY* key) {
 TEST(SshKeysTest, PrivateKeyIsAnEcP521KeyInSec1Pem) {
   const SshKeyPair keys = generate_ssh_key_pair();
   EXPECT_EQ(keys.private_key_pem.rfind("-----BEGIN EC PRIVATE KEY-----\n", 0), 0u);
-  sandbox::KeyPtr key = sandbox::read_private_key(keys.private_key_pem);
+  KeyPtr key = read_private_key(keys.private_key_pem);
   ASSERT_NE(key, nullptr);
   char group[64] = {};
   ASSERT_EQ(EVP_PKEY_get_utf8_string_param(key.get(), OSSL_PKEY_PARAM_GROUP_NAME, group,
@@ -71,7 +71,7 @@ TEST(SshKeysTest, PublicKeyIsTheAuthorizedKeysLineOfThePrivateKey) {
   EXPECT_EQ(fields[0], "ecdsa-sha2-nistp521");
   EXPECT_EQ(fields[1], "nistp521");
   EXPECT_EQ(fields[2].size(), 133u);  // 0x04 || X || Y, 66 bytes each
-  sandbox::KeyPtr key = sandbox::read_private_key(keys.private_key_pem);
+  KeyPtr key = read_private_key(keys.private_key_pem);
   ASSERT_NE(key, nullptr);
   EXPECT_EQ(fields[2], encoded_public_point(key.get()));
 }

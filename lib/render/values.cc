@@ -274,25 +274,40 @@ std::map<std::string, std::string> process_environment() {
   return out;
 }
 
-nlohmann::json layered_values(const ValueSources& sources,
-                              const std::vector<std::filesystem::path>& values_files,
-                              const std::vector<std::string>& sets,
-                              const std::vector<std::string>& set_strings,
-                              const LayerCheck& check) {
+namespace {
+
+/// The flags layer over `values`, keeping a role's count and its section together whichever
+/// layer gave which.
+void merge_flags(nlohmann::json& values, nlohmann::json flags) {
+  for (const char* role : {"ps", "chief", "evaluator"}) {
+    if (!flags.contains(role) || !values.contains(role))
+      continue;
+    if (flags[role].is_object() && values[role].is_number() && !flags[role].contains("replicas"))
+      flags[role]["replicas"] = values[role];
+    else if (flags[role].is_number() && values[role].is_object())
+      flags[role] = nlohmann::json{{"replicas", flags[role]}};
+  }
+  deep_merge(values, flags);
+}
+
+}  // namespace
+
+nlohmann::json layered_values(const ValueLayers& layers, const LayerCheck& check) {
   nlohmann::json values = nlohmann::json::object();
-  merge_file(values, sources.repo_config, true, check);
-  merge_file(values, sources.user_config, true, check);
-  for (const auto& variable : sources.env) {  // one at a time, so a bad one is named
+  merge_file(values, layers.sources.repo_config, true, check);
+  merge_file(values, layers.sources.user_config, true, check);
+  for (const auto& variable : layers.sources.env) {  // one at a time, so a bad one is named
     const nlohmann::json layer = env_values({variable});
     if (check)
       check(layer, {.label = variable.first, .shared = true});
     deep_merge(values, layer);
   }
-  for (const auto& file : values_files)
+  for (const auto& file : layers.values_files)
     merge_file(values, file, false, check);
-  for (const auto& assignment : sets)
+  merge_flags(values, layers.flags);
+  for (const auto& assignment : layers.sets)
     set_checked_value(values, assignment, false, check);
-  for (const auto& assignment : set_strings)
+  for (const auto& assignment : layers.set_strings)
     set_checked_value(values, assignment, true, check);
   return values;
 }

@@ -68,15 +68,23 @@ ValueSources discover_value_sources(const std::filesystem::path& cwd,
 /// The current process's environment as a map.
 std::map<std::string, std::string> process_environment();
 
-/// The render context: repo config < user config < TRAINCTL_* env < each `--values` file in
-/// order < each `--set` in order (`--set-string` assignments are passed in `set_strings`, applied
-/// after `sets`). Each layer is deep-merged over the ones before it, after `check` (when set)
-/// has accepted it: the config files and each TRAINCTL_* variable as shared defaults, each
-/// values file by its path, each assignment as set_checked_value does.
-nlohmann::json layered_values(const ValueSources& sources,
-                              const std::vector<std::filesystem::path>& values_files,
-                              const std::vector<std::string>& sets,
-                              const std::vector<std::string>& set_strings = {},
-                              const LayerCheck& check = {});
+/// Every layer of values a render takes, lowest first.
+struct ValueLayers {
+  ValueSources sources;
+  std::vector<std::filesystem::path> values_files;
+  /// The typed flags' values (submit's --image, --workers, ...), already checked by the flags.
+  nlohmann::json flags = nlohmann::json::object();
+  std::vector<std::string> sets;
+  std::vector<std::string> set_strings;
+};
+
+/// The render context, and the one place its precedence is defined: repo config < user config <
+/// TRAINCTL_* env < each `--values` file in order < the typed flags < each `--set` in order <
+/// each `--set-string` in order. Each layer is deep-merged over the ones before it, after `check`
+/// (when set) has accepted it: the config files and each TRAINCTL_* variable as shared defaults,
+/// each values file by its path, each assignment as set_checked_value does (the flags checked
+/// themselves). A TFJob role that is both a count and a section (`ps: 2` in one layer, `ps:
+/// {cpu: 4}` in another) keeps both, as `{replicas: 2, cpu: 4}`.
+nlohmann::json layered_values(const ValueLayers& layers, const LayerCheck& check = {});
 
 }  // namespace trainctl::render

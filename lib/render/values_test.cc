@@ -168,39 +168,103 @@ class LayeredValuesTest : public ValuesTest {
 
 TEST_F(LayeredValuesTest, RepoConfigIsTheBase) {
   ValueSources only_repo{sources_.repo_config, {}, {}};
-  EXPECT_EQ(layered_values(only_repo, {}, {})["image"], "repo");
+  EXPECT_EQ(layered_values({.sources = only_repo})["image"], "repo");
 }
 
 TEST_F(LayeredValuesTest, UserConfigOverridesRepoAndMergesObjects) {
   ValueSources s{sources_.repo_config, sources_.user_config, {}};
-  auto v = layered_values(s, {}, {});
+  auto v = layered_values({.sources = s});
   EXPECT_EQ(v["image"], "user");
   EXPECT_EQ(v["queue"], "repo");
   EXPECT_EQ(v["worker"], nlohmann::json::parse(R"({"cpu":1,"memory":"1Gi"})"));
 }
 
 TEST_F(LayeredValuesTest, EnvOverridesUserConfig) {
-  EXPECT_EQ(layered_values(sources_, {}, {})["image"], "env");
+  EXPECT_EQ(layered_values({.sources = sources_})["image"], "env");
 }
 
 TEST_F(LayeredValuesTest, ValuesFilesOverrideEnvInOrder) {
-  EXPECT_EQ(layered_values(sources_, {file1_}, {})["image"], "file1");
-  EXPECT_EQ(layered_values(sources_, {file1_, file2_}, {})["image"], "file2");
+  EXPECT_EQ(layered_values({.sources = sources_, .values_files = {file1_}})["image"], "file1");
+  EXPECT_EQ(layered_values({.sources = sources_, .values_files = {file1_, file2_}})["image"],
+            "file2");
 }
 
 TEST_F(LayeredValuesTest, SetOverridesValuesFilesInOrder) {
-  EXPECT_EQ(layered_values(sources_, {file2_}, {"image=set1"})["image"], "set1");
-  EXPECT_EQ(layered_values(sources_, {file2_}, {"image=set1", "image=set2"})["image"], "set2");
-  EXPECT_EQ(layered_values(sources_, {}, {"workers=3"}, {"workers=5"})["workers"], "5");
+  EXPECT_EQ(layered_values(
+                {.sources = sources_, .values_files = {file2_}, .sets = {"image=set1"}})["image"],
+            "set1");
+  EXPECT_EQ(layered_values({.sources = sources_,
+                            .values_files = {file2_},
+                            .sets = {"image=set1", "image=set2"}})["image"],
+            "set2");
+  EXPECT_EQ(
+      layered_values(
+          {.sources = sources_, .sets = {"workers=3"}, .set_strings = {"workers=5"}})["workers"],
+      "5");
+}
+
+// The whole order in one place: each layer sets its own key and every key of the layers below,
+// so each key shows the highest layer that sets it.
+TEST_F(LayeredValuesTest, PrecedenceIsConfigsEnvFilesFlagsSetSetString) {
+  const std::vector<std::string> layers = {"repo", "user", "env", "file", "flags", "set", "string"};
+  const auto layer_yaml = [&](std::size_t top) {
+    std::string yaml;
+    for (std::size_t i = 0; i <= top; ++i)
+      yaml += "l" + std::to_string(i) + ": " + layers[top] + "\n";
+    return yaml;
+  };
+  ValueSources sources{
+      write("p-repo.yaml", layer_yaml(0)), write("p-user.yaml", layer_yaml(1)), {}};
+  for (std::size_t i = 0; i <= 2; ++i)
+    sources.env.emplace("TRAINCTL_L" + std::to_string(i), "env");
+  ValueLayers all{.sources = sources, .values_files = {write("p-file.yaml", layer_yaml(3))}};
+  for (std::size_t i = 0; i <= 4; ++i)
+    all.flags["l" + std::to_string(i)] = "flags";
+  for (std::size_t i = 0; i <= 6; ++i) {
+    if (i <= 5)
+      all.sets.push_back("l" + std::to_string(i) + "=set");
+    all.set_strings.push_back("l" + std::to_string(i) + "=string");
+  }
+  nlohmann::json expected = nlohmann::json::object();
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    expected["l" + std::to_string(i)] = "string";
+  EXPECT_EQ(layered_values(all), expected);
+  all.set_strings.clear();
+  EXPECT_EQ(layered_values(all)["l5"], "set");
+  EXPECT_EQ(layered_values(all)["l0"], "set");
+  all.sets.clear();
+  EXPECT_EQ(layered_values(all)["l4"], "flags");
+  EXPECT_EQ(layered_values(all)["l0"], "flags");
+  all.flags = nlohmann::json::object();
+  EXPECT_EQ(layered_values(all)["l3"], "file");
+  EXPECT_EQ(layered_values(all)["l0"], "file");
+  all.values_files.clear();
+  EXPECT_EQ(layered_values(all)["l2"], "env");
+  EXPECT_EQ(layered_values(all)["l0"], "env");
+  all.sources.env.clear();
+  EXPECT_EQ(layered_values(all)["l1"], "user");
+  EXPECT_EQ(layered_values(all)["l0"], "user");
+}
+
+TEST_F(LayeredValuesTest, ARoleCountAndItsSectionFromDifferentLayersAreKeptTogether) {
+  ValueLayers count_in_file{.values_files = {write("ps-count.yaml", "ps: 2\n")},
+                            .flags = {{"ps", {{"cpu", 4}}}}};
+  EXPECT_EQ(layered_values(count_in_file)["ps"],
+            nlohmann::json::parse(R"({"replicas":2,"cpu":4})"));
+  ValueLayers section_in_file{.values_files = {write("ps-section.yaml", "ps: {cpu: 4}\n")},
+                              .flags = {{"ps", 3}}};
+  EXPECT_EQ(layered_values(section_in_file)["ps"],
+            nlohmann::json::parse(R"({"replicas":3,"cpu":4})"));
 }
 
 TEST_F(LayeredValuesTest, MissingConfigFilesAreFineBadOnesAreNamed) {
   ValueSources missing{dir_ / "no-repo.yaml", dir_ / "no-user.yaml", {}};
-  EXPECT_EQ(layered_values(missing, {}, {}), nlohmann::json::object());
-  EXPECT_THROW(layered_values(missing, {dir_ / "no-values.yaml"}, {}), Error);
+  EXPECT_EQ(layered_values({.sources = missing}), nlohmann::json::object());
+  EXPECT_THROW(layered_values({.sources = missing, .values_files = {dir_ / "no-values.yaml"}}),
+               Error);
   ValueSources bad{write("bad.yaml", "a: [\n"), {}, {}};
   try {
-    layered_values(bad, {}, {});
+    layered_values({.sources = bad});
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("bad.yaml:"), std::string::npos) << e.message();

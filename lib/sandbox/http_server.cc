@@ -33,7 +33,7 @@
 
 #include "error.h"
 #include "kube/websocket.h"
-#include "sandbox/openssl_handles.h"
+#include "openssl_handles.h"
 #include "text.h"
 
 namespace trainctl::sandbox {

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "error.h"
-#include "sandbox/openssl_handles.h"
+#include "openssl_handles.h"
 
 namespace trainctl::sandbox {
 namespace {

@@ -40,10 +40,11 @@ class ControllerTest : public ::testing::Test {
     controller::ControllerOptions options{.workers = 2};
     options.plan.gang_scheduler = gang;
     controller::declare_controller_metrics(metrics_);
-    controller_ =
-        std::make_unique<controller::Controller>(*controller_client_, options, metrics_, log_);
-    thread_ = std::jthread([this](std::stop_token stop) { controller_->run(stop); });
-    ASSERT_TRUE(wait_until([&] { return controller_->synced(); }));
+    manager_ = std::make_unique<controller::Manager>(*controller_client_,
+                                                     controller::ManagerOptions{}, metrics_, log_);
+    controller::add_reconcilers(*manager_, options);
+    thread_ = std::jthread([this](std::stop_token stop) { manager_->run(stop); });
+    ASSERT_TRUE(wait_until([&] { return manager_->synced(); }));
   }
 
   void TearDown() override {
@@ -93,7 +94,7 @@ class ControllerTest : public ::testing::Test {
   std::ostringstream log_text_;
   Logger log_{log_text_, LogFormat::Text, 0};
   controller::MetricsRegistry metrics_;
-  std::unique_ptr<controller::Controller> controller_;
+  std::unique_ptr<controller::Manager> manager_;
   std::jthread thread_;
 };
 

@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "sandbox/openssl_handles.h"
+#include "openssl_handles.h"
 
 namespace trainctl::testing {
 
@@ -27,12 +27,12 @@ const TestPki& TestPki::shared() {
 }
 
 HttpsTestServer::HttpsTestServer(ClientCerts client_certs, const TestPki& pki) : pki_(pki) {
-  const sandbox::CertPtr cert = std::move(sandbox::read_certificates(pki.server.cert_pem).front());
-  const sandbox::KeyPtr key = sandbox::read_private_key(pki.server.key_pem);
+  const CertPtr cert = std::move(read_certificates(pki.server.cert_pem).front());
+  const KeyPtr key = read_private_key(pki.server.key_pem);
   X509_STORE* store = nullptr;
   if (client_certs == ClientCerts::Required) {
     store = X509_STORE_new();
-    for (const auto& ca : sandbox::read_certificates(pki.ca.cert_pem))
+    for (const auto& ca : read_certificates(pki.ca.cert_pem))
       X509_STORE_add_cert(store, ca.get());
   }
   server_ = std::make_unique<httplib::SSLServer>(cert.get(), key.get(), store);  // takes the store

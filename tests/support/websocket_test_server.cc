@@ -19,7 +19,7 @@
 #include <stdexcept>
 
 #include "error.h"
-#include "sandbox/openssl_handles.h"
+#include "openssl_handles.h"
 #include "text.h"
 
 namespace trainctl::testing {
@@ -33,9 +33,6 @@ using kube::ws::Opcode;
 constexpr std::chrono::seconds kReadTimeout{10};
 
 // --- OpenSSL helpers -------------------------------------------------------------------------
-
-using sandbox::BioPtr;
-using sandbox::openssl_errors;
 
 [[noreturn]] void openssl_failure(std::string_view what) {
   throw std::runtime_error(fmt::format("{}: {}", what, openssl_errors()));
@@ -392,11 +389,11 @@ struct WebSocketTestServer::Tls {
 namespace {
 
 void load_certificate(SSL_CTX* ctx, const sandbox::CertifiedKey& pair) {
-  std::vector<sandbox::CertPtr> certs = sandbox::read_certificates(pair.cert_pem);
+  std::vector<CertPtr> certs = read_certificates(pair.cert_pem);
   if (certs.empty())
     openssl_failure("test server: reading the certificate");
   check(SSL_CTX_use_certificate(ctx, certs.front().get()), "test server: using the certificate");
-  sandbox::KeyPtr key = sandbox::read_private_key(pair.key_pem);
+  KeyPtr key = read_private_key(pair.key_pem);
   if (!key)
     openssl_failure("test server: reading the private key");
   check(SSL_CTX_use_PrivateKey(ctx, key.get()), "test server: using the private key");
@@ -405,7 +402,7 @@ void load_certificate(SSL_CTX* ctx, const sandbox::CertifiedKey& pair) {
 
 void require_client_certificates(SSL_CTX* ctx, const std::string& ca_pem) {
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  const std::vector<sandbox::CertPtr> cas = sandbox::read_certificates(ca_pem);
+  const std::vector<CertPtr> cas = read_certificates(ca_pem);
   for (const auto& ca : cas) {
     check(X509_STORE_add_cert(store, ca.get()), "test server: adding a client CA");
     check(SSL_CTX_add_client_CA(ctx, ca.get()), "test server: listing a client CA");

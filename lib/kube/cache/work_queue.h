@@ -30,32 +30,34 @@ struct WorkQueueOptions {
   int burst = 100;
 };
 
-/// Keys ("ns/name") waiting to be reconciled. Thread-safe; any number of workers call get() and
+/// Keys waiting to be reconciled: any ordered, copyable type (a typed key such as a job's kind,
+/// namespace and name, or a "ns/name" string). Thread-safe; any number of workers call get() and
 /// done() in a loop:
 ///
 ///   while (auto key = queue.get(stop)) { reconcile(*key); queue.done(*key); }
-class WorkQueue {
+template <class Key>
+class WorkQueueOf {
  public:
-  explicit WorkQueue(Clock& clock = real_clock(), WorkQueueOptions options = {});
+  explicit WorkQueueOf(Clock& clock = real_clock(), WorkQueueOptions options = {});
 
   /// Queues `key` unless it is already waiting; a key being processed is queued again when
   /// done() is called for it. Ignored after shutdown.
-  void add(const std::string& key);
+  void add(const Key& key);
   /// Adds `key` once `delay` has passed on the clock; a key already waiting for a later time
   /// moves to the earlier one.
-  void add_after(const std::string& key, std::chrono::nanoseconds delay);
+  void add_after(const Key& key, std::chrono::nanoseconds delay);
   /// Adds `key` after its next backoff delay, counting one more failure for it.
-  void add_rate_limited(const std::string& key);
+  void add_rate_limited(const Key& key);
   /// Clears `key`'s failures (call after it was processed successfully).
-  void forget(const std::string& key);
+  void forget(const Key& key);
   /// How many times `key` has been rate-limited since it was last forgotten.
-  int num_requeues(const std::string& key) const;
+  int num_requeues(const Key& key) const;
 
   /// The next key to process, marked as processing until done(); blocks until there is one.
   /// nullopt when `stop` is requested, or after shutdown once the queued keys are handed out.
-  std::optional<std::string> get(std::stop_token stop = {});
+  std::optional<Key> get(std::stop_token stop = {});
   /// Ends the processing of `key`; queues it again if it was added meanwhile.
-  void done(const std::string& key);
+  void done(const Key& key);
 
   /// Keys ready to be handed out (delayed ones count once their time has come).
   std::size_t len();
@@ -68,10 +70,10 @@ class WorkQueue {
  private:
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  void add_locked(const std::string& key);
+  void add_locked(const Key& key);
   /// Moves delayed keys whose time has come to the queue.
   void promote_due_locked();
-  std::chrono::nanoseconds item_backoff_locked(const std::string& key);
+  std::chrono::nanoseconds item_backoff_locked(const Key& key);
 
   Clock& clock_;
   WorkQueueOptions options_;
@@ -79,13 +81,19 @@ class WorkQueue {
   mutable std::mutex mu_;
   std::condition_variable_any ready_cv_;  // get(): a key is queued, or shutdown
   std::condition_variable drained_cv_;    // shutdown_with_drain(): nothing queued or processing
-  std::deque<std::string> queue_;
-  std::set<std::string> dirty_;                      // queued, or added again while processing
-  std::set<std::string> processing_;                 // handed out, not yet done()
-  std::map<std::string, TimePoint> waiting_;         // delayed key -> when it is due
-  std::set<std::pair<TimePoint, std::string>> due_;  // the same, ordered by time
-  std::map<std::string, int> failures_;
+  std::deque<Key> queue_;
+  std::set<Key> dirty_;                      // queued, or added again while processing
+  std::set<Key> processing_;                 // handed out, not yet done()
+  std::map<Key, TimePoint> waiting_;         // delayed key -> when it is due
+  std::set<std::pair<TimePoint, Key>> due_;  // the same, ordered by time
+  std::map<Key, int> failures_;
   bool shutting_down_ = false;
 };
 
+/// The queue of "ns/name" keys.
+using WorkQueue = WorkQueueOf<std::string>;
+extern template class WorkQueueOf<std::string>;
+
 }  // namespace trainctl::kube::cache
+
+#include "kube/cache/work_queue_impl.h"  // IWYU pragma: export

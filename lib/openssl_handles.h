@@ -1,7 +1,8 @@
 #pragma once
 
 // Owning handles for OpenSSL objects and the reading of PEM text into them, shared by the
-// sandbox's certificate authority, its HTTPS server and the test servers.
+// sandbox's certificate authority and HTTPS server, the controller's SSH keys and the test
+// servers. Header-only: users link OpenSSL themselves.
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -14,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace trainctl::sandbox {
+namespace trainctl {
 
 /// Calls an OpenSSL free function from std::unique_ptr.
 template <auto Free>
@@ -64,4 +65,4 @@ inline KeyPtr read_private_key(std::string_view pem) {
   return KeyPtr(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
 }
 
-}  // namespace trainctl::sandbox
+}  // namespace trainctl

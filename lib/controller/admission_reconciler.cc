@@ -1,0 +1,115 @@
+#include <fmt/format.h>
+
+#include <compare>
+
+#include "api/job.h"
+#include "controller/controller.h"
+#include "controller/executor.h"
+#include "controller/gang.h"
+#include "controller/objects.h"
+#include "controller/reconcile_loop.h"
+#include "json_access.h"
+#include "kube/cache/informer.h"
+
+namespace trainctl::controller {
+namespace {
+
+using kube::cache::Informer;
+using nlohmann::json;
+
+/// Admission has one key: every pass looks at the whole cluster.
+struct AdmissionKey {
+  auto operator<=>(const AdmissionKey&) const = default;
+};
+
+}  // namespace
+}  // namespace trainctl::controller
+
+template <>
+struct fmt::formatter<trainctl::controller::AdmissionKey> : fmt::formatter<std::string_view> {
+  auto format(const trainctl::controller::AdmissionKey&, format_context& ctx) const {
+    return fmt::format_to(ctx.out(), "admission");
+  }
+};
+
+namespace trainctl::controller {
+namespace {
+
+class AdmissionReconciler : public Runnable {
+ public:
+  AdmissionReconciler(Manager& manager, const ControllerOptions& options)
+      : client_(manager.client()),
+        executor_(client_, manager.metrics(), manager.log(), options.plan.controller_name),
+        loop_({.name = "admission",
+               .metric_kind = [](const AdmissionKey&) { return std::string("controller"); },
+               .reconcile = [this](const AdmissionKey&) { reconcile(); }},
+              manager.metrics(), manager.log()) {
+    const auto due = [this](const json&) { loop_.add({}); };
+    const kube::cache::EventHandlers handlers{
+        .on_add = due,
+        .on_update = [due](const json&, const json& now) { due(now); },
+        .on_delete = due};
+    pod_groups_ = &manager.informer(kube::resources::podgroups());
+    queues_ = &manager.informer(kube::resources::queues());
+    nodes_ = &manager.informer(kube::resources::nodes());
+    pods_ = &manager.informer(kube::resources::pods(), managed_selector());
+    for (Informer* informer : {pod_groups_, queues_, nodes_, pods_})
+      informer->add_handlers(handlers);
+    for (const auto& info : api::job_kinds()) {
+      Informer& informer = manager.informer(kube::resources::job(info.kind));
+      informer.add_handlers({.on_delete = due});  // its PodGroup, if still cached, no longer counts
+      jobs_.emplace(info.kind, &informer);
+    }
+  }
+
+  // Jobs that name no queue land in `default`; Volcano creates it at start-up, and so does the
+  // builtin admission, so such jobs are not held forever.
+  void prepare() override {
+    client_.require_served(kube::resources::queues());
+    const json queue{{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                     {"kind", "Queue"},
+                     {"metadata", {{"name", std::string(default_queue)}}},
+                     {"spec", {{"weight", 1}, {"reclaimable", true}}}};
+    executor_.apply(Plan{.actions = {Action{.type = Action::Type::Create,
+                                            .resource = kube::resources::queues(),
+                                            .object = queue}}});
+  }
+
+  void run(std::stop_token stop) override {
+    loop_.add({});
+    loop_.run(stop);
+  }
+
+ private:
+  void reconcile() {
+    // Only the jobs PodGroups name are read, not a copy of every cached job.
+    const JobUidLookup job_uid = [this](std::string_view kind, std::string_view ns,
+                                        std::string_view name) -> std::optional<std::string> {
+      const auto job_kind = api::job_kind_from_name(kind);
+      const auto informer = job_kind ? jobs_.find(*job_kind) : jobs_.end();
+      if (informer == jobs_.end())
+        return std::nullopt;
+      const auto job = informer->second->get(fmt::format("{}/{}", ns, name));
+      return job ? std::optional(uid_of(*job)) : std::nullopt;
+    };
+    executor_.apply(admit(pod_groups_->list(), queues_->list(), nodes_->list(), pods_->list(),
+                          job_uid, std::chrono::system_clock::now()));
+  }
+
+  kube::Client& client_;
+  Executor executor_;
+  ReconcileLoop<AdmissionKey> loop_;
+  Informer* pod_groups_ = nullptr;
+  Informer* queues_ = nullptr;
+  Informer* nodes_ = nullptr;
+  Informer* pods_ = nullptr;
+  std::map<api::JobKind, Informer*> jobs_;
+};
+
+}  // namespace
+
+void add_admission_reconciler(Manager& manager, const ControllerOptions& options) {
+  manager.add(std::make_unique<AdmissionReconciler>(manager, options));
+}
+
+}  // namespace trainctl::controller

@@ -1,0 +1,50 @@
+#pragma once
+
+// client-go's "expectations": the names of objects a reconcile wrote and the cache has not shown
+// yet, per job, so a stale cache does not make the next reconcile repeat the writes.
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+namespace trainctl::controller {
+
+/// Thread-safe; keys are the reconcilers' job keys printed as strings.
+class Expectations {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  /// Expects the cache to show `names` ("<plural>/<name>", created or deleted) before `deadline`;
+  /// an empty set clears the key's expectations.
+  void expect(const std::string& key, std::set<std::string> names, TimePoint deadline);
+  /// The job was written and the server returned `version`: expect the cache to show it, unless
+  /// the informer already did. Its event may arrive before the write returns, and so may a later
+  /// one (a user's edit right after our status write): every recent version counts, not just the
+  /// newest, or the reconcile would wait for an event already delivered until the deadline.
+  void expect_job_version(const std::string& key, const std::string& version, TimePoint deadline);
+  /// The job informer delivered `version` of the job.
+  void observe_job_version(const std::string& key, const std::string& version);
+  /// The job is gone: drop everything about it.
+  void forget(const std::string& key);
+  /// The cache showed `name` (created) or lost it (deleted).
+  void observe(const std::string& key, const std::string& name);
+  /// Whether nothing is pending for `key`, or its deadline passed (then it is dropped).
+  bool satisfied(const std::string& key, TimePoint now);
+
+ private:
+  struct Pending {
+    std::set<std::string> names;
+    TimePoint deadline;
+  };
+  std::mutex mutex_;
+  std::map<std::string, Pending> pending_;
+  /// Job versions the informer delivered, newest last, per job: more than a reconcile's writes
+  /// plus the edits that can land while they are in flight.
+  static constexpr std::size_t kRecentJobVersions = 16;
+  std::map<std::string, std::deque<std::string>> seen_job_versions_;
+};
+
+}  // namespace trainctl::controller
