@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <limits>
+#include <ostream>
+#include <string>
 
 #include "error.h"
 
@@ -15,6 +18,21 @@ struct QuantityCase {
   const char* text;
   std::int64_t milli;
 };
+
+void PrintTo(const QuantityCase& c, std::ostream* out) {
+  *out << '"' << c.text << "\" -> " << c.milli << " milli";
+}
+
+/// "3_1_5Gi" for case 3, "1.5Gi": the index keeps names unique, the text makes them readable.
+std::string case_name(const ::testing::TestParamInfo<QuantityCase>& info) {
+  std::string name = std::to_string(info.index) + "_";
+  for (const char c : std::string_view(info.param.text))
+    name += std::isalnum(static_cast<unsigned char>(c)) ? std::string(1, c)
+            : c == '-'                                  ? std::string("minus")
+            : c == '+'                                  ? std::string("plus")
+                                                        : std::string("_");
+  return name;
+}
 
 class QuantityTable : public ::testing::TestWithParam<QuantityCase> {};
 
@@ -49,7 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
         QuantityCase{"1.", 1000}, QuantityCase{"0", 0}, QuantityCase{"000", 0},
         QuantityCase{"007", 7000},
         // Too large for int64 thousandths: saturates.
-        QuantityCase{"12345678901234567890123", kMax}, QuantityCase{"9223372036854775807", kMax}));
+        QuantityCase{"12345678901234567890123", kMax}, QuantityCase{"9223372036854775807", kMax}),
+    case_name);
 
 TEST(Quantity, RejectsWhatTheApiServerRejects) {
   for (const char* bad : {"", "abc", "1K", "1 ", " 1", "1.5.5", "1ee3", "1e", "1e+", "1Mi3", "1m3",

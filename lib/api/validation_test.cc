@@ -26,6 +26,10 @@ struct ValidationCase {
   const char* message;
 };
 
+void PrintTo(const ValidationCase& c, std::ostream* out) {
+  *out << c.name;
+}
+
 class ValidationTable : public ::testing::TestWithParam<ValidationCase> {};
 
 TEST_P(ValidationTable, ReportsFileLineFieldAndReason) {

@@ -740,6 +740,10 @@ struct CleanPodPolicyCase {
   std::vector<std::string> deleted;
 };
 
+void PrintTo(const CleanPodPolicyCase& c, std::ostream* out) {
+  *out << "cleanPodPolicy " << c.policy;
+}
+
 class CleanPodPolicyTest : public ::testing::TestWithParam<CleanPodPolicyCase> {};
 
 TEST_P(CleanPodPolicyTest, DeletesPodsAndTheirServicesOnFinish) {

@@ -36,6 +36,10 @@ struct GoldenCase {
   std::function<void(const json& job)> check;
 };
 
+void PrintTo(const GoldenCase& c, std::ostream* out) {
+  *out << "trainctl render " << c.args;
+}
+
 /// The container of replica `type` (first container of its pod template).
 const json& container(const json& job, const std::string& type) {
   for (const char* specs : {"tfReplicaSpecs", "pytorchReplicaSpecs", "mpiReplicaSpecs"}) {
