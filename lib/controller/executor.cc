@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <future>
+#include <set>
 
 #include "api/status.h"
 #include "api/well_known.h"
@@ -143,10 +146,61 @@ void Executor::record(const EventRecord& event) {
   }
 }
 
+void Executor::perform_batched(const std::vector<Action>& actions, std::size_t first,
+                               std::size_t last, std::vector<json>& results) {
+  std::size_t batch = 1;
+  while (first < last) {
+    const std::size_t end = std::min(last, first + batch);
+    if (end - first == 1) {
+      results[first] = perform(actions[first]);
+    } else {
+      std::vector<std::future<json>> sent;
+      for (std::size_t i = first; i < end; ++i)
+        sent.push_back(std::async(std::launch::async,
+                                  [this, &action = actions[i]] { return perform(action); }));
+      std::exception_ptr failure;
+      for (std::size_t i = first; i < end; ++i) {
+        try {
+          results[i] = sent[i - first].get();
+        } catch (...) {
+          if (!failure)
+            failure = std::current_exception();
+        }
+      }
+      if (failure)
+        std::rethrow_exception(failure);
+    }
+    first = end;
+    batch *= 2;
+  }
+}
+
 std::vector<json> Executor::apply(const Plan& plan) {
-  std::vector<json> results;
-  for (const auto& action : plan.actions)
-    results.push_back(perform(action));
+  const std::vector<Action>& actions = plan.actions;
+  std::vector<json> results(actions.size());
+  const auto independent = [&](std::size_t i) {
+    return actions[i].type == Action::Type::Create || actions[i].type == Action::Type::Delete;
+  };
+  for (std::size_t i = 0; i < actions.size();) {
+    if (!independent(i)) {
+      results[i] = perform(actions[i]);
+      ++i;
+      continue;
+    }
+    // A run ends before an action on an object it already touches (a delete, then a create of
+    // the same name): those two stay in order.
+    std::set<std::string> objects;
+    std::size_t end = i;
+    while (end < actions.size() && independent(end) &&
+           objects
+               .insert(actions[end].resource.plural + "/" + actions[end].namespace_ + "/" +
+                       (actions[end].type == Action::Type::Create ? name_of(actions[end].object)
+                                                                  : actions[end].name))
+               .second)
+      ++end;
+    perform_batched(actions, i, end, results);
+    i = end;
+  }
   for (const auto& event : plan.events)
     record(event);
   return results;

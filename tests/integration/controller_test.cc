@@ -562,6 +562,41 @@ spec:
   EXPECT_EQ(pods_of("meshed")[0]["status"]["phase"], "Succeeded");
 }
 
+// Creates go out in slow-start batches (1, 2, 4, ...) as the Kubernetes Job controller sends
+// them, each batch concurrently: a template the server rejects costs one request, a batch with an
+// error is the last one sent, and a good plan creates everything.
+TEST_F(ControllerTest, ExecutorSendsCreatesInSlowStartBatchesAndStopsAtTheFirstError) {
+  controller::declare_executor_metrics(metrics_);
+  controller::Executor executor(*controller_client_, metrics_, log_, "test-controller");
+  // Eight pods; those from index `first_bad` on have no containers, which the server refuses.
+  const auto creates = [](const std::string& prefix, int first_bad) {
+    controller::Plan plan;
+    for (int i = 0; i < 8; ++i) {
+      const json containers =
+          i < first_bad ? json::array({{{"name", "c"}, {"image", "busybox"}}}) : json::array();
+      plan.actions.push_back({.type = controller::Action::Type::Create,
+                              .resource = kube::resources::pods(),
+                              .namespace_ = "default",
+                              .object = {{"apiVersion", "v1"},
+                                         {"kind", "Pod"},
+                                         {"metadata", {{"name", prefix + std::to_string(i)}}},
+                                         {"spec", {{"containers", containers}}}}});
+    }
+    return plan;
+  };
+  const auto sent = [&] { return metrics_.value("trainctl_api_writes_total", {"create", "pods"}); };
+  EXPECT_THROW(executor.apply(creates("bad-", 0)), Error);
+  EXPECT_EQ(sent(), 1);
+  // Batches {0}, {1, 2}, {3, 4, 5, 6}: pod 3 fails, so pod 7 is never sent.
+  EXPECT_THROW(executor.apply(creates("late-", 3)), Error);
+  EXPECT_EQ(sent(), 1 + 7);
+  const std::vector<json> results = executor.apply(creates("good-", 8));
+  EXPECT_EQ(sent(), 1 + 7 + 8);
+  ASSERT_EQ(results.size(), 8u);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(results[i]["metadata"]["name"], "good-" + std::to_string(i));  // in action order
+}
+
 // A finished job's PodGroup may be deleted (and re-created) while admission still holds the old
 // object: writes carrying its uid then fail NotFound or with a uid-precondition Conflict. The
 // object they meant is gone, so they count as done; a stale resourceVersion still fails.
