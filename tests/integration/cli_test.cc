@@ -78,6 +78,63 @@ TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
   EXPECT_THAT(r.out, HasSubstr("no-such-flag"));
 }
 
+TEST_F(CliTest, AMistypedVerbSaysWhatWasMeant) {
+  RunResult typo = run_cli("sumbit");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("trainctl: unknown command \"sumbit\"; did you mean "
+                                  "\"submit\"?\n"));
+  // kubectl's verb, as cobra's SuggestFor does
+  EXPECT_THAT(run_cli("describe mnist").err,
+              HasSubstr("trainctl: unknown command \"describe\"; did you mean \"get\"?\n"));
+  RunResult nested = run_cli("queue craete team-a");
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_THAT(nested.err, HasSubstr("trainctl: unknown command \"craete\" for \"trainctl "
+                                    "queue\"; did you mean \"create\"?\n"));
+  RunResult far = run_cli("frobnicate");
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_THAT(far.err, HasSubstr("trainctl: unknown command \"frobnicate\"\n"));
+}
+
+TEST_F(CliTest, AMistypedFlagSaysWhichFlagOfTheVerbWasMeant) {
+  RunResult r = run_cli("submit pytorchjob --imag x -- true");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("trainctl: unknown flag \"--imag\" for \"trainctl submit "
+                               "pytorchjob\"; did you mean \"--image\"?\n"));
+  // the global flags are the verb's, too
+  EXPECT_THAT(run_cli("list --namespce=x").err,
+              HasSubstr("unknown flag \"--namespce\" for \"trainctl list\"; did you mean "
+                        "\"--namespace\"?"));
+}
+
+TEST_F(CliTest, BareTrainctlAndHelpPrintHelp) {
+  RunResult bare = run_cli("");
+  EXPECT_EQ(bare.exit_code, 0);  // as bare kubectl
+  EXPECT_THAT(bare.out, HasSubstr("Usage: trainctl [OPTIONS] SUBCOMMAND"));
+  EXPECT_THAT(bare.out, HasSubstr("submit"));
+  RunResult help = run_cli("help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.out, bare.out);
+  RunResult verb = run_cli("help queue create");
+  EXPECT_EQ(verb.exit_code, 0);
+  EXPECT_THAT(verb.out, HasSubstr("Usage: trainctl queue create [OPTIONS] name"));
+  EXPECT_EQ(verb.out, run_cli("queue create --help").out);
+  RunResult group = run_cli("queue");
+  EXPECT_EQ(group.exit_code, 0);
+  EXPECT_THAT(group.out, HasSubstr("Usage: trainctl queue [OPTIONS] SUBCOMMAND"));
+  RunResult unknown = run_cli("help sumbit");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("trainctl: unknown command \"sumbit\"; did you mean "
+                                     "\"submit\"?"));
+}
+
+TEST_F(CliTest, EveryUsageErrorStartsWithTrainctl) {
+  for (const char* args : {"get a b", "list --queue", "version --no-such-flag", "list --kind x"}) {
+    RunResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_TRUE(r.err.starts_with("trainctl: ")) << args << ": " << r.err;
+  }
+}
+
 TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
   testing::HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request& req, httplib::Response& res) {
