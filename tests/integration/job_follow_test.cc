@@ -270,6 +270,33 @@ TEST_F(JobFollowTest, LogsFailsWithExit3WhenTheLogsCannotBeRead) {
   EXPECT_THAT(followed.err, HasSubstr("trainctl: no kubelet serves this sandbox (HTTP 503)\n"));
 }
 
+TEST_F(JobFollowTest, LogsOfAJobWithoutPodsSaysSoAndExits3) {
+  create_job("queued");
+  set_status("queued", "Created");
+  RunResult r = run("logs queued");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("trainctl: tfjob.kubeflow.org \"queued\" has no pods yet (status "
+                               "Created): no log to print; `trainctl logs -f queued` waits for "
+                               "them\n"));
+}
+
+TEST_F(JobFollowTest, LogsPrintsTheStartedReplicasAndExits3ForOneThatHasNotStarted) {
+  create_job("half", 2);
+  set_status("half", "Running");
+  create_replica("half", 0, "--rank=0");
+  json stuck = replica_pod("half", 1, "--rank=1", "60");
+  stuck["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500";  // nodes have 32
+  client().create(kube::resources::pods(), "default", stuck);
+  ASSERT_TRUE(testing::wait_until([&] { return finished("half-worker-0"); }));
+  RunResult r = run("logs half");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, HasSubstr("[worker-0] + python train.py --rank=0"));
+  EXPECT_THAT(r.err, HasSubstr("trainctl: 1 of 2 replicas of tfjob.kubeflow.org \"half\" have "
+                               "not started, so have no log yet; `trainctl logs -f half` waits "
+                               "for them\n"));
+}
+
 // ---- wait ----
 
 TEST_F(JobFollowTest, WaitForSucceededReturnsOnceTheJobSucceeds) {
