@@ -48,18 +48,9 @@ json get_or_null(kube::Client& client, const kube::Resource& r, std::string_view
 
 /// The job's current status condition as `Running (TFJobRunning: message)`.
 std::string status_line(const json& job) {
-  const std::string status = api::job_status(job);
-  for (const auto& c : job.value("status", json::object()).value("conditions", json::array())) {
-    if (c.value("type", "") != status || c.value("status", "") != "True")
-      continue;
-    const std::string reason = c.value("reason", "");
-    const std::string message = c.value("message", "");
-    if (reason.empty() && message.empty())
-      break;
-    return fmt::format("{} ({}{}{})", status, reason,
-                       !reason.empty() && !message.empty() ? ": " : "", message);
-  }
-  return status;
+  const std::string detail = api::status_detail(job);
+  return detail.empty() ? api::job_status(job)
+                        : fmt::format("{} ({})", api::job_status(job), detail);
 }
 
 void queue_findings(const json& queue, const json& podgroup, std::vector<Finding>& findings) {

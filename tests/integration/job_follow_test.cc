@@ -317,8 +317,9 @@ TEST_F(JobFollowTest, WaitExitsOneWhenTheJobEndedOtherwise) {
   set_status("failed", "Failed", "TFJob failed has failed because 1 Worker replica(s) failed.");
   RunResult succeeded = run("wait failed --for=succeeded");
   EXPECT_EQ(succeeded.exit_code, 1);
-  EXPECT_THAT(succeeded.err, HasSubstr("tfjob.kubeflow.org/failed failed (Failed: TFJob failed has "
-                                       "failed because 1 Worker replica(s) failed.)"));
+  EXPECT_THAT(succeeded.err, HasSubstr("tfjob.kubeflow.org/failed failed (Failed: TFJobFailed: "
+                                       "TFJob failed has failed because 1 Worker replica(s) "
+                                       "failed.)"));
   EXPECT_EQ(run("wait failed --for=failed").exit_code, 0);
   EXPECT_EQ(run("wait failed --for=finished").exit_code, 1);
   EXPECT_EQ(run("wait failed --for=running").exit_code, 1);
@@ -464,6 +465,31 @@ TEST_F(SubmitWaitTest, AFailedJobExitsOneWithTheFailedReplicasLastLinesAndWarnin
   const json rep = json::parse(testing::TempDir::read(report));
   EXPECT_EQ(rep["status"], "Failed");
   EXPECT_EQ(rep["exitCodes"]["worker-1"], 3);
+}
+
+TEST_F(SubmitWaitTest, AJobFailedByItsDeadlineSaysWhy) {
+  constexpr const char* kWhy =
+      "TFJobFailed: TFJob default/late has failed because it was active longer than specified "
+      "deadline";
+  auto submit = start(fmt::format("submit -f {} --wait", job_file("late")));
+  ASSERT_TRUE(testing::wait_until([&] {
+    try {
+      client().get(kube::resources::tfjobs(), "default", "late");
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }));
+  set_status("late", "Failed",
+             "TFJob default/late has failed because it was active longer than specified deadline");
+  RunResult r = finish(submit);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, ContainsRegex(fmt::format("tfjob.kubeflow.org/late Failed after "
+                                                       "[0-9]+s: {}\n",
+                                                       kWhy)));
+  RunResult waited = run("wait late --for=succeeded");
+  EXPECT_EQ(waited.exit_code, 1);
+  EXPECT_THAT(waited.err, HasSubstr(kWhy));
 }
 
 TEST_F(SubmitWaitTest, LogsThatCannotBeReadAreAWarningAndTheExitCodeStaysTheJobs) {
