@@ -584,11 +584,112 @@ TEST_F(JobFollowTest, WhyPutsAClosedOrFullQueueFirst) {
                                     "new jobs"));
   EXPECT_THAT(closed.out, HasSubstr("podgroup job-closed is Pending: its gang of 2 pods is not "
                                     "admitted yet"));
-  EXPECT_THAT(closed.out, HasSubstr("no pods exist for the job"));
+  // The controller has acted (there is a PodGroup): no question whether it runs, and no missing
+  // pods, which are not due before the gang is admitted.
+  EXPECT_THAT(closed.out, Not(HasSubstr("trainctl controller")));
+  EXPECT_THAT(closed.out, Not(HasSubstr("pods do not exist")));
 
   RunResult full = run("why job-full");
   EXPECT_THAT(full.out,
               HasSubstr("Most likely blocker: queue \"full\" is full: cpu 8 of 8 allocated\n"));
+}
+
+/// A Volcano Queue `name` with `capability`, its status `allocated`.
+void create_queue(kube::Client& client, const std::string& name, json capability,
+                  json allocated = json::object()) {
+  json q = client.create(kube::resources::queues(), "",
+                         {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                          {"kind", "Queue"},
+                          {"metadata", {{"name", name}}},
+                          {"spec", {{"capability", std::move(capability)}}}});
+  q["status"] = {{"state", "Open"}, {"allocated", std::move(allocated)}};
+  client.update_status(kube::resources::queues(), "", q);
+}
+
+/// The PodGroup of job `name` in `queue`, in `phase`, needing `min_resources`.
+void create_podgroup(kube::Client& client, const std::string& name, const std::string& queue,
+                     const std::string& phase, json min_resources = json::object()) {
+  client.create(kube::resources::podgroups(), "default",
+                {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                 {"kind", "PodGroup"},
+                 {"metadata", {{"name", name}}},
+                 {"spec", {{"minMember", 1}, {"queue", queue}, {"minResources", min_resources}}},
+                 {"status", {{"phase", phase}}}});
+}
+
+TEST_F(JobFollowTest, WhyAsksWhetherTheControllerRunsOnlyWhenNothingShowsItActed) {
+  create_job("untouched");
+  RunResult untouched = run("why untouched");
+  EXPECT_THAT(untouched.out,
+              HasSubstr("Most likely blocker: no pods exist for the job: no operator "
+                        "has created them (is `trainctl controller` running"));
+  create_job("admitted", 2);
+  set_status("admitted", "Created");
+  create_podgroup(client(), "admitted", "default", "Inqueue");
+  RunResult admitted = run("why admitted");
+  EXPECT_THAT(admitted.out, Not(HasSubstr("trainctl controller")));
+  EXPECT_THAT(admitted.out, HasSubstr("Most likely blocker: 2 of 2 replica pods do not exist yet: "
+                                      "worker-0, worker-1\n"));
+}
+
+TEST_F(JobFollowTest, WhyRanksTheSchedulersReasonAboveAGangNotAdmitted) {
+  create_job("picky");
+  set_status("picky", "Created");
+  create_queue(client(), "default", {{"cpu", "1000"}});
+  create_podgroup(client(), "picky", "default", "Pending");
+  json pod = replica_pod("picky", 0, "--x", "60");
+  pod["spec"]["nodeSelector"] = {{"gpu-model", "h100"}};  // no node has it
+  client().create(kube::resources::pods(), "default", pod);
+  ASSERT_TRUE(testing::wait_until([&] {
+    return client()
+               .get(kube::resources::pods(), "default", "picky-worker-0")
+               .dump()
+               .find("Unschedulable") != std::string::npos;
+  }));
+  RunResult r = run("why picky");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("Most likely blocker: worker-0 \\(pod picky-worker-0\\) cannot "
+                                   "be scheduled: 0/4 nodes are available: [^\n]*didn't match "
+                                   "Pod's node affinity/selector"));
+  EXPECT_THAT(r.out, HasSubstr("2. podgroup picky is Pending: its gang of 1 pods is not admitted"));
+}
+
+TEST_F(JobFollowTest, WhySaysAJobBiggerThanItsQueueCanNeverRunAndSubmitWarns) {
+  create_queue(client(), "small", {{"nvidia.com/gpu", 8}});
+  const std::string never =
+      "the job can never run: queue \"small\" can never admit it: it needs nvidia.com/gpu 16, "
+      "the queue's capability is 8";
+  // Before the controller has made a PodGroup: the gang it will make.
+  RunResult submitted =
+      run("submit tfjob --name huge --workers 2 --gpus 8 --queue small --image trainer:1 -- true");
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  EXPECT_EQ(submitted.err,
+            "trainctl: warning: tfjob.kubeflow.org/huge will not run: queue \"small\" can never "
+            "admit it: it needs nvidia.com/gpu 16, the queue's capability is 8\n");
+  EXPECT_THAT(run("why huge").out, HasSubstr("Most likely blocker: " + never));
+  // With the PodGroup the controller made, and ahead of the gang that is not admitted.
+  create_podgroup(client(), "huge", "small", "Pending", {{"nvidia.com/gpu", 16}});
+  RunResult r = run("why huge");
+  EXPECT_THAT(r.out, HasSubstr("Most likely blocker: " + never));
+  EXPECT_THAT(r.out, Not(HasSubstr("allocated + 16 needed")));
+  // A gang that fits gets no warning.
+  RunResult fits =
+      run("submit tfjob --name fits --workers 1 --gpus 8 --queue small --image trainer:1 -- true");
+  EXPECT_EQ(fits.err, "");
+}
+
+TEST_F(JobFollowTest, WhyOnAnAdmittedRunningJobSeesNoQueueBlocker) {
+  // The queue is full with the job's own allocation.
+  create_queue(client(), "team", {{"cpu", "1"}}, {{"cpu", "1"}});
+  create_job("busy", 1, "team");
+  set_status("busy", "Running");
+  create_podgroup(client(), "busy", "team", "Running", {{"cpu", "1"}});
+  create_replica("busy", 0, "--x", "60");
+  ASSERT_TRUE(testing::wait_until([&] { return phase("busy-worker-0") == "Running"; }));
+  RunResult r = run("why busy");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Nothing keeps it from running.\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("queue")));
 }
 
 TEST_F(JobFollowTest, WhyOnAFinishedJobSaysHowItFinished) {
