@@ -176,8 +176,15 @@ Application make_application() {
 int run(int argc, char** argv) {
   Application application = make_application();
   CLI::App& app = *application.app;
+  // kubectl's `-v=6`: CLI11 would read "=6" as the short option's value.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) {  // CLI11 takes the arguments last first
+    const std::string_view arg = argv[i];
+    args.push_back(arg.starts_with("-v=") ? fmt::format("--v={}", arg.substr(3))
+                                          : std::string(arg));
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return report_parse_error(app, e);
   } catch (const Error& e) {

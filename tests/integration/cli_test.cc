@@ -19,6 +19,7 @@
 namespace trainctl {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -152,6 +153,37 @@ TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
 
   RunResult json = run_cli("version -o json", "KUBECONFIG=" + config);
   EXPECT_THAT(json.out, HasSubstr("\"gitVersion\": \"v1.31.2\""));
+}
+
+TEST_F(CliTest, VerbosityLogsEachRequestAndNeverTheToken) {
+  testing::HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
+  });
+  server.start();
+  const std::string config = kubeconfig_for(server.url(), "very-secret-token");
+  RunResult quiet = run_cli("version --kubeconfig " + config);
+  EXPECT_THAT(quiet.out, Not(HasSubstr("GET ")));
+  for (const char* level : {"-v 6", "-v=6", "--v=6"}) {
+    RunResult r = run_cli(fmt::format("version {} --kubeconfig {}", level, config));
+    EXPECT_EQ(r.exit_code, 0) << level << r.out;
+    EXPECT_THAT(r.err, ContainsRegex(fmt::format("(^|\n)GET {}/version 200 OK in [0-9]+ "
+                                                 "milliseconds\n",
+                                                 server.url())))
+        << level;
+    EXPECT_THAT(r.err, Not(HasSubstr("Request Headers"))) << level;
+  }
+  RunResult loud = run_cli("version -v 9 --kubeconfig " + config);
+  EXPECT_EQ(loud.exit_code, 0) << loud.out;
+  EXPECT_THAT(loud.err, HasSubstr("Request Headers:\n"));
+  EXPECT_THAT(loud.err, HasSubstr("    Authorization: Bearer <masked>\n"));
+  EXPECT_THAT(loud.err, HasSubstr("Response Headers:\n"));
+  EXPECT_THAT(loud.out, Not(HasSubstr("very-secret-token")));  // out holds stderr too
+
+  RunResult down = run_cli(fmt::format("version -v 6 -s {} --token very-secret-token", kNoServer));
+  EXPECT_THAT(down.err,
+              ContainsRegex("GET https://127.0.0.1:1/version failed in [0-9]+ milliseconds: "));
+  EXPECT_THAT(down.out, Not(HasSubstr("very-secret-token")));
 }
 
 TEST_F(CliTest, ConfigViewRedactsTokens) {
