@@ -79,32 +79,31 @@ TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
   EXPECT_THAT(r.out, HasSubstr("no-such-flag"));
 }
 
-TEST_F(CliTest, AMistypedVerbSaysWhatWasMeant) {
-  RunResult typo = run_cli("sumbit");
-  EXPECT_EQ(typo.exit_code, 2);
-  EXPECT_THAT(typo.err, HasSubstr("trainctl: unknown command \"sumbit\"; did you mean "
-                                  "\"submit\"?\n"));
-  // kubectl's verb, as cobra's SuggestFor does
-  EXPECT_THAT(run_cli("describe mnist").err,
-              HasSubstr("trainctl: unknown command \"describe\"; did you mean \"get\"?\n"));
-  RunResult nested = run_cli("queue craete team-a");
-  EXPECT_EQ(nested.exit_code, 2);
-  EXPECT_THAT(nested.err, HasSubstr("trainctl: unknown command \"craete\" for \"trainctl "
-                                    "queue\"; did you mean \"create\"?\n"));
-  RunResult far = run_cli("frobnicate");
-  EXPECT_EQ(far.exit_code, 2);
-  EXPECT_THAT(far.err, HasSubstr("trainctl: unknown command \"frobnicate\"\n"));
-}
-
-TEST_F(CliTest, AMistypedFlagSaysWhichFlagOfTheVerbWasMeant) {
-  RunResult r = run_cli("submit pytorchjob --imag x -- true");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("trainctl: unknown flag \"--imag\" for \"trainctl submit "
-                               "pytorchjob\"; did you mean \"--image\"?\n"));
-  // the global flags are the verb's, too
-  EXPECT_THAT(run_cli("list --namespce=x").err,
-              HasSubstr("unknown flag \"--namespce\" for \"trainctl list\"; did you mean "
-                        "\"--namespace\"?"));
+TEST_F(CliTest, AMistypedVerbOrFlagSaysWhatWasMeant) {
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"sumbit", "trainctl: unknown command \"sumbit\"; did you mean \"submit\"?\n"},
+      // kubectl's verb, as cobra's SuggestFor does
+      {"describe mnist", "trainctl: unknown command \"describe\"; did you mean \"get\"?\n"},
+      {"queue craete team-a",
+       "trainctl: unknown command \"craete\" for \"trainctl queue\"; did you mean "
+       "\"create\"?\n"},
+      {"frobnicate", "trainctl: unknown command \"frobnicate\"\n"},
+      {"submit pytorchjob --imag x -- true",
+       "trainctl: unknown flag \"--imag\" for \"trainctl submit pytorchjob\"; did you mean "
+       "\"--image\"?\n"},
+      // the global flags are the verb's, too
+      {"list --namespce=x",
+       "trainctl: unknown flag \"--namespce\" for \"trainctl list\"; did you mean "
+       "\"--namespace\"?\n"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.args;
+  }
 }
 
 TEST_F(CliTest, BareTrainctlAndHelpPrintHelp) {
