@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -70,7 +71,7 @@ Error unknown_command(const CLI::App& parent, std::string_view word) {
                                              did_you_mean(word, subcommand_names(parent))));
 }
 
-/// The long and short flags `cmd` accepts, with their parents' (global flags fall through).
+/// The long flags `cmd` accepts, with its parents' (global flags fall through).
 std::vector<std::string> flag_names(const CLI::App& cmd) {
   std::vector<std::string> names;
   for (const CLI::App* c = &cmd; c != nullptr; c = c->get_parent()) {
