@@ -1,13 +1,148 @@
 #include "app.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "error.h"
 #include "run.h"
+#include "text.h"
 
 namespace trainctl::cli {
+namespace {
+
+/// kubectl verbs a kubectl user types whose trainctl spelling is too far off for an edit
+/// distance to find, as cobra's SuggestFor lists them.
+const std::map<std::string, std::string, std::less<>> kSuggestFor = {
+    {"describe", "get"}, {"create", "submit"}, {"apply", "submit"}, {"run", "submit"}};
+
+/// `trainctl queue create`: the command's name with its parents', as usage lines print it.
+std::string command_path(const CLI::App& cmd) {
+  const CLI::App* parent = cmd.get_parent();
+  return parent == nullptr ? cmd.get_name() : command_path(*parent) + " " + cmd.get_name();
+}
+
+/// What `trainctl COMMAND --help` prints.
+std::string help_text(const CLI::App& cmd) {
+  return cmd.get_formatter()->make_help(&cmd, command_path(cmd), CLI::AppFormatMode::Normal);
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : cmd.get_subcommands([](const CLI::App* s) {
+         return !s->get_name().empty() && !s->get_name().starts_with("__");
+       })) {
+    names.push_back(sub->get_name());
+    for (const auto& alias : sub->get_aliases())
+      names.push_back(alias);
+  }
+  return names;
+}
+
+/// The subcommand `word` names (or an alias of it), nullptr when none.
+CLI::App* find_subcommand(CLI::App& cmd, std::string_view word) {
+  for (CLI::App* sub : cmd.get_subcommands([](CLI::App*) { return true; })) {
+    const auto& aliases = sub->get_aliases();
+    if (sub->get_name() == word || std::find(aliases.begin(), aliases.end(), word) != aliases.end())
+      return sub;
+  }
+  return nullptr;
+}
+
+/// `; did you mean "x"?` when a candidate is close to `word`, else "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> guess;
+  if (const auto it = kSuggestFor.find(word); it != kSuggestFor.end())
+    guess = it->second;
+  else
+    guess = closest_match(word, candidates);
+  return guess ? fmt::format("; did you mean {:?}?", *guess) : "";
+}
+
+Error unknown_command(const CLI::App& parent, std::string_view word) {
+  return Error(ErrorKind::Usage, fmt::format("unknown command {:?}{}{}", word,
+                                             parent.get_parent() == nullptr
+                                                 ? ""
+                                                 : fmt::format(" for {:?}", command_path(parent)),
+                                             did_you_mean(word, subcommand_names(parent))));
+}
+
+/// The long flags `cmd` accepts, with its parents' (global flags fall through).
+std::vector<std::string> flag_names(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::App* c = &cmd; c != nullptr; c = c->get_parent()) {
+    for (const CLI::Option* opt : c->get_options()) {
+      for (const auto& name : opt->get_lnames())
+        names.push_back("--" + name);
+    }
+  }
+  return names;
+}
+
+/// The innermost command the parser entered.
+CLI::App& innermost(CLI::App& app) {
+  CLI::App* cmd = &app;
+  while (!cmd->get_subcommands().empty())
+    cmd = cmd->get_subcommands().front();
+  return *cmd;
+}
+
+/// What a parse error means in a user's terms: a mistyped flag or verb with a did-you-mean, a
+/// missing verb shows the command's help (as kubectl does); returns the exit code.
+int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0)  // --help, --help-all
+    return app.exit(e);
+  CLI::App& cmd = innermost(app);
+  std::vector<std::string> left;  // arguments no command took, outermost command's first
+  for (CLI::App* c = &cmd; c != nullptr; c = c->get_parent()) {
+    const auto rest = c->remaining();
+    left.insert(left.begin(), rest.begin(), rest.end());
+  }
+  std::string message;
+  if (const auto flag =
+          std::find_if(left.begin(), left.end(),
+                       [](const std::string& a) { return a.size() > 1 && a[0] == '-'; });
+      flag != left.end()) {
+    const std::string name = flag->substr(0, flag->find('='));
+    message = fmt::format("unknown flag {:?} for {:?}{}", name, command_path(cmd),
+                          name.starts_with("--") ? did_you_mean(name, flag_names(cmd)) : "");
+  } else if (!left.empty() && !subcommand_names(cmd).empty() &&
+             find_subcommand(cmd, left.front()) == nullptr) {
+    message = unknown_command(cmd, left.front()).message();
+  } else if (left.empty() && cmd.get_require_subcommand_min() > 0 &&
+             dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    std::cout << help_text(cmd);  // `trainctl`, `trainctl queue`: what there is to run
+    return 0;
+  } else {
+    message = e.what();
+  }
+  std::cerr << fmt::format("trainctl: {}\nSee '{} --help' for usage.\n", message,
+                           command_path(cmd));
+  return exit_code(ErrorKind::Usage);
+}
+
+/// `trainctl help [COMMAND...]`: the help of the app or of the command named, as cobra's.
+void add_help_command(CLI::App& app) {
+  auto words = std::make_shared<std::vector<std::string>>();
+  auto* cmd = app.add_subcommand("help", "Help about any command, e.g. trainctl help queue create");
+  cmd->add_option("command", *words, "The command, with its parents: queue create");
+  cmd->callback([&app, words] {
+    CLI::App* target = &app;
+    for (const auto& word : *words) {
+      CLI::App* sub = find_subcommand(*target, word);
+      if (sub == nullptr)
+        throw unknown_command(*target, word);
+      target = sub;
+    }
+    std::cout << help_text(*target);
+  });
+}
+
+}  // namespace
 
 Application make_application() {
   Application result{
@@ -35,17 +170,24 @@ Application make_application() {
   add_queue_command(app, flags);
   add_install_command(app, flags);
   add_completion_command(app, flags);
+  add_help_command(app);
   return result;
 }
 
 int run(int argc, char** argv) {
   Application application = make_application();
   CLI::App& app = *application.app;
+  // kubectl's `-v=6`: CLI11 would read "=6" as the short option's value.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) {  // CLI11 takes the arguments last first
+    const std::string_view arg = argv[i];
+    args.push_back(arg.starts_with("-v=") ? fmt::format("--v={}", arg.substr(3))
+                                          : std::string(arg));
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : exit_code(ErrorKind::Usage);
+    return report_parse_error(app, e);
   } catch (const Error& e) {
     std::cerr << "trainctl: " << e.what() << '\n';
     return exit_code(e.kind());

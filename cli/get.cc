@@ -101,18 +101,20 @@ struct GetOptions {
       return;
     }
     const auto now = std::chrono::system_clock::now();
-    print_summary(found, now);
+    const json group = podgroup(*client);
+    print_summary(found, group, now);
     print_conditions(found.object, now);
     const json pods = client
                           ->list_all(kube::resources::pods(), namespace_,
                                      {.label_selector = replica_selector(job)})
                           .value("items", json::array());
     print_replicas(pods, now);
-    print_podgroup(*client);
+    print_podgroup(group);
     print_events(*client, pods, now);
   }
 
-  void print_summary(const FoundJob& found, std::chrono::system_clock::time_point now) const {
+  void print_summary(const FoundJob& found, const json& group,
+                     std::chrono::system_clock::time_point now) const {
     const json& j = found.object;
     const json created = j["metadata"].value("creationTimestamp", json());
     const std::string created_text =
@@ -122,9 +124,11 @@ struct GetOptions {
     print_fields(std::cout, {{"Name", job},
                              {"Namespace", namespace_},
                              {"Kind", std::string(api::job_kind_info(found.kind).name)},
-                             {"Status", api::job_status(j)},
-                             {"Replicas", api::format_replicas(api::replica_totals(j))},
-                             {"Queue", or_none(api::job_queue(j))},
+                             {"Status", api::display_status(j, group)},
+                             {"Replicas", api::replicas_column(j)},
+                             {"Queue", or_none(api::job_queue(j).empty()
+                                                   ? string_at(group, "/spec/queue"_json_pointer)
+                                                   : api::job_queue(j))},
                              {"Created", created_text},
                              {"Duration", api::human_duration_or_none(api::job_duration(j, now))}});
   }
@@ -156,15 +160,20 @@ struct GetOptions {
     print_section(std::cout, "Pods", table);
   }
 
-  void print_podgroup(kube::Client& client) const {
-    json group;
+  /// The job's PodGroup, null when it has none or Volcano's CRDs are not installed.
+  json podgroup(kube::Client& client) const {
     try {
-      group = client.get(kube::resources::podgroups(), namespace_, job);
+      return client.get(kube::resources::podgroups(), namespace_, job);
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)  // no PodGroup, or Volcano's CRD not installed
+      if (e.kind() != ErrorKind::NotFound)
         throw;
-      return;
+      return nullptr;
     }
+  }
+
+  void print_podgroup(const json& group) const {
+    if (group.is_null())
+      return;
     Table table{{"NAME", "PHASE", "MIN-MEMBER", "QUEUE"}, {}};
     table.rows.push_back({job, or_none(string_at(group, "/status/phase"_json_pointer)),
                           or_none(string_at(group, "/spec/minMember"_json_pointer)),

@@ -38,11 +38,17 @@ void add_global_flags(CLI::App& app, GlobalFlags& flags) {
   app.add_option("--kube-api-qps", o.qps, "Client-side requests per second (0 = unlimited)")
       ->group(group);
   app.add_option("--kube-api-burst", o.burst, "Client-side burst of requests")->group(group);
-  app.add_flag("-v,--verbose", flags.verbosity, "More log output (repeatable)");
+  app.add_option("-v,--v,--verbose", flags.verbosity,
+                 "Log level, as kubectl's -v: 6 logs each API request (method, URL, status, "
+                 "latency), 7 its headers, 8 the response's (credentials masked)")
+      ->check(CLI::Range(0, 99));
 }
 
 kube::RestConfig GlobalFlags::rest_config() const {
-  return kube::resolve_rest_config(overrides, kube::ConfigEnvironment::from_process());
+  kube::RestConfig config =
+      kube::resolve_rest_config(overrides, kube::ConfigEnvironment::from_process());
+  config.verbosity = verbosity;
+  return config;
 }
 
 std::unique_ptr<kube::Client> GlobalFlags::client() const {

@@ -460,13 +460,13 @@ bool LogSelection::selects(const json& pod) const {
   return replica.empty() || replica_name(pod) == replica;
 }
 
-std::size_t print_job_logs(kube::Client& client, const LogSelection& selection, FollowOutput& out) {
+PrintedLogs print_job_logs(kube::Client& client, const LogSelection& selection, FollowOutput& out) {
   std::vector<json> pods = client
                                .list_all(kube::resources::pods(), selection.ns,
                                          {.label_selector = replica_selector(selection.job)})
                                .value("items", json::array());
   std::sort(pods.begin(), pods.end(), replica_order);
-  std::size_t printed = 0;
+  PrintedLogs result;
   for (const auto& pod : pods) {
     if (!selection.selects(pod))
       continue;
@@ -487,12 +487,13 @@ std::size_t print_job_logs(kube::Client& client, const LogSelection& selection, 
       if (e.kind() != ErrorKind::BadRequest)
         throw;
       std::cerr << fmt::format("trainctl: {}: {}\n", replica, e.message());  // not started yet
+      ++result.not_started;
       continue;
     }
     lines.flush();
-    ++printed;
+    ++result.printed;
   }
-  return printed;
+  return result;
 }
 
 struct LogFollower::Stream {

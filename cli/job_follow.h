@@ -159,10 +159,15 @@ struct LogSelection {
   bool selects(const nlohmann::json& pod) const;
 };
 
+/// What print_job_logs found: replicas it printed, and replicas whose container has not started.
+struct PrintedLogs {
+  std::size_t printed = 0;
+  std::size_t not_started = 0;
+};
+
 /// Prints the logs there are now of the selected replicas, one replica after the other; a
-/// replica whose container has not started is reported on stderr and skipped. Returns how many
-/// replicas it printed.
-std::size_t print_job_logs(kube::Client& client, const LogSelection& selection, FollowOutput& out);
+/// replica whose container has not started is reported on stderr and skipped.
+PrintedLogs print_job_logs(kube::Client& client, const LogSelection& selection, FollowOutput& out);
 
 /// What a LogFollower does when a replica's log cannot be read for another reason than "not
 /// started yet" (which it retries): the kubelet is unreachable, RBAC lacks pods/log, the pod is

@@ -65,6 +65,7 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
                                 const std::string& label_selector,
                                 std::optional<api::JobKind> kind) {
   std::vector<FoundJob> jobs;
+  std::size_t served = 0;
   for (const auto& info : api::job_kinds()) {
     if (kind && *kind != info.kind)
       continue;
@@ -72,6 +73,7 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
     json list;
     try {
       list = client.list_all(resource, ns, {.label_selector = label_selector});
+      ++served;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
         throw;
@@ -85,6 +87,13 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
       item["apiVersion"] = std::string(info.api_version);
       jobs.push_back({info.kind, std::move(item)});
     }
+  }
+  if (!kind && served == 0) {
+    // "No jobs found" would be wrong: there is nowhere jobs could be.
+    throw Error(ErrorKind::NotFound,
+                "the Kubeflow CRDs are not installed in this cluster (it serves no tfjobs, "
+                "pytorchjobs or mpijobs.kubeflow.org): run `trainctl install`",
+                404);
   }
   auto key = [](const FoundJob& j) {
     const json& meta = j.object["metadata"];

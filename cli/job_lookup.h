@@ -25,8 +25,8 @@ api::JobKind parse_kind_flag(std::string_view value);
 FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view name,
                   std::optional<api::JobKind> kind);
 /// The jobs matching `label_selector` in `ns` ("" = all namespaces), sorted by namespace/name
-///. Kinds the cluster does not serve are skipped unless `kind` names one: then NotFound
-/// with `trainctl install` advice.
+///. Kinds the cluster does not serve are skipped unless `kind` names one, or it serves none:
+/// then NotFound with `trainctl install` advice.
 std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
                                 const std::string& label_selector,
                                 std::optional<api::JobKind> kind);

@@ -15,6 +15,7 @@
 #include "job_lookup.h"
 #include "printer.h"
 #include "text.h"
+#include "yaml_json.h"
 
 namespace trainctl::cli {
 namespace {
@@ -43,6 +44,34 @@ NodesByJob nodes_by_job(kube::Client& client, std::string_view ns) {
   return nodes;
 }
 
+/// The PodGroups of a namespace (or all) by namespace and name, from one LIST: the gangs of the
+/// jobs listed, which tell a queued job from a created one. None when Volcano's CRDs are not
+/// installed or the user may not read them: the status then is the job's own.
+using PodGroups = std::map<std::pair<std::string, std::string>, json>;
+
+PodGroups podgroups_by_name(kube::Client& client, std::string_view ns) {
+  json list;
+  try {
+    list = client.list_all(kube::resources::podgroups(), ns);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::Forbidden)
+      throw;
+    return {};
+  }
+  PodGroups groups;
+  for (auto& group : list.value("items", json::array())) {
+    std::pair key{meta_field(group, "namespace"), meta_field(group, "name")};
+    groups.emplace(std::move(key), std::move(group));
+  }
+  return groups;
+}
+
+const json& podgroup_of(const PodGroups& groups, const json& job) {
+  static const json kNone;
+  const auto it = groups.find({meta_field(job, "namespace"), meta_field(job, "name")});
+  return it == groups.end() ? kNone : it->second;
+}
+
 struct ListOptions {
   bool all_namespaces = false;
   std::string selector;
@@ -63,8 +92,9 @@ struct ListOptions {
   }
 
   void Validate() const {
-    static constexpr std::string_view kStatuses[] = {
-        "Pending", "Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"};
+    static constexpr std::string_view kStatuses[] = {"Pending", "Queued",     "Created",
+                                                     "Running", "Restarting", "Succeeded",
+                                                     "Failed",  "Suspended"};
     if (!status.empty() &&
         std::none_of(std::begin(kStatuses), std::end(kStatuses),
                      [this](std::string_view s) { return to_lower(s) == to_lower(status); })) {
@@ -73,16 +103,25 @@ struct ListOptions {
     }
   }
 
-  bool selected(const json& job) const {
-    if (!queue.empty() && api::job_queue(job) != queue)
+  bool selected(const json& job, const PodGroups& groups) const {
+    if (!queue.empty() && queue_of(job, groups) != queue)
       return false;
-    return status.empty() || to_lower(api::job_status(job)) == to_lower(status);
+    return status.empty() ||
+           to_lower(api::display_status(job, podgroup_of(groups, job))) == to_lower(status);
+  }
+
+  /// The job's queue, else the one its PodGroup was put in (Volcano's default queue).
+  static std::string queue_of(const json& job, const PodGroups& groups) {
+    const std::string queue_name = api::job_queue(job);
+    return queue_name.empty() ? string_at(podgroup_of(groups, job), "/spec/queue"_json_pointer)
+                              : queue_name;
   }
 
   void Run(const GlobalFlags& flags) const {
     auto client = flags.client();
     std::vector<FoundJob> jobs = list_jobs(*client, namespace_, selector, kind);
-    std::erase_if(jobs, [this](const FoundJob& j) { return !selected(j.object); });
+    const PodGroups groups = jobs.empty() ? PodGroups{} : podgroups_by_name(*client, namespace_);
+    std::erase_if(jobs, [&](const FoundJob& j) { return !selected(j.object, groups); });
 
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
       json list = {{"apiVersion", "v1"},
@@ -105,10 +144,11 @@ struct ListOptions {
         print_name(std::cout, j.object, api::kind_resource_name(j.kind));
       return;
     }
-    print_table(std::cout, table(*client, jobs));
+    print_table(std::cout, table(*client, jobs, groups));
   }
 
-  Table table(kube::Client& client, const std::vector<FoundJob>& jobs) const {
+  Table table(kube::Client& client, const std::vector<FoundJob>& jobs,
+              const PodGroups& groups) const {
     const bool wide = format == OutputFormat::Wide;
     const NodesByJob nodes = wide ? nodes_by_job(client, namespace_) : NodesByJob{};
     Table t;
@@ -126,10 +166,10 @@ struct ListOptions {
       std::vector<std::string> row;
       if (all_namespaces)
         row.push_back(meta_field(o, "namespace"));
-      const std::string queue_name = api::job_queue(o);
+      const std::string queue_name = queue_of(o, groups);
       row.insert(row.end(), {meta_field(o, "name"), std::string(api::job_kind_info(j.kind).name),
-                             api::job_status(o), api::format_replicas(api::replica_totals(o)),
-                             queue_name.empty() ? "<none>" : queue_name,
+                             api::display_status(o, podgroup_of(groups, o)),
+                             api::replicas_column(o), queue_name.empty() ? "<none>" : queue_name,
                              api::human_duration_or_none(api::age_of(
                                  o["metadata"].value("creationTimestamp", json()), now)),
                              api::human_duration_or_none(api::job_duration(o, now))});
@@ -157,10 +197,10 @@ void add_list_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--queue", opts->queue, "Only jobs in this queue")
       ->check(completes(ValueSource::Queues));
   cmd->add_option("--status", opts->status,
-                  "Only jobs with this status: Pending, Created, Running, Restarting, Succeeded, "
-                  "Failed, Suspended")
-      ->check(one_of(
-          {"Pending", "Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"}));
+                  "Only jobs with this status: Pending, Queued (its gang waits for admission), "
+                  "Created, Running, Restarting, Succeeded, Failed, Suspended")
+      ->check(one_of({"Pending", "Queued", "Created", "Running", "Restarting", "Succeeded",
+                      "Failed", "Suspended"}));
   cmd->add_option("-o,--output", opts->output, "Output format: wide, json, yaml or name")
       ->check(one_of({"wide", "json", "yaml", "name"}));
   cmd->callback([opts, &flags] {

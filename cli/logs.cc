@@ -63,13 +63,7 @@ struct LogsOptions {
     selection.kind = found.kind;
     FollowOutput out(std::cout, prefix, prefix && color_allowed(STDOUT_FILENO), /*live=*/false);
     if (!follow) {
-      if (print_job_logs(*client, selection, out) == 0 && !selection.replica.empty()) {
-        throw Error(
-            ErrorKind::NotFound,
-            fmt::format("replica {:?} of {} {:?} not found in namespace {:?}", selection.replica,
-                        api::kind_resource_name(found.kind), job, selection.ns),
-            404);
-      }
+      print_logs(*client, found, out);
       return;
     }
     PodWatch pods(*client, selection.ns, job);
@@ -91,6 +85,36 @@ struct LogsOptions {
     pods.stop();
     follower.stop();
     follower.throw_failure();
+  }
+
+  /// The logs there are now. Like `kubectl logs` of a container that is waiting to start, a
+  /// replica without a log is an API error (exit 3) once the others are printed: a script must
+  /// not take an empty output for the job's log.
+  void print_logs(kube::Client& client, const FoundJob& found, FollowOutput& out) const {
+    const PrintedLogs logs = print_job_logs(client, selection, out);
+    const std::string name =
+        fmt::format("{} {:?}", api::kind_resource_name(found.kind), selection.job);
+    if (logs.printed + logs.not_started == 0) {
+      if (!selection.replica.empty()) {
+        throw Error(ErrorKind::NotFound,
+                    fmt::format("replica {:?} of {} not found in namespace {:?}", selection.replica,
+                                name, selection.ns),
+                    404);
+      }
+      throw Error(ErrorKind::NotFound,
+                  fmt::format("{} has no pods yet (status {}): no log to print; `trainctl logs -f "
+                              "{}` waits for them",
+                              name, api::job_status(found.object), selection.job),
+                  404);
+    }
+    if (logs.not_started > 0) {
+      throw Error(
+          ErrorKind::BadRequest,
+          fmt::format("{} of {} replicas of {} have not started, so have no log yet; "
+                      "`trainctl logs -f {}` waits for them",
+                      logs.not_started, logs.printed + logs.not_started, name, selection.job),
+          400);
+    }
   }
 };
 
@@ -121,6 +145,10 @@ void add_logs_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_flag("--prefix,!--no-prefix", opts->prefix,
                 "Prefix each line with [<replica>], coloured on a terminal unless NO_COLOR is set "
                 "(default on; --no-prefix turns it off)");
+  cmd->footer(
+      "Without -f, logs exits 3 when a selected replica has no log yet, as kubectl logs of a "
+      "container waiting to start does: the job has no pods yet, or replicas have not started "
+      "(their logs are printed first); -f waits for them.");
   cmd->callback([opts, &flags] {
     opts->Complete(flags);
     opts->Validate();

@@ -228,7 +228,16 @@ struct ListOptions {
   void Complete() { format = parse_output_format(output); }
 
   void Run(const GlobalFlags& flags) const {
-    const json list = flags.client()->list_all(kube::resources::queues(), "");
+    auto client = flags.client();
+    json list;
+    try {
+      list = client->list_all(kube::resources::queues(), "");
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;
+      client->require_served(kube::resources::queues());  // says `trainctl install` when not
+      throw;
+    }
     const std::vector<json> queues = list.value("items", json::array());
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
       print_document(std::cout,

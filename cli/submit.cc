@@ -26,6 +26,7 @@
 #include "job_values.h"
 #include "json_access.h"
 #include "printer.h"
+#include "queue_fit.h"
 #include "submit_wait.h"
 
 namespace trainctl::cli {
@@ -268,6 +269,7 @@ struct WriteFlags {
       }
       written.push_back(std::move(result));
     }
+    warn_about_queues_too_small(*client, written);
     if (!output.empty() || server_dry_run)
       print(written);
     return written;

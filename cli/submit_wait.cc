@@ -139,9 +139,11 @@ class JobRun {
   void conclude() {
     const std::string status = api::job_status(job_);
     if (finished_) {
-      out_.note(fmt::format("{} {} after {}", display_name(), status,
+      const std::string detail = status == "Failed" ? api::status_detail(job_) : "";
+      out_.note(fmt::format("{} {} after {}{}", display_name(), status,
                             api::human_duration(std::chrono::duration_cast<std::chrono::seconds>(
-                                std::chrono::steady_clock::now() - started_))));
+                                std::chrono::steady_clock::now() - started_)),
+                            detail.empty() ? "" : ": " + detail));
       if (!flags_.save_logs.empty())
         save_logs();
       if (status == "Failed")

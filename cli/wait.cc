@@ -41,16 +41,6 @@ constexpr std::array<std::pair<std::string_view, WaitFor>, 6> kConditions = {{
 /// What one observation of the job means for the wait.
 enum class Verdict { Waiting, Met, Unreachable };
 
-/// The message of the job's current status condition ("TFJob default/x is running."), or "".
-std::string status_message(const json& job) {
-  const std::string status = api::job_status(job);
-  for (const auto& c : job.value("status", json::object()).value("conditions", json::array())) {
-    if (c.value("type", "") == status && c.value("status", "") == "True")
-      return c.value("message", "");
-  }
-  return "";
-}
-
 /// Judges one observation; `why` says what happened when the condition became unreachable.
 Verdict judge(WaitFor target, const json* job, std::string& why) {
   if (target == WaitFor::Created)
@@ -62,7 +52,7 @@ Verdict judge(WaitFor target, const json* job, std::string& why) {
     return Verdict::Unreachable;
   }
   const std::string status = api::job_status(*job);
-  const std::string message = status_message(*job);
+  const std::string message = api::status_detail(*job);
   const std::string detail = message.empty() ? status : fmt::format("{}: {}", status, message);
   switch (target) {
     case WaitFor::Running:

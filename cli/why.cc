@@ -10,10 +10,12 @@
 #include "api/quantity.h"
 #include "api/status.h"
 #include "commands.h"
+#include "controller/gang.h"
 #include "docs.h"
 #include "error.h"
 #include "job_follow.h"
 #include "job_lookup.h"
+#include "queue_fit.h"
 #include "text.h"
 #include "yaml_json.h"
 
@@ -29,9 +31,21 @@ constexpr std::string_view kStuckReasons[] = {
     "ImagePullBackOff", "ErrImagePull",         "CrashLoopBackOff", "CreateContainerConfigError",
     "InvalidImageName", "CreateContainerError", "RunContainerError"};
 
-/// One thing that may keep the job from running; a lower rank is a likelier blocker.
+/// How likely a finding is to be what keeps the job from running: the lower, the likelier.
+enum Rank : int {
+  kSuspended,
+  kNeverFits,    // bigger than its queue's capability: it can never run
+  kQueue,        // the queue is closed, full or missing
+  kScheduler,    // the scheduler's own reason for an unschedulable pod
+  kContainer,    // a container that cannot start
+  kGang,         // the gang is not admitted (a consequence of the above, when they hold)
+  kMissingPods,  // replicas without a pod
+  kEvent,
+};
+
+/// One thing that may keep the job from running.
 struct Finding {
-  int rank;
+  Rank rank;
   std::string text;
 };
 
@@ -48,60 +62,57 @@ json get_or_null(kube::Client& client, const kube::Resource& r, std::string_view
 
 /// The job's current status condition as `Running (TFJobRunning: message)`.
 std::string status_line(const json& job) {
-  const std::string status = api::job_status(job);
-  for (const auto& c : job.value("status", json::object()).value("conditions", json::array())) {
-    if (c.value("type", "") != status || c.value("status", "") != "True")
-      continue;
-    const std::string reason = c.value("reason", "");
-    const std::string message = c.value("message", "");
-    if (reason.empty() && message.empty())
-      break;
-    return fmt::format("{} ({}{}{})", status, reason,
-                       !reason.empty() && !message.empty() ? ": " : "", message);
-  }
-  return status;
+  const std::string detail = api::status_detail(job);
+  return detail.empty() ? api::job_status(job)
+                        : fmt::format("{} ({})", api::job_status(job), detail);
 }
 
-void queue_findings(const json& queue, const json& podgroup, std::vector<Finding>& findings) {
+/// What keeps `queue` from admitting a gang that needs `gang`'s spec.minResources (the observed
+/// PodGroup, or the one the controller will create).
+void queue_findings(const json& queue, const json& gang, std::vector<Finding>& findings) {
   const std::string name = string_at(queue, "/metadata/name"_json_pointer);
   std::string state = string_at(queue, "/status/state"_json_pointer);
   if (state.empty())
     state = string_at(queue, "/spec/state"_json_pointer);
   if (state == "Closed" || state == "Closing") {
-    findings.push_back({1, fmt::format("queue {:?} is {}: it admits no new jobs (reopen it, or "
-                                       "submit to another queue)",
-                                       name, state)});
+    findings.push_back({kQueue, fmt::format("queue {:?} is {}: it admits no new jobs (reopen it, "
+                                            "or submit to another queue)",
+                                            name, state)});
+  }
+  for (const auto& shortfall : capability_shortfalls(queue, gang)) {
+    findings.push_back({kNeverFits, fmt::format("the job can never run: {} (submit it to a "
+                                                "bigger queue, or make it smaller)",
+                                                shortfall)});
   }
   const json capability = queue.value("spec", json::object()).value("capability", json::object());
   const json allocated = queue.value("status", json::object()).value("allocated", json::object());
-  const json needed =
-      podgroup.is_object()
-          ? podgroup.value("spec", json::object()).value("minResources", json::object())
-          : json::object();
+  const json needed = gang.value("spec", json::object()).value("minResources", json::object());
   for (const auto& [resource, cap_value] : capability.items()) {
     const std::int64_t cap = api::quantity_milli(cap_value);
     const std::int64_t used =
         allocated.contains(resource) ? api::quantity_milli(allocated[resource]) : 0;
     const std::int64_t need = needed.contains(resource) ? api::quantity_milli(needed[resource]) : 0;
+    if (need > cap)
+      continue;  // said above: waiting will not help
     if (need > 0 && used + need > cap) {
       findings.push_back(
-          {1,
+          {kQueue,
            fmt::format("queue {:?} cannot admit the job: {} {} allocated + {} needed exceeds its "
                        "capability {}",
                        name, resource, api::format_quantity(resource, used),
                        api::format_quantity(resource, need), api::format_quantity(resource, cap))});
     } else if (used >= cap) {
-      findings.push_back({1, fmt::format("queue {:?} is full: {} {} of {} allocated", name,
-                                         resource, api::format_quantity(resource, used),
-                                         api::format_quantity(resource, cap))});
+      findings.push_back({kQueue, fmt::format("queue {:?} is full: {} {} of {} allocated", name,
+                                              resource, api::format_quantity(resource, used),
+                                              api::format_quantity(resource, cap))});
     }
   }
 }
 
 void podgroup_findings(const json& podgroup, std::vector<Finding>& findings) {
-  const std::string phase = string_at(podgroup, "/status/phase"_json_pointer);
-  if (phase == "Running" || phase == "Completed")
+  if (controller::pod_group_admitted(podgroup))
     return;
+  const std::string phase = string_at(podgroup, "/status/phase"_json_pointer);
   const std::string name = string_at(podgroup, "/metadata/name"_json_pointer);
   bool explained = false;
   for (const auto& c :
@@ -109,15 +120,15 @@ void podgroup_findings(const json& podgroup, std::vector<Finding>& findings) {
     if (c.value("status", "") != "True" || c.value("type", "") == "Scheduled")
       continue;
     findings.push_back(
-        {2, fmt::format("podgroup {} is {}: {}: {}", name, phase.empty() ? "Pending" : phase,
-                        c.value("type", ""), c.value("message", c.value("reason", "")))});
+        {kGang, fmt::format("podgroup {} is {}: {}: {}", name, phase.empty() ? "Pending" : phase,
+                            c.value("type", ""), c.value("message", c.value("reason", "")))});
     explained = true;
   }
   if (!explained) {
     findings.push_back(
-        {2, fmt::format("podgroup {} is {}: its gang of {} pods is not admitted yet", name,
-                        phase.empty() ? "Pending" : phase,
-                        podgroup.value("spec", json::object()).value("minMember", 0))});
+        {kGang, fmt::format("podgroup {} is {}: its gang of {} pods is not admitted yet", name,
+                            phase.empty() ? "Pending" : phase,
+                            podgroup.value("spec", json::object()).value("minMember", 0))});
   }
 }
 
@@ -128,8 +139,9 @@ void pod_findings(const std::vector<json>& pods, std::vector<Finding>& findings)
     const json status = pod.value("status", json::object());
     for (const auto& c : status.value("conditions", json::array())) {
       if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
-        findings.push_back({3, fmt::format("{} (pod {}) cannot be scheduled: {}", replica, pod_name,
-                                           c.value("message", c.value("reason", "")))});
+        findings.push_back(
+            {kScheduler, fmt::format("{} (pod {}) cannot be scheduled: {}", replica, pod_name,
+                                     c.value("message", c.value("reason", "")))});
       }
     }
     for (const auto& cs : status.value("containerStatuses", json::array())) {
@@ -139,15 +151,17 @@ void pod_findings(const std::vector<json>& pods, std::vector<Finding>& findings)
           std::end(kStuckReasons))
         continue;
       const std::string message = waiting.value("message", "");
-      findings.push_back(
-          {3, fmt::format("{} (pod {}): container {} is waiting: {}{}{}", replica, pod_name,
-                          cs.value("name", ""), reason, message.empty() ? "" : ": ", message)});
+      findings.push_back({kContainer, fmt::format("{} (pod {}): container {} is waiting: {}{}{}",
+                                                  replica, pod_name, cs.value("name", ""), reason,
+                                                  message.empty() ? "" : ": ", message)});
     }
   }
 }
 
-/// Replicas the spec asks for that have no pod: `worker-2` for index 2 of 4 workers.
-void missing_pod_findings(const json& job, const std::vector<json>& pods,
+/// Replicas the spec asks for that have no pod: `worker-2` for index 2 of 4 workers. Asks
+/// whether an operator runs only when nothing shows one has acted (no PodGroup, no condition);
+/// says nothing of a gang that is not admitted yet, whose pods are not due.
+void missing_pod_findings(const json& job, const std::vector<json>& pods, const json& podgroup,
                           std::vector<Finding>& findings) {
   std::vector<std::string> have;
   for (const auto& pod : pods)
@@ -161,17 +175,21 @@ void missing_pod_findings(const json& job, const std::vector<json>& pods,
         missing.push_back(name);
     }
   }
-  if (missing.empty())
+  if (missing.empty() || (podgroup.is_object() && !controller::pod_group_admitted(podgroup)))
     return;
-  if (pods.empty()) {
-    findings.push_back({4,
+  const bool operator_acted =
+      podgroup.is_object() ||
+      !job.value("status", json::object()).value("conditions", json::array()).empty();
+  if (pods.empty() && !operator_acted) {
+    findings.push_back({kMissingPods,
                         "no pods exist for the job: no operator has created them (is `trainctl "
                         "controller` running, and does spec.runPolicy.managedBy name another "
                         "controller?)"});
     return;
   }
-  findings.push_back({4, fmt::format("{} of {} replica pods do not exist: {}", missing.size(),
-                                     expected, fmt::join(missing, ", "))});
+  findings.push_back(
+      {kMissingPods, fmt::format("{} of {} replica pods do not exist yet: {}", missing.size(),
+                                 expected, fmt::join(missing, ", "))});
 }
 
 struct WhyOptions {
@@ -225,9 +243,10 @@ struct WhyOptions {
     if (api::job_status(j) == "Suspended" || j.value("spec", json::object())
                                                  .value("runPolicy", json::object())
                                                  .value("suspend", false)) {
-      findings.push_back({0, fmt::format("the job is suspended (spec.runPolicy.suspend): `trainctl "
-                                         "resume {}` lets it run",
-                                         job)});
+      findings.push_back(
+          {kSuspended, fmt::format("the job is suspended (spec.runPolicy.suspend): `trainctl "
+                                   "resume {}` lets it run",
+                                   job)});
     }
     const json podgroup = get_or_null(client, kube::resources::podgroups(), namespace_, job);
     std::string queue_name = api::job_queue(j);
@@ -236,15 +255,18 @@ struct WhyOptions {
       if (const std::string q = string_at(podgroup, "/spec/queue"_json_pointer); !q.empty())
         queue_name = q;
     }
-    if (!queue_name.empty()) {
+    // An admitted gang holds its share of the queue: the queue's state and allocation (its own
+    // included) no longer keep it from running.
+    const bool admitted = podgroup.is_object() && controller::pod_group_admitted(podgroup);
+    if (!queue_name.empty() && !admitted) {
       const json queue = get_or_null(client, kube::resources::queues(), "", queue_name);
       if (queue.is_null())
-        findings.push_back({1, fmt::format("queue {:?} does not exist", queue_name)});
+        findings.push_back({kQueue, fmt::format("queue {:?} does not exist", queue_name)});
       else
-        queue_findings(queue, podgroup, findings);
+        queue_findings(queue, podgroup.is_object() ? podgroup : controller::pod_group(j), findings);
     }
     pod_findings(pods, findings);
-    missing_pod_findings(j, pods, findings);
+    missing_pod_findings(j, pods, podgroup, findings);
     std::vector<std::string> names{job};
     for (const auto& pod : pods)
       names.push_back(string_at(pod, "/metadata/name"_json_pointer));
@@ -252,7 +274,7 @@ struct WhyOptions {
       if (e.value("type", "") != "Warning")
         continue;
       findings.push_back(
-          {5,
+          {kEvent,
            fmt::format("event {} on {}/{}: {}", e.value("reason", ""),
                        to_lower(string_at(e, "/involvedObject/kind"_json_pointer)),
                        string_at(e, "/involvedObject/name"_json_pointer), e.value("message", ""))});

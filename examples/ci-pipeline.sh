@@ -5,7 +5,10 @@
 #   0 the job Succeeded        -> pass
 #   1 the job Failed           -> fail (the report and logs say why)
 #   2 usage/validation error   -> fail fast: the manifest or the flags are wrong, nothing was sent
-#   3 API/connection error     -> retry later: the cluster or the credentials are the problem
+#   3 API error                -> the API server refused the request (the job already exists,
+#                                 RBAC, an admission rule) or could not be reached; the message
+#                                 says which. A cheap read (`trainctl list`) tells them apart:
+#                                 retry later only when the cluster cannot be reached at all
 #   4 timeout while waiting    -> fail, and delete the job so it stops using GPUs
 # No prompts, and no colours or live progress line when stdout is not a terminal.
 #
@@ -44,7 +47,13 @@ case $status in
     echo "the manifest or the flags are invalid (see above); nothing was submitted" >&2
     ;;
   3)
-    echo "could not reach the cluster or was refused by it; retry the pipeline later" >&2
+    if "$trainctl" list -o name >/dev/null 2>&1; then
+      # The cluster answers and lets us in, yet refused this submission: e.g. AlreadyExists
+      # because another run of this pipeline created the job meanwhile. A retry would not help.
+      echo "the cluster refused the submission (see above); not retrying" >&2
+    else
+      echo "could not reach the cluster or was refused by it; retry the pipeline later" >&2
+    fi
     ;;
   4)
     echo "no result after $timeout; deleting the job so it frees its GPUs" >&2

@@ -81,6 +81,31 @@ std::string job_status(const json& job) {
   return last_true.empty() ? "Pending" : last_true;
 }
 
+std::string status_detail(const json& job) {
+  const std::string status = job_status(job);
+  const json& conditions = member(member(job, "status"), "conditions");
+  if (!conditions.is_array())
+    return "";
+  for (const auto& c : conditions) {
+    if (!is_true(c) || string_member(c, "type") != status)
+      continue;
+    const std::string reason = string_member(c, "reason");
+    const std::string message = string_member(c, "message");
+    return reason.empty() || message.empty() ? reason + message
+                                             : fmt::format("{}: {}", reason, message);
+  }
+  return "";
+}
+
+std::string display_status(const json& job, const json& podgroup) {
+  const std::string status = job_status(job);
+  const std::string phase = string_member(member(podgroup, "status"), "phase");
+  if ((status == "Pending" || status == "Created") && podgroup.is_object() &&
+      (phase.empty() || phase == "Pending"))
+    return "Queued";
+  return status;
+}
+
 std::vector<ReplicaTotals> replica_totals(const json& job) {
   const json& statuses = member(member(job, "status"), "replicaStatuses");
   std::vector<ReplicaTotals> totals;
@@ -103,6 +128,22 @@ std::string format_replicas(const std::vector<ReplicaTotals>& totals) {
     if (!out.empty())
       out += ',';
     out += fmt::format("{}:{}/{}", t.type, t.active, t.replicas);
+  }
+  return out;
+}
+
+std::string replicas_column(const json& job) {
+  const std::vector<ReplicaTotals> totals = replica_totals(job);
+  if (!is_terminal(job_status(job)) || totals.empty())
+    return format_replicas(totals);
+  std::string out;
+  for (const auto& t : totals) {
+    std::string counts;
+    if (t.succeeded > 0 || t.failed == 0)
+      counts = fmt::format("{} succeeded", t.succeeded);
+    if (t.failed > 0)
+      counts += fmt::format("{}{} failed", counts.empty() ? "" : " ", t.failed);
+    out += fmt::format("{}{}:{}", out.empty() ? "" : ",", t.type, counts);
   }
   return out;
 }

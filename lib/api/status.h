@@ -26,6 +26,16 @@ std::string kind_resource_name(JobKind kind);
 /// no condition is True yet (the operator has not seen the job).
 std::string job_status(const nlohmann::json& job);
 
+/// The reason and message of the True condition job_status reports, as
+/// `DeadlineExceeded: TFJob default/x has run longer than its activeDeadlineSeconds` (either part
+/// alone when the other is empty); "" when it has neither or there is no such condition.
+std::string status_detail(const nlohmann::json& job);
+
+/// The status `list` and `get` show: job_status, except "Queued" while the job waits for its gang
+/// to be admitted (it has not started and its PodGroup, `podgroup`, is Pending). `podgroup` is
+/// null when the job has none.
+std::string display_status(const nlohmann::json& job, const nlohmann::json& podgroup);
+
 /// One replica type's desired count and what status.replicaStatuses says about it.
 struct ReplicaTotals {
   std::string type;  // CamelCase as the spec spells it: "Worker"
@@ -41,6 +51,10 @@ std::vector<ReplicaTotals> replica_totals(const nlohmann::json& job);
 
 /// The REPLICAS column: `PS:1/1,Worker:2/4` (active/desired per type); "<none>" when empty.
 std::string format_replicas(const std::vector<ReplicaTotals>& totals);
+
+/// The REPLICAS column of a job: format_replicas while it runs; once it has finished, what its
+/// replicas came to: `Master:1 succeeded,Worker:2 succeeded 1 failed`.
+std::string replicas_column(const nlohmann::json& job);
 
 /// spec.runPolicy.schedulingPolicy.queue, or "" when unset.
 std::string job_queue(const nlohmann::json& job);

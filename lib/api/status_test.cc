@@ -98,6 +98,50 @@ TEST(ReplicaTotalsTest, InOperatorOrderWithStatusCounts) {
   EXPECT_EQ(job_gpus(job), 9);  // 4 workers x 2 + 1 chief x 1
 }
 
+TEST(StatusDetailTest, ReasonAndMessageOfTheConditionThatGivesTheStatus) {
+  json job = tfjob_with_conditions(
+      {condition("Created", "True"),
+       {{"type", "Failed"},
+        {"status", "True"},
+        {"reason", "DeadlineExceeded"},
+        {"message", "TFJob default/mnist has run longer than its activeDeadlineSeconds"}}});
+  EXPECT_EQ(status_detail(job),
+            "DeadlineExceeded: TFJob default/mnist has run longer than its activeDeadlineSeconds");
+  EXPECT_EQ(status_detail(tfjob_with_conditions({condition("Created", "True")})), "JobX");
+  EXPECT_EQ(status_detail(tfjob_with_conditions(json::array())), "");
+}
+
+TEST(DisplayStatusTest, AJobWhosePodGroupWaitsForAdmissionIsQueued) {
+  const json created = tfjob_with_conditions({condition("Created", "True")});
+  const json pending_group = {{"status", {{"phase", "Pending"}}}};
+  EXPECT_EQ(display_status(created, pending_group), "Queued");
+  EXPECT_EQ(display_status(tfjob_with_conditions(json::array()), {{"spec", json::object()}}),
+            "Queued");  // the PodGroup has no status yet
+  EXPECT_EQ(display_status(created, {{"status", {{"phase", "Inqueue"}}}}), "Created");
+  EXPECT_EQ(display_status(created, nullptr), "Created");
+  EXPECT_EQ(display_status(tfjob_with_conditions({condition("Suspended", "True")}), pending_group),
+            "Suspended");
+}
+
+TEST(ReplicasColumnTest, AFinishedJobShowsWhatItsReplicasCameTo) {
+  json job = {
+      {"kind", "PyTorchJob"},
+      {"spec",
+       {{"pytorchReplicaSpecs",
+         {{"Master", gpu_replica(1, nullptr)}, {"Worker", gpu_replica(3, nullptr)}}}}},
+      {"status",
+       {{"conditions", {condition("Succeeded", "True")}},
+        {"replicaStatuses",
+         {{"Master", {{"succeeded", 1}}}, {"Worker", {{"succeeded", 2}, {"failed", 1}}}}}}}};
+  EXPECT_EQ(replicas_column(job), "Master:1 succeeded,Worker:2 succeeded 1 failed");
+  job["status"]["conditions"] = {condition("Failed", "True")};
+  job["status"]["replicaStatuses"] = {{"Worker", {{"failed", 3}}}};
+  EXPECT_EQ(replicas_column(job), "Master:0 succeeded,Worker:3 failed");
+  job["status"]["conditions"] = {condition("Running", "True")};
+  job["status"]["replicaStatuses"] = {{"Worker", {{"active", 3}}}};
+  EXPECT_EQ(replicas_column(job), "Master:0/1,Worker:3/3");
+}
+
 TEST(ReplicaTotalsTest, MPIJobUsesItsOwnField) {
   json job = {{"kind", "MPIJob"},
               {"spec",

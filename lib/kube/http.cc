@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <iostream>
+#include <map>
 
 #include "error.h"
 #include "kube/websocket.h"
@@ -238,28 +240,31 @@ void HttpTransport::configure(Handle& h, const HttpRequest& request,
     }
   }
 
-  // Headers. Credentials go only into this list, never into messages or logs.
-  bool has_accept = false;
-  auto add = [&h](const std::string& line) {
+  for (const auto& [name, value] : headers_for(request, creds)) {
+    const std::string line = value.empty() ? name + ":" : name + ": " + value;
     h.headers = curl_slist_append(h.headers, line.c_str());
-  };
-  for (const auto& [name, value] : request.headers) {
-    if (to_lower(name) == "accept")
-      has_accept = true;
-    add(name + ": " + value);
-  }
-  if (!has_accept)
-    add("Accept: application/json");
-  add(fmt::format("User-Agent: trainctl/{} (linux)", kVersion));
-  add("Expect:");  // no 100-continue round trip
-  if (!creds.authorization.empty())
-    add("Authorization: " + creds.authorization);
-  if (!config_.auth.impersonate_user.empty()) {
-    add("Impersonate-User: " + config_.auth.impersonate_user);
-    for (const auto& g : config_.auth.impersonate_groups)
-      add("Impersonate-Group: " + g);
   }
   check(curl_easy_setopt(e, CURLOPT_HTTPHEADER, h.headers), "HTTPHEADER");
+}
+
+std::vector<std::pair<std::string, std::string>> HttpTransport::headers_for(
+    const HttpRequest& request, const RequestCredentials& creds) const {
+  // Credentials go only into this list, never into messages; the request log masks them.
+  std::vector<std::pair<std::string, std::string>> headers = request.headers;
+  const bool has_accept = std::any_of(headers.begin(), headers.end(),
+                                      [](const auto& h) { return to_lower(h.first) == "accept"; });
+  if (!has_accept)
+    headers.emplace_back("Accept", "application/json");
+  headers.emplace_back("User-Agent", fmt::format("trainctl/{} (linux)", kVersion));
+  headers.emplace_back("Expect", "");  // no 100-continue round trip
+  if (!creds.authorization.empty())
+    headers.emplace_back("Authorization", creds.authorization);
+  if (!config_.auth.impersonate_user.empty()) {
+    headers.emplace_back("Impersonate-User", config_.auth.impersonate_user);
+    for (const auto& g : config_.auth.impersonate_groups)
+      headers.emplace_back("Impersonate-Group", g);
+  }
+  return headers;
 }
 
 namespace {
@@ -300,23 +305,104 @@ HttpResponse perform(CURL* e, const char* errbuf, const HttpRequest& request,
 
 }  // namespace
 
-HttpResponse HttpTransport::send(const HttpRequest& request, const RequestCredentials& creds) {
+namespace {
+
+/// `200 OK`: the status with the reason phrase HTTP/1.1 would send (HTTP/2 sends none).
+std::string status_text(int status) {
+  static const std::map<int, std::string_view> kReasons = {{200, "OK"},
+                                                           {201, "Created"},
+                                                           {202, "Accepted"},
+                                                           {204, "No Content"},
+                                                           {400, "Bad Request"},
+                                                           {401, "Unauthorized"},
+                                                           {403, "Forbidden"},
+                                                           {404, "Not Found"},
+                                                           {405, "Method Not Allowed"},
+                                                           {409, "Conflict"},
+                                                           {410, "Gone"},
+                                                           {415, "Unsupported Media Type"},
+                                                           {422, "Unprocessable Entity"},
+                                                           {429, "Too Many Requests"},
+                                                           {500, "Internal Server Error"},
+                                                           {503, "Service Unavailable"},
+                                                           {504, "Gateway Timeout"}};
+  const auto it = kReasons.find(status);
+  return it == kReasons.end() ? std::to_string(status) : fmt::format("{} {}", status, it->second);
+}
+
+/// `Bearer <masked>`: the scheme of a credential, never the credential.
+std::string masked(std::string_view name, const std::string& value) {
+  if (to_lower(name) != "authorization")
+    return value;
+  const auto space = value.find(' ');
+  return space == std::string::npos ? "<masked>" : value.substr(0, space) + " <masked>";
+}
+
+}  // namespace
+
+std::string format_request_log(int verbosity, const HttpRequest& request, const std::string& url,
+                               const std::vector<std::pair<std::string, std::string>>& headers,
+                               const HttpResponse* response, std::string_view error,
+                               std::chrono::milliseconds elapsed) {
+  if (verbosity < 6)
+    return "";
+  std::string out = response != nullptr
+                        ? fmt::format("{} {} {} in {} milliseconds\n", request.method, url,
+                                      status_text(response->status), elapsed.count())
+                        : fmt::format("{} {} failed in {} milliseconds: {}\n", request.method, url,
+                                      elapsed.count(), error);
+  if (verbosity >= 7) {
+    out += "Request Headers:\n";
+    for (const auto& [name, value] : headers) {
+      if (!value.empty())
+        out += fmt::format("    {}: {}\n", name, masked(name, value));
+    }
+  }
+  if (verbosity >= 8 && response != nullptr) {
+    out += "Response Headers:\n";
+    for (const auto& [name, value] : response->headers)
+      out += fmt::format("    {}: {}\n", name, masked(name, value));
+  }
+  return out;
+}
+
+HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
+                                           const RequestCredentials& creds, const BodySink* sink,
+                                           std::stop_token stop) {
   auto h = checkout();
   configure(*h, request, creds, /*http1_only=*/false);
-  HttpResponse response =
-      perform(h->easy, h->errbuf, request, server_ + request.path, nullptr, std::stop_token());
-  checkin(std::move(h));
-  return response;
+  const std::string url = server_ + request.path;
+  if (config_.verbosity < 6) {
+    HttpResponse response = perform(h->easy, h->errbuf, request, url, sink, std::move(stop));
+    checkin(std::move(h));
+    return response;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const auto log = [&](const HttpResponse* response, std::string_view error) {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started);
+    std::cerr << format_request_log(config_.verbosity, request, url, headers_for(request, creds),
+                                    response, error, elapsed)
+              << std::flush;
+  };
+  try {
+    HttpResponse response = perform(h->easy, h->errbuf, request, url, sink, std::move(stop));
+    checkin(std::move(h));
+    log(&response, "");
+    return response;
+  } catch (const Error& e) {
+    log(nullptr, e.message());
+    throw;
+  }
+}
+
+HttpResponse HttpTransport::send(const HttpRequest& request, const RequestCredentials& creds) {
+  return perform_logged(request, creds, nullptr, std::stop_token());
 }
 
 HttpResponse HttpTransport::stream(const HttpRequest& request, const RequestCredentials& creds,
                                    const BodySink& sink, std::stop_token stop) {
-  auto h = checkout();
-  configure(*h, request, creds, /*http1_only=*/false);
-  HttpResponse response =
-      perform(h->easy, h->errbuf, request, server_ + request.path, &sink, std::move(stop));
-  checkin(std::move(h));
-  return response;
+  return perform_logged(request, creds, &sink, std::move(stop));
 }
 
 namespace {

@@ -45,6 +45,16 @@ struct HttpResponse {
 /// Receives a streamed 2xx response body as it arrives; returning false ends the stream.
 using BodySink = std::function<bool(std::string_view)>;
 
+/// What the request log says of one request at `verbosity` (kubectl's -v, client-go's
+/// round_trippers): "" below 6; `GET https://host/api/v1/pods 200 OK in 12 milliseconds` (or
+/// `... failed in 3 milliseconds: why`) from 6; the request headers from 7 and the response
+/// headers from 8, each on its own indented line. Authorization values are masked
+/// (`Bearer <masked>`); bodies are never included, as they may hold Secrets.
+std::string format_request_log(int verbosity, const HttpRequest& request, const std::string& url,
+                               const std::vector<std::pair<std::string, std::string>>& headers,
+                               const HttpResponse* response, std::string_view error,
+                               std::chrono::milliseconds elapsed);
+
 /// HTTPS to one API server over libcurl: TLS from the rest config, keep-alive connections kept in
 /// a pool of handles (one per concurrent caller), HTTP/2 when the server offers it. Knows nothing
 /// of Kubernetes semantics; the Client adds those.
@@ -84,6 +94,12 @@ class HttpTransport {
   void checkin(std::unique_ptr<Handle> handle);
   void configure(Handle& h, const HttpRequest& request, const RequestCredentials& creds,
                  bool http1_only);
+  /// The headers a request is sent with: its own, the defaults, credentials, impersonation.
+  std::vector<std::pair<std::string, std::string>> headers_for(
+      const HttpRequest& request, const RequestCredentials& creds) const;
+  /// Configures a pooled handle, performs the request and logs it at config_.verbosity.
+  HttpResponse perform_logged(const HttpRequest& request, const RequestCredentials& creds,
+                              const BodySink* sink, std::stop_token stop);
 
   RestConfig config_;
   std::string server_;  // without trailing '/'

@@ -52,6 +52,9 @@ struct RestConfig {
   std::chrono::milliseconds timeout{0};  // per request; 0 = no limit
   double qps = 50;                       // client-side rate limit; 0 = unlimited
   int burst = 100;
+  /// kubectl's -v for requests, logged on stderr: from 6 each one's method, URL, status and
+  /// latency; from 7 its headers, from 8 the response's, credentials masked; never bodies.
+  int verbosity = 0;
 
   /// Where this came from, for `trainctl config view` and error messages.
   std::string context_name;

@@ -99,38 +99,75 @@ std::string sandbox_kubeconfig(const std::string& server_url, const std::string&
   return std::string(out.c_str()) + "\n";
 }
 
-void merge_sandbox_kubeconfig(const fs::path& target, const std::string& sandbox_yaml) {
-  YAML::Node doc;
-  if (auto text = read_file(target)) {
-    try {
-      doc = YAML::Load(*text);
-    } catch (const YAML::Exception& e) {
-      throw Error(ErrorKind::Config,
-                  fmt::format("{}:{}: {}", target.string(), e.mark.line + 1, e.msg));
-    }
+namespace {
+
+/// The kubeconfig at `target` as YAML; null when the file does not exist.
+YAML::Node load_kubeconfig(const fs::path& target) {
+  const auto text = read_file(target);
+  if (!text)
+    return YAML::Node();
+  try {
+    return YAML::Load(*text);
+  } catch (const YAML::Exception& e) {
+    throw Error(ErrorKind::Config,
+                fmt::format("{}:{}: {}", target.string(), e.mark.line + 1, e.msg));
   }
+}
+
+/// `doc`'s clusters, users and contexts without the sandbox's entries.
+void drop_sandbox_entries(YAML::Node& doc) {
+  for (const char* section : {"clusters", "users", "contexts"}) {
+    YAML::Node kept(YAML::NodeType::Sequence);
+    for (const auto& entry : doc[section]) {
+      if (entry["name"].as<std::string>("") != kSandboxContext)
+        kept.push_back(entry);
+    }
+    doc[section] = kept;
+  }
+}
+
+void write_kubeconfig_file(const fs::path& target, const YAML::Node& doc) {
+  fs::create_directories(target.parent_path());
+  YAML::Emitter out;
+  out << doc;
+  write_private(target, std::string(out.c_str()) + "\n");
+}
+
+}  // namespace
+
+void merge_sandbox_kubeconfig(const fs::path& target, const std::string& sandbox_yaml) {
+  YAML::Node doc = load_kubeconfig(target);
   if (!doc.IsMap()) {
     doc = YAML::Node(YAML::NodeType::Map);
     doc["apiVersion"] = "v1";
     doc["kind"] = "Config";
   }
   const YAML::Node sandbox = YAML::Load(sandbox_yaml);
-  for (const char* section : {"clusters", "users", "contexts"}) {
-    YAML::Node merged(YAML::NodeType::Sequence);
-    for (const auto& entry : doc[section]) {
-      if (entry["name"].as<std::string>("") != kSandboxContext)
-        merged.push_back(entry);
-    }
-    merged.push_back(sandbox[section][0]);
-    doc[section] = merged;
-  }
+  drop_sandbox_entries(doc);
+  for (const char* section : {"clusters", "users", "contexts"})
+    doc[section].push_back(sandbox[section][0]);
   if (!doc["current-context"] || doc["current-context"].as<std::string>("").empty()) {
     doc["current-context"] = kSandboxContext;
   }
-  fs::create_directories(target.parent_path());
-  YAML::Emitter out;
-  out << doc;
-  write_private(target, std::string(out.c_str()) + "\n");
+  write_kubeconfig_file(target, doc);
+}
+
+bool remove_sandbox_kubeconfig(const fs::path& target) {
+  YAML::Node doc = load_kubeconfig(target);
+  if (!doc.IsMap())
+    return false;
+  bool found = false;
+  for (const char* section : {"clusters", "users", "contexts"}) {
+    for (const auto& entry : doc[section])
+      found = found || entry["name"].as<std::string>("") == kSandboxContext;
+  }
+  if (!found)
+    return false;
+  drop_sandbox_entries(doc);
+  if (doc["current-context"].as<std::string>("") == kSandboxContext)
+    doc["current-context"] = "";  // as `kind delete cluster` leaves it
+  write_kubeconfig_file(target, doc);
+  return true;
 }
 
 Sandbox::Sandbox(SandboxOptions options) : options_(std::move(options)) {}

@@ -79,4 +79,9 @@ std::string sandbox_kubeconfig(const std::string& server_url, const std::string&
 /// file (created when missing), keeping everything else in it.
 void merge_sandbox_kubeconfig(const std::filesystem::path& target, const std::string& sandbox_yaml);
 
+/// Removes the trainctl-sandbox cluster, user and context merge_sandbox_kubeconfig added to
+/// `target`, keeping everything else; a current-context naming the sandbox becomes "". Returns
+/// whether there was anything to remove.
+bool remove_sandbox_kubeconfig(const std::filesystem::path& target);
+
 }  // namespace trainctl::sandbox

@@ -19,6 +19,7 @@
 namespace trainctl {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -78,6 +79,62 @@ TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
   EXPECT_THAT(r.out, HasSubstr("no-such-flag"));
 }
 
+TEST_F(CliTest, AMistypedVerbOrFlagSaysWhatWasMeant) {
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"sumbit", "trainctl: unknown command \"sumbit\"; did you mean \"submit\"?\n"},
+      // kubectl's verb, as cobra's SuggestFor does
+      {"describe mnist", "trainctl: unknown command \"describe\"; did you mean \"get\"?\n"},
+      {"queue craete team-a",
+       "trainctl: unknown command \"craete\" for \"trainctl queue\"; did you mean "
+       "\"create\"?\n"},
+      {"frobnicate", "trainctl: unknown command \"frobnicate\"\n"},
+      {"submit pytorchjob --imag x -- true",
+       "trainctl: unknown flag \"--imag\" for \"trainctl submit pytorchjob\"; did you mean "
+       "\"--image\"?\n"},
+      // the global flags are the verb's, too
+      {"list --namespce=x",
+       "trainctl: unknown flag \"--namespce\" for \"trainctl list\"; did you mean "
+       "\"--namespace\"?\n"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.args;
+  }
+}
+
+TEST_F(CliTest, BareTrainctlAndHelpPrintHelp) {
+  RunResult bare = run_cli("");
+  EXPECT_EQ(bare.exit_code, 0);  // as bare kubectl
+  EXPECT_THAT(bare.out, HasSubstr("Usage: trainctl [OPTIONS] SUBCOMMAND"));
+  EXPECT_THAT(bare.out, HasSubstr("submit"));
+  RunResult help = run_cli("help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.out, bare.out);
+  RunResult verb = run_cli("help queue create");
+  EXPECT_EQ(verb.exit_code, 0);
+  EXPECT_THAT(verb.out, HasSubstr("Usage: trainctl queue create [OPTIONS] name"));
+  EXPECT_EQ(verb.out, run_cli("queue create --help").out);
+  RunResult group = run_cli("queue");
+  EXPECT_EQ(group.exit_code, 0);
+  EXPECT_THAT(group.out, HasSubstr("Usage: trainctl queue [OPTIONS] SUBCOMMAND"));
+  RunResult unknown = run_cli("help sumbit");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("trainctl: unknown command \"sumbit\"; did you mean "
+                                     "\"submit\"?"));
+}
+
+TEST_F(CliTest, EveryUsageErrorStartsWithTrainctl) {
+  for (const char* args : {"get a b", "list --queue", "version --no-such-flag", "list --kind x"}) {
+    RunResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_TRUE(r.err.starts_with("trainctl: ")) << args << ": " << r.err;
+  }
+}
+
 TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
   testing::HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request& req, httplib::Response& res) {
@@ -95,6 +152,37 @@ TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
 
   RunResult json = run_cli("version -o json", "KUBECONFIG=" + config);
   EXPECT_THAT(json.out, HasSubstr("\"gitVersion\": \"v1.31.2\""));
+}
+
+TEST_F(CliTest, VerbosityLogsEachRequestAndNeverTheToken) {
+  testing::HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
+  });
+  server.start();
+  const std::string config = kubeconfig_for(server.url(), "very-secret-token");
+  RunResult quiet = run_cli("version --kubeconfig " + config);
+  EXPECT_THAT(quiet.out, Not(HasSubstr("GET ")));
+  for (const char* level : {"-v 6", "-v=6", "--v=6"}) {
+    RunResult r = run_cli(fmt::format("version {} --kubeconfig {}", level, config));
+    EXPECT_EQ(r.exit_code, 0) << level << r.out;
+    EXPECT_THAT(r.err, ContainsRegex(fmt::format("(^|\n)GET {}/version 200 OK in [0-9]+ "
+                                                 "milliseconds\n",
+                                                 server.url())))
+        << level;
+    EXPECT_THAT(r.err, Not(HasSubstr("Request Headers"))) << level;
+  }
+  RunResult loud = run_cli("version -v 9 --kubeconfig " + config);
+  EXPECT_EQ(loud.exit_code, 0) << loud.out;
+  EXPECT_THAT(loud.err, HasSubstr("Request Headers:\n"));
+  EXPECT_THAT(loud.err, HasSubstr("    Authorization: Bearer <masked>\n"));
+  EXPECT_THAT(loud.err, HasSubstr("Response Headers:\n"));
+  EXPECT_THAT(loud.out, Not(HasSubstr("very-secret-token")));  // out holds stderr too
+
+  RunResult down = run_cli(fmt::format("version -v 6 -s {} --token very-secret-token", kNoServer));
+  EXPECT_THAT(down.err,
+              ContainsRegex("GET https://127.0.0.1:1/version failed in [0-9]+ milliseconds: "));
+  EXPECT_THAT(down.out, Not(HasSubstr("very-secret-token")));
 }
 
 TEST_F(CliTest, ConfigViewRedactsTokens) {

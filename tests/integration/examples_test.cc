@@ -128,9 +128,10 @@ TEST(ExamplesTest, ShellScriptsParse) {
   EXPECT_GE(scripts, 2);  // demo.sh and ci-pipeline.sh
 }
 
-/// A stand-in for trainctl that prints a job name for the dry run and exits with `code` for the
-/// submit --wait, so the CI script's branches run without a cluster.
-std::string fake_trainctl(const testing::TempDir& dir, int code) {
+/// A stand-in for trainctl that prints a job name for the dry run, exits with `code` for the
+/// submit --wait and with `list_code` for `list`, so the CI script's branches run without a
+/// cluster.
+std::string fake_trainctl(const testing::TempDir& dir, int code, int list_code = 0) {
   return dir
       .write("fake-trainctl",
              fmt::format("#!/bin/sh\n"
@@ -138,8 +139,9 @@ std::string fake_trainctl(const testing::TempDir& dir, int code) {
                          "case \"$*\" in *--dry-run=client*) "
                          "echo pytorchjob.kubeflow.org/bert-ddp; exit 0;; esac\n"
                          "case \"$*\" in *--wait*) exit {};; esac\n"
+                         "case \"$*\" in list*) exit {};; esac\n"
                          "exit 0\n",
-                         code),
+                         code, list_code),
              true)
       .string();
 }
@@ -148,15 +150,19 @@ TEST(ExamplesTest, CiPipelineExitsWithTrainctlsCodeAndSaysWhatItMeans) {
   const struct {
     int code;
     const char* message;
+    int list_code = 0;  // whether the cluster answers a plain read afterwards
   } outcomes[] = {{0, "bert-ddp succeeded"},
                   {1, "bert-ddp failed"},
                   {2, "invalid"},
-                  {3, "retry the pipeline later"},
+                  // An API error from a cluster that answers (AlreadyExists: another run created
+                  // the job meanwhile) is not worth a retry; one that cannot be reached is.
+                  {3, "the cluster refused the submission (see above); not retrying"},
+                  {3, "retry the pipeline later", 3},
                   {4, "deleting the job"}};
   for (const auto& o : outcomes) {
-    SCOPED_TRACE(o.code);
+    SCOPED_TRACE(o.message);
     testing::TempDir dir;
-    const std::string fake = fake_trainctl(dir, o.code);
+    const std::string fake = fake_trainctl(dir, o.code, o.list_code);
     const auto r = testing::run_command(fmt::format(
         "TRAINCTL={} bash {} {} {}", fake, (kExamples / "ci-pipeline.sh").string(),
         (kExamples / "pytorch-ddp.yaml").string(), (dir.path() / "artifacts").string()));

@@ -271,6 +271,33 @@ TEST_F(JobFollowTest, LogsFailsWithExit3WhenTheLogsCannotBeRead) {
   EXPECT_THAT(followed.err, HasSubstr("trainctl: no kubelet serves this sandbox (HTTP 503)\n"));
 }
 
+TEST_F(JobFollowTest, LogsOfAJobWithoutPodsSaysSoAndExits3) {
+  create_job("queued");
+  set_status("queued", "Created");
+  RunResult r = run("logs queued");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("trainctl: tfjob.kubeflow.org \"queued\" has no pods yet (status "
+                               "Created): no log to print; `trainctl logs -f queued` waits for "
+                               "them\n"));
+}
+
+TEST_F(JobFollowTest, LogsPrintsTheStartedReplicasAndExits3ForOneThatHasNotStarted) {
+  create_job("half", 2);
+  set_status("half", "Running");
+  create_replica("half", 0, "--rank=0");
+  json stuck = replica_pod("half", 1, "--rank=1", "60");
+  stuck["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500";  // nodes have 32
+  client().create(kube::resources::pods(), "default", stuck);
+  ASSERT_TRUE(testing::wait_until([&] { return finished("half-worker-0"); }));
+  RunResult r = run("logs half");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, HasSubstr("[worker-0] + python train.py --rank=0"));
+  EXPECT_THAT(r.err, HasSubstr("trainctl: 1 of 2 replicas of tfjob.kubeflow.org \"half\" have "
+                               "not started, so have no log yet; `trainctl logs -f half` waits "
+                               "for them\n"));
+}
+
 // ---- wait ----
 
 TEST_F(JobFollowTest, WaitForSucceededReturnsOnceTheJobSucceeds) {
@@ -291,8 +318,9 @@ TEST_F(JobFollowTest, WaitExitsOneWhenTheJobEndedOtherwise) {
   set_status("failed", "Failed", "TFJob failed has failed because 1 Worker replica(s) failed.");
   RunResult succeeded = run("wait failed --for=succeeded");
   EXPECT_EQ(succeeded.exit_code, 1);
-  EXPECT_THAT(succeeded.err, HasSubstr("tfjob.kubeflow.org/failed failed (Failed: TFJob failed has "
-                                       "failed because 1 Worker replica(s) failed.)"));
+  EXPECT_THAT(succeeded.err, HasSubstr("tfjob.kubeflow.org/failed failed (Failed: TFJobFailed: "
+                                       "TFJob failed has failed because 1 Worker replica(s) "
+                                       "failed.)"));
   EXPECT_EQ(run("wait failed --for=failed").exit_code, 0);
   EXPECT_EQ(run("wait failed --for=finished").exit_code, 1);
   EXPECT_EQ(run("wait failed --for=running").exit_code, 1);
@@ -440,6 +468,31 @@ TEST_F(SubmitWaitTest, AFailedJobExitsOneWithTheFailedReplicasLastLinesAndWarnin
   EXPECT_EQ(rep["exitCodes"]["worker-1"], 3);
 }
 
+TEST_F(SubmitWaitTest, AJobFailedByItsDeadlineSaysWhy) {
+  constexpr const char* kWhy =
+      "TFJobFailed: TFJob default/late has failed because it was active longer than specified "
+      "deadline";
+  auto submit = start(fmt::format("submit -f {} --wait", job_file("late")));
+  ASSERT_TRUE(testing::wait_until([&] {
+    try {
+      client().get(kube::resources::tfjobs(), "default", "late");
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }));
+  set_status("late", "Failed",
+             "TFJob default/late has failed because it was active longer than specified deadline");
+  RunResult r = finish(submit);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, ContainsRegex(fmt::format("tfjob.kubeflow.org/late Failed after "
+                                                       "[0-9]+s: {}\n",
+                                                       kWhy)));
+  RunResult waited = run("wait late --for=succeeded");
+  EXPECT_EQ(waited.exit_code, 1);
+  EXPECT_THAT(waited.err, HasSubstr(kWhy));
+}
+
 TEST_F(SubmitWaitTest, LogsThatCannotBeReadAreAWarningAndTheExitCodeStaysTheJobs) {
   // pods/log now fails as on a cluster whose API server cannot reach the kubelets; the pods stay,
   // so every read of their logs gets that answer.
@@ -532,11 +585,112 @@ TEST_F(JobFollowTest, WhyPutsAClosedOrFullQueueFirst) {
                                     "new jobs"));
   EXPECT_THAT(closed.out, HasSubstr("podgroup job-closed is Pending: its gang of 2 pods is not "
                                     "admitted yet"));
-  EXPECT_THAT(closed.out, HasSubstr("no pods exist for the job"));
+  // The controller has acted (there is a PodGroup): no question whether it runs, and no missing
+  // pods, which are not due before the gang is admitted.
+  EXPECT_THAT(closed.out, Not(HasSubstr("trainctl controller")));
+  EXPECT_THAT(closed.out, Not(HasSubstr("pods do not exist")));
 
   RunResult full = run("why job-full");
   EXPECT_THAT(full.out,
               HasSubstr("Most likely blocker: queue \"full\" is full: cpu 8 of 8 allocated\n"));
+}
+
+/// A Volcano Queue `name` with `capability`, its status `allocated`.
+void create_queue(kube::Client& client, const std::string& name, json capability,
+                  json allocated = json::object()) {
+  json q = client.create(kube::resources::queues(), "",
+                         {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                          {"kind", "Queue"},
+                          {"metadata", {{"name", name}}},
+                          {"spec", {{"capability", std::move(capability)}}}});
+  q["status"] = {{"state", "Open"}, {"allocated", std::move(allocated)}};
+  client.update_status(kube::resources::queues(), "", q);
+}
+
+/// The PodGroup of job `name` in `queue`, in `phase`, needing `min_resources`.
+void create_podgroup(kube::Client& client, const std::string& name, const std::string& queue,
+                     const std::string& phase, json min_resources = json::object()) {
+  client.create(kube::resources::podgroups(), "default",
+                {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                 {"kind", "PodGroup"},
+                 {"metadata", {{"name", name}}},
+                 {"spec", {{"minMember", 1}, {"queue", queue}, {"minResources", min_resources}}},
+                 {"status", {{"phase", phase}}}});
+}
+
+TEST_F(JobFollowTest, WhyAsksWhetherTheControllerRunsOnlyWhenNothingShowsItActed) {
+  create_job("untouched");
+  RunResult untouched = run("why untouched");
+  EXPECT_THAT(untouched.out,
+              HasSubstr("Most likely blocker: no pods exist for the job: no operator "
+                        "has created them (is `trainctl controller` running"));
+  create_job("admitted", 2);
+  set_status("admitted", "Created");
+  create_podgroup(client(), "admitted", "default", "Inqueue");
+  RunResult admitted = run("why admitted");
+  EXPECT_THAT(admitted.out, Not(HasSubstr("trainctl controller")));
+  EXPECT_THAT(admitted.out, HasSubstr("Most likely blocker: 2 of 2 replica pods do not exist yet: "
+                                      "worker-0, worker-1\n"));
+}
+
+TEST_F(JobFollowTest, WhyRanksTheSchedulersReasonAboveAGangNotAdmitted) {
+  create_job("picky");
+  set_status("picky", "Created");
+  create_queue(client(), "default", {{"cpu", "1000"}});
+  create_podgroup(client(), "picky", "default", "Pending");
+  json pod = replica_pod("picky", 0, "--x", "60");
+  pod["spec"]["nodeSelector"] = {{"gpu-model", "h100"}};  // no node has it
+  client().create(kube::resources::pods(), "default", pod);
+  ASSERT_TRUE(testing::wait_until([&] {
+    return client()
+               .get(kube::resources::pods(), "default", "picky-worker-0")
+               .dump()
+               .find("Unschedulable") != std::string::npos;
+  }));
+  RunResult r = run("why picky");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("Most likely blocker: worker-0 \\(pod picky-worker-0\\) cannot "
+                                   "be scheduled: 0/4 nodes are available: [^\n]*didn't match "
+                                   "Pod's node affinity/selector"));
+  EXPECT_THAT(r.out, HasSubstr("2. podgroup picky is Pending: its gang of 1 pods is not admitted"));
+}
+
+TEST_F(JobFollowTest, WhySaysAJobBiggerThanItsQueueCanNeverRunAndSubmitWarns) {
+  create_queue(client(), "small", {{"nvidia.com/gpu", 8}});
+  const std::string never =
+      "the job can never run: queue \"small\" can never admit it: it needs nvidia.com/gpu 16, "
+      "the queue's capability is 8";
+  // Before the controller has made a PodGroup: the gang it will make.
+  RunResult submitted =
+      run("submit tfjob --name huge --workers 2 --gpus 8 --queue small --image trainer:1 -- true");
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  EXPECT_EQ(submitted.err,
+            "trainctl: warning: tfjob.kubeflow.org/huge will not run: queue \"small\" can never "
+            "admit it: it needs nvidia.com/gpu 16, the queue's capability is 8\n");
+  EXPECT_THAT(run("why huge").out, HasSubstr("Most likely blocker: " + never));
+  // With the PodGroup the controller made, and ahead of the gang that is not admitted.
+  create_podgroup(client(), "huge", "small", "Pending", {{"nvidia.com/gpu", 16}});
+  RunResult r = run("why huge");
+  EXPECT_THAT(r.out, HasSubstr("Most likely blocker: " + never));
+  EXPECT_THAT(r.out, Not(HasSubstr("allocated + 16 needed")));
+  // A gang that fits gets no warning.
+  RunResult fits =
+      run("submit tfjob --name fits --workers 1 --gpus 8 --queue small --image trainer:1 -- true");
+  EXPECT_EQ(fits.err, "");
+}
+
+TEST_F(JobFollowTest, WhyOnAnAdmittedRunningJobSeesNoQueueBlocker) {
+  // The queue is full with the job's own allocation.
+  create_queue(client(), "team", {{"cpu", "1"}}, {{"cpu", "1"}});
+  create_job("busy", 1, "team");
+  set_status("busy", "Running");
+  create_podgroup(client(), "busy", "team", "Running", {{"cpu", "1"}});
+  create_replica("busy", 0, "--x", "60");
+  ASSERT_TRUE(testing::wait_until([&] { return phase("busy-worker-0") == "Running"; }));
+  RunResult r = run("why busy");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Nothing keeps it from running.\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("queue")));
 }
 
 TEST_F(JobFollowTest, WhyOnAFinishedJobSaysHowItFinished) {

@@ -177,8 +177,9 @@ TEST_F(JobVerbsTest, ListShowsOneRowPerJobWithStatusReplicasQueueAndDuration) {
   std::getline(lines, third);
   EXPECT_THAT(header, ContainsRegex("^NAME +KIND +STATUS +REPLICAS +QUEUE +AGE +DURATION$"));
   // Sorted by name.
-  EXPECT_THAT(first,
-              ContainsRegex("^bert +PyTorchJob +Succeeded +Worker:0/2 +<none> +[0-9]+s +3m12s$"));
+  EXPECT_THAT(
+      first,
+      ContainsRegex("^bert +PyTorchJob +Succeeded +Worker:2 succeeded +<none> +[0-9]+s +3m12s$"));
   EXPECT_THAT(second,
               ContainsRegex("^horovod +MPIJob +Pending +Worker:0/3 +<none> +[0-9]+s +<none>$"));
   EXPECT_THAT(third,
@@ -268,12 +269,54 @@ TEST_F(JobVerbsTest, KindNotServedIsSkippedUnlessAskedFor) {
   RunResult asked = run("list --kind tfjob", config);
   EXPECT_EQ(asked.exit_code, 3);
   EXPECT_THAT(asked.err, HasSubstr("not served by this cluster: run `trainctl install`"));
+  // No kind served at all: not "No jobs found", which would say the jobs are gone.
   RunResult all = run("list", config);
-  EXPECT_EQ(all.exit_code, 0) << all.err;
-  EXPECT_EQ(all.err, "No jobs found in default namespace.\n");
+  EXPECT_EQ(all.exit_code, 3) << all.err;
+  EXPECT_EQ(all.err,
+            "trainctl: the Kubeflow CRDs are not installed in this cluster (it serves no tfjobs, "
+            "pytorchjobs or mpijobs.kubeflow.org): run `trainctl install`\n");
+  RunResult queues = run("queue list", config);
+  EXPECT_EQ(queues.exit_code, 3) << queues.err;
+  EXPECT_EQ(queues.err,
+            "trainctl: scheduling.volcano.sh/v1beta1 queues is not served by this cluster: run "
+            "`trainctl install`\n");
   RunResult get = run("get mnist --kind mpijob", config);
   EXPECT_EQ(get.exit_code, 3);
   EXPECT_THAT(get.err, HasSubstr("run `trainctl install`"));
+}
+
+TEST_F(JobVerbsTest, AJobWhoseGangWaitsForAdmissionIsQueuedAndAFinishedOneShowsItsOutcome) {
+  create_job({.name = "waiting", .queue = "team-a"},
+             {{"conditions", {condition("Created", "True", "TFJobCreated")}}});
+  create_job({.name = "admitted"}, {{"conditions", {condition("Created", "True")}}});
+  create_job({.kind = "PyTorchJob", .name = "broken"},
+             {{"conditions", {condition("Created", "True"), condition("Failed", "True")}},
+              {"replicaStatuses", {{"Worker", {{"succeeded", 1}, {"failed", 1}}}}}});
+  auto podgroup = [&](const std::string& name, const std::string& phase) {
+    client().create(kube::resources::podgroups(), "default",
+                    {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                     {"kind", "PodGroup"},
+                     {"metadata", {{"name", name}}},
+                     {"spec", {{"minMember", 2}, {"queue", "team-a"}}},
+                     {"status", {{"phase", phase}}}});  // Volcano's CRD has no status subresource
+  };
+  podgroup("waiting", "Pending");
+  podgroup("admitted", "Inqueue");
+  RunResult r = run("list");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\nwaiting +TFJob +Queued +Worker:0/2 +team-a "));
+  // The queue its PodGroup was put in, when the job names none.
+  EXPECT_THAT(r.out, ContainsRegex("\nadmitted +TFJob +Created +Worker:0/2 +team-a "));
+  EXPECT_THAT(r.out,
+              ContainsRegex("\nbroken +PyTorchJob +Failed +Worker:1 succeeded 1 failed +<none> "));
+  RunResult queued = run("list --status queued -o name");
+  EXPECT_EQ(queued.out, "tfjob.kubeflow.org/waiting\n");
+
+  RunResult get = run("get waiting");
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_THAT(get.out, ContainsRegex("Status: +Queued\n"));
+  EXPECT_THAT(get.out, ContainsRegex("Queue: +team-a\n"));
+  EXPECT_THAT(run("get broken").out, ContainsRegex("Replicas: +Worker:1 succeeded 1 failed\n"));
 }
 
 // ---- get ----

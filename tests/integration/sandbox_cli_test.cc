@@ -68,6 +68,8 @@ class SandboxCliTest : public ::testing::Test {
   void TearDown() override {
     const std::optional<pid_t> pid = pid_in_file();
     run_sandbox_cli("sandbox down --data-dir " + data_dir().string(), home_env());
+    // The second sandbox some tests start.
+    run_sandbox_cli("sandbox down --data-dir " + (dir_.path() / "other").string(), home_env());
     // A sandbox that ignored `down` must not outlive the test.
     if (pid && alive(*pid) && !exits_within(*pid, std::chrono::seconds(5)))
       ::kill(*pid, SIGKILL);
@@ -267,6 +269,16 @@ contexts:
   EXPECT_EQ(work.default_namespace, "ml");
   EXPECT_FALSE(fs::exists(dir_.path() / "home" / ".kube" / "config"))
       << "merged into $HOME/.kube/config although KUBECONFIG names another file";
+
+  // down takes the context out again, and only it.
+  RunResult down = sandbox("down");
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+  EXPECT_THAT(down.out, HasSubstr("Removed context \"trainctl-sandbox\" from " +
+                                  user_config.string() + "\n"));
+  const std::string after = testing::TempDir::read(user_config);
+  EXPECT_THAT(after, Not(HasSubstr("trainctl-sandbox")));
+  EXPECT_THAT(after, HasSubstr("current-context: work"));
+  EXPECT_EQ(rest_config(user_config, "work").auth.token, "work-token");
 }
 
 TEST_F(SandboxCliTest, WithoutMergeKubeconfigTheUsersKubeconfigIsUntouched) {
@@ -275,6 +287,58 @@ TEST_F(SandboxCliTest, WithoutMergeKubeconfigTheUsersKubeconfigIsUntouched) {
   ASSERT_EQ(up("", "KUBECONFIG=" + user_config.string()).exit_code, 0);
   EXPECT_EQ(testing::TempDir::read(user_config), original);
   EXPECT_FALSE(fs::exists(dir_.path() / "home" / ".kube" / "config"));
+}
+
+TEST_F(SandboxCliTest, StatusAndDownFindASandboxStartedWithAnotherDataDir) {
+  ASSERT_EQ(up().exit_code, 0);
+  const auto pid = pid_in_file();
+  ASSERT_TRUE(pid.has_value());
+  // No --data-dir: the default one is not where it runs.
+  RunResult status = run_sandbox_cli("sandbox status", home_env());
+  EXPECT_EQ(status.exit_code, 0) << status.out;
+  EXPECT_THAT(status.out, HasSubstr(fmt::format("Sandbox running (pid {})", *pid)));
+  EXPECT_THAT(status.out, HasSubstr("data dir " + data_dir().string()));
+
+  // With two, it takes a choice.
+  const fs::path other = dir_.path() / "other";
+  ASSERT_EQ(
+      run_sandbox_cli(fmt::format("sandbox up --detach --port 0 --data-dir {}", other.string()),
+                      home_env())
+          .exit_code,
+      0);
+  RunResult two = run_sandbox_cli("sandbox down", home_env());
+  EXPECT_EQ(two.exit_code, 2) << two.out;
+  EXPECT_THAT(two.out, HasSubstr("2 sandboxes are running: "));
+  EXPECT_THAT(two.out, HasSubstr(data_dir().string()));
+  EXPECT_THAT(two.out, HasSubstr("choose one with --data-dir"));
+  ASSERT_EQ(run_sandbox_cli("sandbox down --data-dir " + other.string(), home_env()).exit_code, 0);
+
+  RunResult down = run_sandbox_cli("sandbox down", home_env());
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+  EXPECT_THAT(down.out, HasSubstr(fmt::format("Sandbox (pid {}) stopped.", *pid)));
+  EXPECT_TRUE(exits_within(*pid, std::chrono::seconds(5)));
+  EXPECT_EQ(run_sandbox_cli("sandbox status", home_env()).exit_code, 3);
+}
+
+TEST_F(SandboxCliTest, AFailedStartSaysWhy) {
+  ASSERT_EQ(up().exit_code, 0);
+  const std::string server = rest_config(kubeconfig()).server;
+  const std::string port = server.substr(server.rfind(':') + 1);
+  const fs::path other = dir_.path() / "other";
+  RunResult busy = run_sandbox_cli(
+      fmt::format("sandbox up --detach --port {} --data-dir {}", port, other.string()), home_env());
+  EXPECT_EQ(busy.exit_code, 3) << busy.out;
+  EXPECT_THAT(busy.out, HasSubstr(fmt::format("trainctl: the sandbox did not start: 127.0.0.1:{} "
+                                              "already in use; try --port (0 = any free port)\n",
+                                              port)));
+  EXPECT_THAT(busy.out, Not(HasSubstr("see ")));
+  // In the foreground, too.
+  RunResult foreground = run_sandbox_cli(
+      fmt::format("sandbox up --port {} --data-dir {}", port, other.string()), home_env());
+  EXPECT_EQ(foreground.exit_code, 3) << foreground.out;
+  EXPECT_THAT(foreground.out, HasSubstr(fmt::format("trainctl: 127.0.0.1:{} already in use; try "
+                                                    "--port",
+                                                    port)));
 }
 
 TEST_F(SandboxCliTest, BadFlagsAreUsageErrorsAndStartNothing) {

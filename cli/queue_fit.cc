@@ -1,0 +1,60 @@
+#include "queue_fit.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "api/quantity.h"
+#include "api/resources.h"
+#include "api/status.h"
+#include "controller/gang.h"
+#include "error.h"
+#include "yaml_json.h"
+
+namespace trainctl::cli {
+
+using nlohmann::json;
+
+std::vector<std::string> capability_shortfalls(const json& queue, const json& podgroup) {
+  std::vector<std::string> shortfalls;
+  const std::string name = string_at(queue, "/metadata/name"_json_pointer);
+  api::ResourceList capability, needed;
+  try {
+    capability = api::parse_resource_list(
+        queue.value("spec", json::object()).value("capability", json::object()));
+    needed = api::parse_resource_list(
+        podgroup.value("spec", json::object()).value("minResources", json::object()));
+  } catch (const Error&) {
+    return shortfalls;  // a quantity that does not parse: admission reports it
+  }
+  for (const auto& [resource, cap] : capability) {
+    const std::int64_t need = api::amount(needed, resource);
+    if (need <= cap)
+      continue;
+    shortfalls.push_back(fmt::format(
+        "queue {:?} can never admit it: it needs {} {}, the queue's capability is {}", name,
+        resource, api::format_quantity(resource, need), api::format_quantity(resource, cap)));
+  }
+  return shortfalls;
+}
+
+void warn_about_queues_too_small(kube::Client& client, const std::vector<json>& jobs) {
+  for (const auto& job : jobs) {
+    const json podgroup = controller::pod_group(job);
+    json queue;
+    try {
+      queue = client.get(kube::resources::queues(), "",
+                         string_at(podgroup, "/spec/queue"_json_pointer));
+    } catch (const Error&) {
+      continue;  // the job is submitted; a warning must not change how submit ends
+    }
+    const std::optional<api::JobKind> kind = api::kind_of(job);
+    for (const auto& shortfall : capability_shortfalls(queue, podgroup)) {
+      std::cerr << fmt::format("trainctl: warning: {}/{} will not run: {}\n",
+                               kind ? api::kind_resource_name(*kind) : "job",
+                               string_at(job, "/metadata/name"_json_pointer), shortfall);
+    }
+  }
+}
+
+}  // namespace trainctl::cli
