@@ -475,7 +475,7 @@ TEST_F(SubmitWaitTest, AJobFailedByItsDeadlineSaysWhy) {
   auto submit = start(fmt::format("submit -f {} --wait", job_file("late")));
   ASSERT_TRUE(testing::wait_until([&] {
     try {
-      client().get(kube::resources::tfjobs(), "default", "late");
+      client().get(kube::resources::job(api::JobKind::TFJob), "default", "late");
       return true;
     } catch (const Error&) {
       return false;
