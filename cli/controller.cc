@@ -128,7 +128,7 @@ struct ControllerCommand {
 
     std::stop_source stop;
     SignalWatcher signals(stop);
-    auto client = flags.client();
+    auto client = std::make_unique<kube::Client>(flags.rest_config());
     controller::MetricsRegistry metrics;
     controller::declare_controller_metrics(metrics);
     metrics.declare_gauge("trainctl_leader", "1 while this replica holds the leader lease.");

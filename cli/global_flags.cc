@@ -45,8 +45,16 @@ kube::RestConfig GlobalFlags::rest_config() const {
   return kube::resolve_rest_config(overrides, kube::ConfigEnvironment::from_process());
 }
 
-std::unique_ptr<kube::Client> GlobalFlags::client() const {
-  return std::make_unique<kube::Client>(rest_config());
+const kube::RestConfig& Connection::config() {
+  if (!config_)
+    config_ = flags_->rest_config();
+  return *config_;
+}
+
+kube::Client& Connection::client() {
+  if (!client_)
+    client_ = std::make_unique<kube::Client>(config());
+  return *client_;
 }
 
 }  // namespace trainctl::cli

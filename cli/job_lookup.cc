@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <tuple>
 
-#include "controller/objects.h"
 #include "error.h"
 #include "text.h"
 

@@ -51,12 +51,14 @@ struct ListOptions {
   std::string status;
   std::string output;
 
+  Connection connection;
   std::string namespace_;  // "" with -A
   std::optional<api::JobKind> kind;
   OutputFormat format = OutputFormat::Table;
 
   void Complete(const GlobalFlags& flags) {
-    namespace_ = all_namespaces ? "" : flags.rest_config().default_namespace;
+    connection = Connection(flags);
+    namespace_ = all_namespaces ? "" : connection.namespace_();
     format = parse_output_format(output);
     if (!kind_flag.empty())
       kind = parse_kind_flag(kind_flag);
@@ -79,9 +81,9 @@ struct ListOptions {
     return status.empty() || to_lower(api::job_status(job)) == to_lower(status);
   }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
-    std::vector<FoundJob> jobs = list_jobs(*client, namespace_, selector, kind);
+  void Run() {
+    kube::Client& client = connection.client();
+    std::vector<FoundJob> jobs = list_jobs(client, namespace_, selector, kind);
     std::erase_if(jobs, [this](const FoundJob& j) { return !selected(j.object); });
 
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
@@ -105,7 +107,7 @@ struct ListOptions {
         print_name(std::cout, j.object, api::kind_resource_name(j.kind));
       return;
     }
-    print_table(std::cout, table(*client, jobs));
+    print_table(std::cout, table(client, jobs));
   }
 
   Table table(kube::Client& client, const std::vector<FoundJob>& jobs) const {
@@ -163,11 +165,7 @@ void add_list_command(CLI::App& app, const GlobalFlags& flags) {
           {"Pending", "Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"}));
   cmd->add_option("-o,--output", opts->output, "Output format: wide, json, yaml or name")
       ->check(one_of({"wide", "json", "yaml", "name"}));
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Validate();
-    opts->Run(flags);
-  });
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

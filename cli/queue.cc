@@ -160,17 +160,21 @@ struct QueueSpecFlags {
   }
 };
 
-struct CreateOptions {
+struct QueueCreateOptions {
   std::string name;
   QueueSpecFlags spec;
   std::string output;
   bool dry_run = false;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+  }
   void Validate() const { spec.validate(); }
 
-  void Run(const GlobalFlags& flags) const {
+  void Run() {
     json queue = {{"apiVersion", kube::resources::queues().api_version()},
                   {"kind", "Queue"},
                   {"metadata", {{"name", name}}},
@@ -179,18 +183,22 @@ struct CreateOptions {
                     {"reclaimable", spec.reclaimable},
                     {"capability", spec.capability_changes(false)}}}};
     if (!dry_run)
-      queue = flags.client()->create(kube::resources::queues(), "", queue);
+      queue = connection.client().create(kube::resources::queues(), "", queue);
     report(queue, dry_run ? "created (dry run)" : "created", format);
   }
 };
 
-struct UpdateOptions {
+struct QueueUpdateOptions {
   std::string name;
   QueueSpecFlags spec;
   std::string output;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+  }
 
   void Validate() const {
     spec.validate();
@@ -214,21 +222,25 @@ struct UpdateOptions {
     return spec_patch.empty() ? json::object() : json{{"spec", spec_patch}};
   }
 
-  void Run(const GlobalFlags& flags) const {
-    const json queue =
-        flags.client()->patch(kube::resources::queues(), "", name, kube::PatchType::Merge, patch());
+  void Run() {
+    const json queue = connection.client().patch(kube::resources::queues(), "", name,
+                                                 kube::PatchType::Merge, patch());
     report(queue, "configured", format);
   }
 };
 
-struct ListOptions {
+struct QueueListOptions {
   std::string output;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+  }
 
-  void Run(const GlobalFlags& flags) const {
-    const json list = flags.client()->list_all(kube::resources::queues(), "");
+  void Run() {
+    const json list = connection.client().list_all(kube::resources::queues(), "");
     const std::vector<json> queues = list.value("items", json::array());
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
       print_document(std::cout,
@@ -252,15 +264,19 @@ struct ListOptions {
   }
 };
 
-struct GetOptions {
+struct QueueGetOptions {
   std::string name;
   std::string output;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+  }
 
-  void Run(const GlobalFlags& flags) const {
-    const json queue = flags.client()->get(kube::resources::queues(), "", name);
+  void Run() {
+    const json queue = connection.client().get(kube::resources::queues(), "", name);
     if (format == OutputFormat::Json || format == OutputFormat::Yaml)
       print_document(std::cout, queue, format);
     else if (format == OutputFormat::Name)
@@ -273,17 +289,20 @@ struct GetOptions {
 /// open and close write status.state through the status subresource, as Volcano's queue
 /// controller does when it executes an open or close command. A queue that still has admitted
 /// or running gangs is Closing until they are done; either way it admits no new ones.
-struct StateOptions {
+struct QueueStateOptions {
   std::string name;
   bool open = true;
+  Connection connection;
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
-    const json queue = client->get(kube::resources::queues(), "", name);
+  void Complete(const GlobalFlags& flags) { connection = Connection(flags); }
+
+  void Run() {
+    kube::Client& client = connection.client();
+    const json queue = client.get(kube::resources::queues(), "", name);
     const bool busy = status_count(queue, "inqueue") + status_count(queue, "running") > 0;
     const std::string state = open ? "Open" : busy ? "Closing" : "Closed";
-    const json updated = client->patch(kube::resources::queues(), "", name, kube::PatchType::Merge,
-                                       {{"status", {{"state", state}}}}, {.subresource = "status"});
+    const json updated = client.patch(kube::resources::queues(), "", name, kube::PatchType::Merge,
+                                      {{"status", {{"state", state}}}}, {.subresource = "status"});
     report(updated,
            open                 ? "opened"
            : state == "Closing" ? "closing"
@@ -292,9 +311,12 @@ struct StateOptions {
   }
 };
 
-struct DeleteOptions {
+struct QueueDeleteOptions {
   std::string name;
   bool ignore_not_found = false;
+  Connection connection;
+
+  void Complete(const GlobalFlags& flags) { connection = Connection(flags); }
 
   void Validate() const {
     if (name == kDefaultQueue)
@@ -302,17 +324,17 @@ struct DeleteOptions {
   }
 
   /// Volcano deletes only Closed queues, so no admitted gang loses its queue.
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
+  void Run() {
+    kube::Client& client = connection.client();
     try {
-      const json queue = client->get(kube::resources::queues(), "", name);
+      const json queue = client.get(kube::resources::queues(), "", name);
       if (const std::string state = queue_state(queue); state != "Closed") {
         throw Error(ErrorKind::Validation,
                     fmt::format("queue {:?} is {}: only Closed queues can be deleted; run "
                                 "`trainctl queue close {}` first",
                                 name, state, name));
       }
-      client->remove(kube::resources::queues(), "", name);
+      client.remove(kube::resources::queues(), "", name);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound || !ignore_not_found)
         throw;
@@ -344,71 +366,54 @@ void add_queue_command(CLI::App& app, const GlobalFlags& flags) {
       "admitted against");
   queue->require_subcommand(1);
 
-  auto create = std::make_shared<CreateOptions>();
+  auto create = std::make_shared<QueueCreateOptions>();
   auto* cmd = queue->add_subcommand(
       "create", "Create a queue with a capability (the resources its jobs may hold)");
   cmd->add_option("name", create->name, "The queue's name")->required();
   create->spec.add_to(*cmd, false);
   cmd->add_flag("--dry-run", create->dry_run, "Print what would be created; send nothing");
   add_output(*cmd, create->output, {"json", "yaml", "name"});
-  cmd->callback([create, &flags] {
-    create->Complete();
-    create->Validate();
-    create->Run(flags);
-  });
+  run_verb(*cmd, create, flags);
 
-  auto list = std::make_shared<ListOptions>();
+  auto list = std::make_shared<QueueListOptions>();
   cmd = queue->add_subcommand(
       "list",
       "List queues: state, weight, capability, what admitted jobs hold, and how many "
       "jobs are pending and running");
   cmd->alias("ls");
   add_output(*cmd, list->output, {"wide", "json", "yaml", "name"});
-  cmd->callback([list, &flags] {
-    list->Complete();
-    list->Run(flags);
-  });
+  run_verb(*cmd, list, flags);
 
-  auto get = std::make_shared<GetOptions>();
+  auto get = std::make_shared<QueueGetOptions>();
   cmd = queue->add_subcommand("get", "Show one queue");
   add_name(*cmd, get->name);
   add_output(*cmd, get->output, {"wide", "json", "yaml", "name"});
-  cmd->callback([get, &flags] {
-    get->Complete();
-    get->Run(flags);
-  });
+  run_verb(*cmd, get, flags);
 
-  auto update = std::make_shared<UpdateOptions>();
+  auto update = std::make_shared<QueueUpdateOptions>();
   cmd = queue->add_subcommand("update", "Change a queue's capability, weight or reclaimable flag");
   add_name(*cmd, update->name);
   update->spec.add_to(*cmd, true);
   add_output(*cmd, update->output, {"json", "yaml", "name"});
-  cmd->callback([update, &flags] {
-    update->Complete();
-    update->Validate();
-    update->Run(flags);
-  });
+  run_verb(*cmd, update, flags);
 
   for (const bool open : {true, false}) {
-    auto state = std::make_shared<StateOptions>();
+    auto state = std::make_shared<QueueStateOptions>();
     state->open = open;
     cmd = queue->add_subcommand(
         open ? "open" : "close",
         open ? "Open a queue: it admits jobs again"
              : "Close a queue: it admits no new jobs; admitted ones run to the end");
     add_name(*cmd, state->name);
-    cmd->callback([state, &flags] { state->Run(flags); });
+    run_verb(*cmd, state, flags);
   }
 
-  auto remove = std::make_shared<DeleteOptions>();
+  auto remove = std::make_shared<QueueDeleteOptions>();
   cmd = queue->add_subcommand("delete", "Delete a Closed queue");
   add_name(*cmd, remove->name);
   cmd->add_flag("--ignore-not-found", remove->ignore_not_found,
                 "Succeed when the queue does not exist");
-  cmd->callback([remove, &flags] {
-    remove->Validate();
-    remove->Run(flags);
-  });
+  run_verb(*cmd, remove, flags);
 }
 
 }  // namespace trainctl::cli

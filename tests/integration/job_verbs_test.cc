@@ -365,6 +365,61 @@ TEST_F(JobVerbsTest, GetWithoutPodsOrEventsSaysNone) {
   EXPECT_THAT(r.out, Not(HasSubstr("PodGroup")));
 }
 
+// kubectl's TYPE/NAME: the kind in any case, singular or plural, with or without its group, as
+// `-o name` prints it, so that output can be piped back in.
+TEST_F(JobVerbsTest, GetTakesTypeSlashNameInEveryForm) {
+  create_job({.name = "dup"});
+  create_job({.kind = "PyTorchJob", .name = "dup"});
+  for (const char* arg : {"pytorchjob/dup", "pytorchjobs/dup", "PyTorchJob/dup",
+                          "pytorchjob.kubeflow.org/dup", "pytorchjobs.kubeflow.org/dup"}) {
+    RunResult r = run(fmt::format("get {} -o name", arg));
+    EXPECT_EQ(r.exit_code, 0) << arg << ": " << r.err;
+    EXPECT_EQ(r.out, "pytorchjob.kubeflow.org/dup\n") << arg;
+  }
+  RunResult round_trip =
+      run("get $(" + std::string(TRAINCTL_BINARY) + " --kubeconfig " +
+          local_.sandbox().kubeconfig_path().string() + " get tfjob/dup -o name)");
+  EXPECT_EQ(round_trip.exit_code, 0) << round_trip.err;
+  EXPECT_THAT(round_trip.out, ContainsRegex("Kind: +TFJob\n"));
+}
+
+TEST_F(JobVerbsTest, TypeSlashNameThatContradictsKindOrNamesNoJobTypeIsAUsageError) {
+  create_job({.kind = "PyTorchJob", .name = "x"});
+  for (const char* verb : {"get", "delete", "suspend", "resume", "logs", "wait --for=created"}) {
+    RunResult r = run(fmt::format("{} --kind tfjob pytorchjob/x", verb));
+    EXPECT_EQ(r.exit_code, 2) << verb << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("\"pytorchjob/x\" names a PyTorchJob but --kind is tfjob"))
+        << verb;
+  }
+  RunResult pod = run("get pod/x");
+  EXPECT_EQ(pod.exit_code, 2);
+  EXPECT_THAT(pod.err, HasSubstr("\"pod\" is not a job type"));
+  EXPECT_EQ(run("get tfjob.example.com/x").exit_code, 2);  // another group's tfjob
+  EXPECT_EQ(run("get pytorchjob/").exit_code, 2);
+  EXPECT_TRUE(exists(kube::resources::job(api::JobKind::PyTorchJob), "x"));  // nothing deleted
+}
+
+TEST_F(JobVerbsTest, GetShowsSeveralJobsAndReportsAMissingOneAfterThem) {
+  create_job({.name = "a"});
+  create_job({.kind = "MPIJob", .name = "b"});
+  RunResult names = run("get a mpijob/b -o name");
+  EXPECT_EQ(names.exit_code, 0) << names.err;
+  EXPECT_EQ(names.out, "tfjob.kubeflow.org/a\nmpijob.kubeflow.org/b\n");
+  RunResult described = run("get a b");
+  EXPECT_EQ(described.exit_code, 0) << described.err;
+  EXPECT_THAT(described.out, ContainsRegex("Name: +a\n(.|\n)*\n\nName: +b\n"));
+  RunResult list = run("get a b -o json");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const json doc = json::parse(list.out);
+  EXPECT_EQ(doc["kind"], "List");
+  ASSERT_EQ(doc["items"].size(), 2u);
+  EXPECT_EQ(doc["items"][1]["kind"], "MPIJob");
+  RunResult missing = run("get a ghost b -o name");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_EQ(missing.out, "tfjob.kubeflow.org/a\nmpijob.kubeflow.org/b\n");
+  EXPECT_THAT(missing.err, HasSubstr("\"ghost\" not found"));
+}
+
 // ---- delete, suspend, resume ----
 
 TEST_F(JobVerbsTest, DeleteByNameAndIgnoreNotFound) {
@@ -381,6 +436,10 @@ TEST_F(JobVerbsTest, DeleteByNameAndIgnoreNotFound) {
   RunResult again = run("delete mnist");
   EXPECT_EQ(again.exit_code, 3);
   EXPECT_THAT(again.err, HasSubstr("\"mnist\" not found"));
+  create_job({.name = "typed"});
+  RunResult typed = run("delete TFJob/typed");
+  EXPECT_EQ(typed.exit_code, 0) << typed.err;
+  EXPECT_EQ(typed.out, "tfjob.kubeflow.org \"typed\" deleted\n");
   RunResult ignored = run("delete mnist --ignore-not-found");
   EXPECT_EQ(ignored.exit_code, 0) << ignored.err;
   EXPECT_EQ(ignored.out, "");
@@ -452,6 +511,9 @@ TEST_F(JobVerbsTest, SuspendAndResumePatchRunPolicySuspend) {
   EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
   RunResult missing = run("suspend ghost");
   EXPECT_EQ(missing.exit_code, 3);
+  RunResult typed = run("suspend pytorchjobs/bert");
+  EXPECT_EQ(typed.exit_code, 0) << typed.err;
+  EXPECT_EQ(typed.out, "pytorchjob.kubeflow.org/bert suspended\n");
 }
 
 }  // namespace

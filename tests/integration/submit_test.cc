@@ -485,6 +485,42 @@ TEST_F(SubmitTest, WithoutANameTheServerGeneratesOne) {
   EXPECT_THAT(r.out, MatchesRegex("tfjob\\.kubeflow\\.org/tfjob-[a-z0-9]{5}\n"));
 }
 
+// One command resolves its kubeconfig once and keeps one client: the exec credential plugin runs
+// once for the whole of submit --wait (it ran twice when --wait made a second client).
+TEST_F(SubmitTest, AnExecCredentialPluginRunsOnceForSubmitWait) {
+  const auto runs = dir_.path() / "plugin-runs";
+  const auto plugin =
+      dir_.write("plugin.sh",
+                 fmt::format("#!/bin/sh\necho run >> {}\nprintf '{{\"apiVersion\": "
+                             "\"client.authentication.k8s.io/v1\", \"kind\": \"ExecCredential\", "
+                             "\"status\": {{\"token\": \"{}\"}}}}'\n",
+                             runs.string(), local_.sandbox().admin_token()),
+                 true);
+  const auto ca = dir_.write("ca.crt", local_.sandbox().admin_config().tls.ca_pem);
+  const auto config = dir_.write(
+      "exec-config", fmt::format(R"(apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- {{name: local, cluster: {{server: "{}", certificate-authority: "{}"}}}}
+users:
+- name: tester
+  user:
+    exec: {{apiVersion: client.authentication.k8s.io/v1, command: "{}", interactiveMode: Never}}
+contexts:
+- {{name: test, context: {{cluster: local, user: tester}}}}
+)",
+                                 local_.sandbox().server_url(), ca.string(), plugin.string()));
+  // No operator runs the job, so --wait gives up after 1s: create, then watch job and pods.
+  RunResult r =
+      run_submit(fmt::format("--kubeconfig {} submit tfjob --name once --image reg/tf:1 "
+                             "--wait --timeout 1s -- python train.py",
+                             config.string()));
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/once created\n"));
+  EXPECT_EQ(testing::TempDir::read(runs), "run\n");
+}
+
 TEST_F(SubmitTest, DryRunClientSendsNoRequestAndPrintsJson) {
   // Against a server where nothing listens: it must not need one.
   RunResult r = run_submit(
