@@ -2,9 +2,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
+#include <stop_token>
 #include <tuple>
 
 #include "api/status.h"
@@ -13,6 +18,7 @@
 #include "docs.h"
 #include "error.h"
 #include "job_lookup.h"
+#include "kube/cache/watcher.h"
 #include "printer.h"
 #include "text.h"
 
@@ -43,6 +49,17 @@ NodesByJob nodes_by_job(kube::Client& client, std::string_view ns) {
   return nodes;
 }
 
+bool served(kube::Client& client, const kube::Resource& resource) {
+  try {
+    client.require_served(resource);
+    return true;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)
+      throw;
+    return false;
+  }
+}
+
 struct ListOptions {
   bool all_namespaces = false;
   std::string selector;
@@ -50,6 +67,7 @@ struct ListOptions {
   std::string queue;
   std::string status;
   std::string output;
+  bool watch = false;
 
   Connection connection;
   std::string namespace_;  // "" with -A
@@ -83,7 +101,15 @@ struct ListOptions {
 
   void Run() {
     kube::Client& client = connection.client();
-    std::vector<FoundJob> jobs = list_jobs(client, namespace_, selector, kind);
+    if (watch) {
+      Watch(client);
+      return;
+    }
+    print(client, list_jobs(client, namespace_, selector, kind));
+  }
+
+  /// Prints the jobs as -o asks, leaving out those --queue and --status do not select.
+  void print(kube::Client& client, std::vector<FoundJob> jobs) const {
     std::erase_if(jobs, [this](const FoundJob& j) { return !selected(j.object); });
 
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
@@ -108,6 +134,72 @@ struct ListOptions {
       return;
     }
     print_table(std::cout, table(client, jobs));
+  }
+
+  /// -w, as kubectl get -w: the jobs as they are, then one more row (or document, or name) each
+  /// time a selected job changes, until interrupted. The table comes from the watchers' own LISTs,
+  /// so no change between the table and the watch is lost.
+  void Watch(kube::Client& client) {
+    std::mutex mu;
+    std::condition_variable_any ended;
+    bool live = false;  // the table is out: print each change from now on
+    auto changed = [&](api::JobKind k, const json& object) {
+      std::lock_guard lock(mu);
+      if (!live || !selected(object))
+        return;
+      print_change(client, {k, object});
+    };
+    std::vector<std::unique_ptr<kube::cache::Watcher>> watchers;
+    for (const auto& info : api::job_kinds()) {
+      if (kind && *kind != info.kind)
+        continue;
+      const kube::Resource resource = kube::resources::job(info.kind);
+      if (!kind && !served(client, resource))
+        continue;  // the cluster does not serve this kind: nothing of it to watch
+      watchers.push_back(std::make_unique<kube::cache::Watcher>(
+          client,
+          kube::cache::InformerOptions{
+              .resource = resource, .namespace_ = namespace_, .label_selector = selector},
+          kube::cache::EventHandlers{
+              .on_add = [&changed, k = info.kind](const json& o) { changed(k, o); },
+              .on_update = [&changed, k = info.kind](const json&, const json& o) { changed(k, o); },
+              .on_delete = [&changed, k = info.kind](const json& o) { changed(k, o); }},
+          [](const Error&) { return true; }));
+      watchers.back()->start();
+    }
+    std::unique_lock lock(mu);
+    std::vector<FoundJob> jobs;
+    for (const auto& w : watchers) {
+      const api::JobKind k = *api::job_kind_from_name(w->informer().resource().kind);
+      for (auto& object : w->informer().list())
+        jobs.push_back({k, std::move(object)});
+    }
+    sort_jobs(jobs);
+    print(client, std::move(jobs));
+    std::cout << std::flush;
+    live = true;
+    using WakeUp = std::stop_callback<std::function<void()>>;
+    std::vector<std::unique_ptr<WakeUp>> wake;
+    for (const auto& w : watchers)
+      wake.push_back(std::make_unique<WakeUp>(w->stopped(), [&ended] { ended.notify_all(); }));
+    ended.wait(lock, [&] {
+      return std::any_of(watchers.begin(), watchers.end(),
+                         [](const auto& w) { return w->stopped().stop_requested(); });
+    });
+    lock.unlock();
+    for (const auto& w : watchers)
+      w->rethrow();
+  }
+
+  /// One change under -w: a table row without the headers, or the object as -o asks.
+  void print_change(kube::Client& client, const FoundJob& job) const {
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml)
+      print_document(std::cout, job.object, format);
+    else if (format == OutputFormat::Name)
+      print_name(std::cout, job.object, api::kind_resource_name(job.kind));
+    else
+      print_rows(std::cout, table(client, {job}));
+    std::cout << std::flush;
   }
 
   Table table(kube::Client& client, const std::vector<FoundJob>& jobs) const {
@@ -165,6 +257,9 @@ void add_list_command(CLI::App& app, const GlobalFlags& flags) {
           {"Pending", "Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"}));
   cmd->add_option("-o,--output", opts->output, "Output format: wide, json, yaml or name")
       ->check(one_of({"wide", "json", "yaml", "name"}));
+  cmd->add_flag("-w,--watch", opts->watch,
+                "After listing, print the job again each time one changes (as kubectl get -w), "
+                "until interrupted");
   run_verb(*cmd, opts, flags);
 }
 

@@ -88,6 +88,7 @@ struct QueueSpecFlags {
   std::string cpu;
   std::string memory;
   std::string gpu;
+  std::string deprecated_gpu;           // --gpu, the old spelling of --gpus
   std::vector<std::string> capability;  // res=q, or res- to remove it (update)
   int weight = 1;
   bool reclaimable = true;
@@ -99,8 +100,10 @@ struct QueueSpecFlags {
                    "CPU the queue's jobs may hold in total (capability.cpu), e.g. 64");
     cmd.add_option("--memory", memory,
                    "Memory the queue's jobs may hold in total (capability.memory), e.g. 512Gi");
-    cmd.add_option("--gpu", gpu,
-                   "GPUs the queue's jobs may hold in total (capability[nvidia.com/gpu])");
+    cmd.add_option("--gpus", gpu,
+                   "GPUs the queue's jobs may hold in total (capability[nvidia.com/gpu]), "
+                   "spelled as submit's --gpus");
+    cmd.add_option("--gpu", deprecated_gpu, "Deprecated: use --gpus")->group("");
     cmd.add_option("--capability", capability,
                    allow_removal ? "Any resource limit as RESOURCE=QUANTITY (repeatable), e.g. "
                                    "amd.com/gpu=8; RESOURCE- removes a limit"
@@ -114,6 +117,15 @@ struct QueueSpecFlags {
         cmd.add_flag("--reclaimable,!--no-reclaimable", reclaimable,
                      "Whether other queues may reclaim resources this queue holds beyond its share "
                      "(default: reclaimable)");
+  }
+
+  /// Takes the deprecated --gpu as --gpus, with a warning.
+  void complete() {
+    if (deprecated_gpu.empty())
+      return;
+    std::cerr << "trainctl: warning: --gpu is deprecated, use --gpus\n";
+    if (gpu.empty())
+      gpu = deprecated_gpu;
   }
 
   /// The capability changes the flags ask for: quantities checked, `null` for a removal.
@@ -135,9 +147,9 @@ struct QueueSpecFlags {
     if (!memory.empty())
       set("memory", memory, "--memory");
     if (!gpu.empty()) {
-      set("nvidia.com/gpu", gpu, "--gpu");
+      set("nvidia.com/gpu", gpu, "--gpus");
       if (api::parse_quantity_milli(gpu) % 1000 != 0)
-        throw Error(ErrorKind::Usage, fmt::format("invalid --gpu {:?}: GPUs are whole", gpu));
+        throw Error(ErrorKind::Usage, fmt::format("invalid --gpus {:?}: GPUs are whole", gpu));
     }
     for (const auto& entry : capability) {
       const auto eq = entry.find('=');
@@ -171,6 +183,7 @@ struct QueueCreateOptions {
   void Complete(const GlobalFlags& flags) {
     connection = Connection(flags);
     format = parse_output_format(output);
+    spec.complete();
   }
   void Validate() const { spec.validate(); }
 
@@ -198,13 +211,14 @@ struct QueueUpdateOptions {
   void Complete(const GlobalFlags& flags) {
     connection = Connection(flags);
     format = parse_output_format(output);
+    spec.complete();
   }
 
   void Validate() const {
     spec.validate();
     if (patch().empty()) {
       throw Error(ErrorKind::Usage,
-                  "update needs at least one of --cpu, --memory, --gpu, --capability, --weight, "
+                  "update needs at least one of --cpu, --memory, --gpus, --capability, --weight, "
                   "--reclaimable/--no-reclaimable");
     }
   }

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/background_command.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
@@ -183,6 +184,30 @@ TEST_F(JobVerbsTest, ListShowsOneRowPerJobWithStatusReplicasQueueAndDuration) {
               ContainsRegex("^horovod +MPIJob +Pending +Worker:0/3 +<none> +[0-9]+s +<none>$"));
   EXPECT_THAT(third,
               ContainsRegex("^mnist +TFJob +Running +Worker:2/2 +team-a +[0-9]+s +(89|9[0-9])s$"));
+}
+
+// list -w, as kubectl get -w: the table, then a row each time a job changes, until Ctrl-C.
+TEST_F(JobVerbsTest, ListWatchPrintsARowEachTimeAJobChanges) {
+  json job = create_job({.name = "mnist"});
+  testing::BackgroundCommand watch(
+      {TRAINCTL_BINARY, "--kubeconfig", local_.sandbox().kubeconfig_path().string(), "list", "-w"});
+  ASSERT_TRUE(watch.wait_for("Pending", std::chrono::seconds(10))) << watch.output();
+  job["status"] = running_status(2);
+  client().update_status(resource_of("TFJob"), "default", job);
+  ASSERT_TRUE(watch.wait_for("Running", std::chrono::seconds(10))) << watch.output();
+  create_job({.kind = "PyTorchJob", .name = "bert"});
+  ASSERT_TRUE(watch.wait_for("bert", std::chrono::seconds(10))) << watch.output();
+  const int status = watch.stop(SIGINT);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  const std::string out = watch.output();
+  EXPECT_THAT(out, ContainsRegex("^NAME +KIND +STATUS +REPLICAS +QUEUE +AGE +DURATION\n"
+                                 "mnist +TFJob +Pending +"));
+  EXPECT_THAT(out, ContainsRegex("\nmnist +TFJob +Running +"));
+  EXPECT_THAT(out, ContainsRegex("\nbert +PyTorchJob +"));
+  EXPECT_EQ(out.find("NAME"), out.rfind("NAME"));  // the headers once
+
+  RunResult filtered = run("list -w --kind mpijob --status Bogus");
+  EXPECT_EQ(filtered.exit_code, 2);  // validated before watching
 }
 
 TEST_F(JobVerbsTest, ListAllNamespacesAddsTheNamespaceColumn) {

@@ -260,6 +260,24 @@ TEST(RenderTest, AMissingImageIsSaidInFlagTerms) {
   EXPECT_EQ(per_role.exit_code, 0) << per_role.err;
 }
 
+// Duration flags take Go durations as kubectl's do, and plain integers as seconds.
+TEST(RenderTest, DurationFlagsTakeGoDurationsOrSeconds) {
+  RunResult r = run_submit(
+      "render tfjob --name d --image i --active-deadline 2h --ttl 15m -o json -- python t.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["spec"]["runPolicy"]["activeDeadlineSeconds"], 7200);
+  EXPECT_EQ(job["spec"]["runPolicy"]["ttlSecondsAfterFinished"], 900);
+  RunResult seconds =
+      run_submit("render tfjob --name d --image i --ttl 600 -o json -- python t.py");
+  ASSERT_EQ(seconds.exit_code, 0) << seconds.err;
+  EXPECT_EQ(parse_json(seconds)["spec"]["runPolicy"]["ttlSecondsAfterFinished"], 600);
+  RunResult bad = run_submit("render tfjob --name d --image i --ttl soon -- python t.py");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--ttl"));
+  EXPECT_THAT(bad.err, HasSubstr("\"soon\" is not a duration"));
+}
+
 TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
   RunResult r = run_submit("render tfjob --name a --image i --toleration k=v:Sometimes");
   EXPECT_EQ(r.exit_code, 2);
