@@ -153,6 +153,8 @@ void add_completion_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("shell", completion->shell, "The shell")
       ->required()
       ->check(one_of({"bash", "zsh", "fish"}));
+  add_examples(*cmd, R"(source <(trainctl completion bash)
+trainctl completion fish | source)");
   run_verb(*cmd, completion, flags);
 
   auto words = std::make_shared<std::vector<std::string>>();

@@ -148,12 +148,19 @@ void add_config_command(CLI::App& app, const GlobalFlags& flags) {
                 "Show the connection trainctl will use after flags and in-cluster config");
   cmd->add_option("-o,--output", view->output, "yaml (default) or json")
       ->check(one_of({"yaml", "json"}));
+  add_examples(*cmd,
+               R"(# The merged kubeconfig, secrets redacted; only what the current context uses
+trainctl config view --minify
+# The connection trainctl will use after flags, KUBECONFIG and in-cluster config
+trainctl config view --resolved -n team-a)");
   run_verb(*cmd, view, flags);
 
   cmd = config->add_subcommand("current-context", "Print the current context");
+  add_examples(*cmd, "trainctl config current-context");
   run_verb(*cmd, std::make_shared<CurrentContextOptions>(), flags);
 
   cmd = config->add_subcommand("get-contexts", "List contexts and the file defining each");
+  add_examples(*cmd, "trainctl config get-contexts --kubeconfig ~/.kube/config:other.yaml");
   run_verb(*cmd, std::make_shared<GetContextsOptions>(), flags);
 
   auto use = std::make_shared<UseContextOptions>();
@@ -161,6 +168,7 @@ void add_config_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("NAME", use->name, "Context name")
       ->required()
       ->check(completes(ValueSource::Contexts));
+  add_examples(*cmd, "trainctl config use-context trainctl-sandbox");
   run_verb(*cmd, use, flags);
 }
 

@@ -149,6 +149,10 @@ void add_suspend_command(CLI::App& app, const GlobalFlags& flags, bool suspend) 
       suspend ? "Suspend jobs: their pods are deleted, the jobs kept (spec.runPolicy.suspend)"
               : "Resume suspended jobs: their pods are created again");
   opts->target.add_to(*cmd, JobTarget::Args::OneOrMore);
+  add_examples(*cmd, fmt::format(R"(# {0} a job, or several
+trainctl {1} mnist
+trainctl {1} pytorchjob/bert tfjob/mnist)",
+                                 suspend ? "Suspend" : "Resume", opts->verb()));
   run_verb(*cmd, opts, flags);
 }
 
@@ -157,6 +161,12 @@ void add_suspend_command(CLI::App& app, const GlobalFlags& flags, bool suspend) 
 void add_delete_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<DeleteOptions>();
   auto* cmd = app.add_subcommand("delete", "Delete jobs by name, by label selector, or all");
+  add_examples(*cmd, R"(# Delete a job and wait until its pods are gone
+trainctl delete mnist --wait --timeout 2m
+# By TYPE/NAME, by label, or every job of the namespace
+trainctl delete pytorchjob/bert
+trainctl delete -l team=a
+trainctl delete --all)");
   opts->target.add_to(*cmd, JobTarget::Args::AnyNumber,
                       "Only this kind: tfjob, pytorchjob, mpijob");
   cmd->add_option("-l,--selector", opts->selector, "Delete the jobs matching this label selector");

@@ -225,6 +225,11 @@ void add_get_command(CLI::App& app, const GlobalFlags& flags) {
   opts->target.add_to(*cmd, JobTarget::Args::OneOrMore);
   cmd->add_option("-o,--output", opts->output, "Output format: json, yaml or name")
       ->check(one_of({"json", "yaml", "name"}));
+  add_examples(*cmd, R"(# One job: status, conditions, pods, PodGroup and events
+trainctl get mnist
+# As kubectl names it, or as -o name printed it; several at once
+trainctl get pytorchjob/bert tfjob.kubeflow.org/mnist
+trainctl get mnist -o yaml)");
   run_verb(*cmd, opts, flags);
 }
 

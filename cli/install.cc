@@ -162,6 +162,11 @@ void add_install_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--image", install->target.settings.image,
                   "The controller's container image (default: as packaged)");
   add_target_flags(*cmd, install->target);
+  add_examples(*cmd, R"(# Install (or upgrade) the CRDs and the controller
+trainctl install
+# Only the CRDs, or see what would be applied
+trainctl install --crds-only
+trainctl install --dry-run -o yaml)");
   run_verb(*cmd, install, flags);
 
   auto uninstall = std::make_shared<UninstallOptions>();
@@ -172,6 +177,8 @@ void add_install_command(CLI::App& app, const GlobalFlags& flags) {
   un->add_flag("--keep-crds", uninstall->keep_crds,
                "Keep the CustomResourceDefinitions, and with them every job and queue");
   add_target_flags(*un, uninstall->target);
+  add_examples(*un, R"(# Remove the controller but keep the CRDs, and with them every job and queue
+trainctl uninstall --keep-crds)");
   run_verb(*un, uninstall, flags);
 }
 

@@ -258,6 +258,17 @@ json JobFlags::values(const std::string& namespace_) const {
   return values;
 }
 
+std::string job_example(api::JobKind kind) {
+  switch (kind) {
+    case api::JobKind::TFJob:
+      return "tfjob --name mnist --image reg/tf:1 --ps 1 --workers 2 -- python train.py";
+    case api::JobKind::PyTorchJob:
+      return "pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1 -- torchrun train.py";
+    default:
+      return "mpijob --name pi --image reg/hvd:1 --workers 2 -- mpirun python train.py";
+  }
+}
+
 void add_job_flags(CLI::App& cmd, JobFlags& f) {
   using api::JobKind;
   const JobKind kind = f.kind;

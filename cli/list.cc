@@ -260,6 +260,13 @@ void add_list_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_flag("-w,--watch", opts->watch,
                 "After listing, print the job again each time one changes (as kubectl get -w), "
                 "until interrupted");
+  add_examples(*cmd, R"(# The jobs of the current namespace, then of all, with GPUs and nodes
+trainctl list
+trainctl list -A -o wide
+# Only failed PyTorchJobs of team a
+trainctl list --kind pytorchjob --status Failed -l team=a
+# Watch the jobs change, as kubectl get -w (Ctrl-C ends it)
+trainctl list -w)");
   run_verb(*cmd, opts, flags);
 }
 

@@ -101,6 +101,13 @@ void add_logs_command(CLI::App& app, const GlobalFlags& flags) {
   auto* cmd = app.add_subcommand(
       "logs", "Print the logs of every replica of a job, each line prefixed with its replica");
   opts->target.add_to(*cmd, JobTarget::Args::One);
+  add_examples(*cmd, R"(# Every replica's log, each line behind [worker-1]
+trainctl logs mnist
+# Follow the job until it finishes, new and restarted pods too
+trainctl logs -f pytorchjob/bert
+# One replica, its last 100 lines, or its previous run after a restart
+trainctl logs mnist --replica worker-1 --tail 100
+trainctl logs mnist --replica worker-1 --previous)");
   cmd->add_option("--replica", opts->replica,
                   "Only this replica, named <type>-<index> as in the prefix (e.g. worker-1)");
   cmd->add_flag("-f,--follow", opts->follow,

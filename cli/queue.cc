@@ -383,6 +383,9 @@ void add_queue_command(CLI::App& app, const GlobalFlags& flags) {
   auto create = std::make_shared<QueueCreateOptions>();
   auto* cmd = queue->add_subcommand(
       "create", "Create a queue with a capability (the resources its jobs may hold)");
+  add_examples(*cmd, R"(# A queue for team a: 16 GPUs, 64 CPUs, 512Gi of memory
+trainctl queue create team-a --gpus 16 --cpu 64 --memory 512Gi
+trainctl queue create team-b --capability amd.com/gpu=8 --dry-run -o yaml)");
   cmd->add_option("name", create->name, "The queue's name")->required();
   create->spec.add_to(*cmd, false);
   cmd->add_flag("--dry-run", create->dry_run, "Print what would be created; send nothing");
@@ -394,18 +397,24 @@ void add_queue_command(CLI::App& app, const GlobalFlags& flags) {
       "list",
       "List queues: state, weight, capability, what admitted jobs hold, and how many "
       "jobs are pending and running");
+  add_examples(*cmd, R"(trainctl queue list
+trainctl queue list -o wide)");
   cmd->alias("ls");
   add_output(*cmd, list->output, {"wide", "json", "yaml", "name"});
   run_verb(*cmd, list, flags);
 
   auto get = std::make_shared<QueueGetOptions>();
   cmd = queue->add_subcommand("get", "Show one queue");
+  add_examples(*cmd, R"(trainctl queue get team-a
+trainctl queue get team-a -o yaml)");
   add_name(*cmd, get->name);
   add_output(*cmd, get->output, {"wide", "json", "yaml", "name"});
   run_verb(*cmd, get, flags);
 
   auto update = std::make_shared<QueueUpdateOptions>();
   cmd = queue->add_subcommand("update", "Change a queue's capability, weight or reclaimable flag");
+  add_examples(*cmd, R"(# More GPUs, and no CPU limit any more
+trainctl queue update team-a --gpus 32 --capability cpu-)");
   add_name(*cmd, update->name);
   update->spec.add_to(*cmd, true);
   add_output(*cmd, update->output, {"json", "yaml", "name"});
@@ -418,12 +427,15 @@ void add_queue_command(CLI::App& app, const GlobalFlags& flags) {
         open ? "open" : "close",
         open ? "Open a queue: it admits jobs again"
              : "Close a queue: it admits no new jobs; admitted ones run to the end");
+    add_examples(*cmd, open ? "trainctl queue open team-a" : "trainctl queue close team-a");
     add_name(*cmd, state->name);
     run_verb(*cmd, state, flags);
   }
 
   auto remove = std::make_shared<QueueDeleteOptions>();
   cmd = queue->add_subcommand("delete", "Delete a Closed queue");
+  add_examples(*cmd, R"(trainctl queue close team-a
+trainctl queue delete team-a)");
   add_name(*cmd, remove->name);
   cmd->add_flag("--ignore-not-found", remove->ignore_not_found,
                 "Succeed when the queue does not exist");

@@ -62,8 +62,11 @@ void add_render_command(CLI::App& app, const GlobalFlags& flags) {
     add_job_flags(*cmd, job);
     cmd->add_option("-o,--output", opts->output, "yaml (default) or json")
         ->check(one_of({"yaml", "json"}));
+    add_examples(*cmd, fmt::format("trainctl render {}", job_example(kinds[i])));
     opts->kind_commands[i] = cmd;
   }
+  add_examples(*render, R"(# The PyTorchJob submit would create, without a cluster
+trainctl render pytorchjob --name bert --image reg/pt:1 --workers 3 -- python train.py)");
   run_verb(*render, opts, flags);
 }
 

@@ -363,8 +363,17 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
     add_job_flags(*cmd, job);
     add_write_flags(*cmd, opts->write);
     add_submit_wait_flags(*cmd, opts->follow);
+    add_examples(*cmd, fmt::format(R"(# Run it, follow it with its logs to the end, keep a report
+trainctl submit {}
+# Or first see what would be sent
+trainctl submit {} --dry-run=client)",
+                                   job_example(kinds[i]), job_example(kinds[i])));
     opts->kind_commands[i] = cmd;
   }
+  add_examples(*submit, R"(# From flags and the built-in template
+trainctl submit pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1 -- python train.py
+# From manifests; in CI, a fresh run each time, waited for
+trainctl submit -f job.yaml --if-exists replace --wait --logs --report report.json)");
   run_verb(*submit, opts, flags);
 }
 

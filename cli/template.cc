@@ -48,6 +48,7 @@ void add_template_command(CLI::App& app, const GlobalFlags& flags) {
   auto* tpl = app.add_subcommand("template", "List, show and export job templates");
   tpl->require_subcommand(1);
   auto* cmd = tpl->add_subcommand("list", "List the templates and where each is found");
+  add_examples(*cmd, "trainctl template list");
   run_verb(*cmd, std::make_shared<TemplateListOptions>(), flags);
 
   auto show = std::make_shared<TemplateShowOptions>();
@@ -55,6 +56,7 @@ void add_template_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("NAME", show->name, "Template name (tfjob, pytorchjob, mpijob, ...)")
       ->required()
       ->check(completes(ValueSource::Templates));
+  add_examples(*cmd, "trainctl template show pytorchjob");
   run_verb(*cmd, show, flags);
 
   auto exp = std::make_shared<TemplateExportOptions>();
@@ -64,6 +66,9 @@ void add_template_command(CLI::App& app, const GlobalFlags& flags) {
       ->check(completes(ValueSource::Templates));
   cmd->add_option("DIR", exp->dir, "Directory to write NAME.yaml.mustache into")->required();
   cmd->add_flag("--force", exp->force, "Overwrite an existing file");
+  add_examples(*cmd, R"(# Copy the PyTorchJob template to edit, then submit with it
+trainctl template export pytorchjob ~/.config/trainctl/templates
+trainctl submit pytorchjob --image reg/pt:1 -- python train.py)");
   run_verb(*cmd, exp, flags);
 }
 

@@ -58,6 +58,9 @@ void add_version_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_flag("--client", opts->client_only, "Print only the client version");
   cmd->add_option("-o,--output", opts->output, "Output format: json or yaml")
       ->check(one_of({"json", "yaml"}));
+  add_examples(*cmd, R"(# The client's and the server's version
+trainctl version
+trainctl version --client -o json)");
   run_verb(*cmd, opts, flags);
 }
 

@@ -258,6 +258,13 @@ void add_wait_command(CLI::App& app, const GlobalFlags& flags) {
                   "How long to wait, e.g. 90s, 10m, 2h; 0 checks once, a negative value waits "
                   "without limit")
       ->default_str("30s");
+  add_examples(*cmd, R"(# Wait up to an hour for a job to succeed (exit 1 if it fails, 4 on timeout)
+trainctl wait mnist --for=succeeded --timeout 1h
+# kubectl's spellings
+trainctl wait pytorchjob/bert --for=condition=Succeeded
+trainctl wait tfjob/mnist --for=delete --timeout 2m
+# A job that does not exist yet
+trainctl wait tfjob/later --for=created)");
   cmd->add_option("-o,--output", opts->output, "name or json instead of the `condition met` line");
   run_verb(*cmd, opts, flags);
 }
