@@ -138,6 +138,10 @@ TEST(DocsTest, VerbsHaveExamplesInHelpAndManPage) {
   EXPECT_THAT(help.out, ::testing::HasSubstr(
                             "Examples:\n  # Wait up to an hour for a job to succeed (exit 1 if it "
                             "fails, 4 on timeout)\n  trainctl wait mnist --for=succeeded"));
+  // and the connection flags, which CLI11 would show only in `trainctl --help`
+  EXPECT_THAT(help.out, ::testing::HasSubstr("Connection flags (as kubectl; see trainctl --help): "
+                                             "--kubeconfig, --context, --cluster, --user, "
+                                             "-n,--namespace, -s,--server"));
   for (const char* page : {"trainctl-list.1", "trainctl-get.1", "trainctl-delete.1",
                            "trainctl-logs.1", "trainctl-wait.1", "trainctl-submit-pytorchjob.1",
                            "trainctl-queue-create.1", "trainctl-install.1"}) {
