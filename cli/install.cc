@@ -95,18 +95,8 @@ struct InstallOptions {
   /// Jobs cannot be created until the API server serves the new kind (the CRD is Established).
   static void wait_until_served(kube::Client& client, const json& crd, Clock::time_point deadline) {
     const kube::Resource r = defined_resource(crd);
-    wait_for(
-        [&] {
-          try {
-            client.require_served(r);
-            return true;
-          } catch (const Error& e) {
-            if (e.kind() != ErrorKind::NotFound)
-              throw;
-            return false;
-          }
-        },
-        deadline, fmt::format("{} to be served", r.display_name()));
+    wait_for([&] { return client.serves(r); }, deadline,
+             fmt::format("{} to be served", r.display_name()));
   }
 };
 

@@ -49,17 +49,6 @@ NodesByJob nodes_by_job(kube::Client& client, std::string_view ns) {
   return nodes;
 }
 
-bool served(kube::Client& client, const kube::Resource& resource) {
-  try {
-    client.require_served(resource);
-    return true;
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::NotFound)
-      throw;
-    return false;
-  }
-}
-
 struct ListOptions {
   bool all_namespaces = false;
   std::string selector;
@@ -154,7 +143,7 @@ struct ListOptions {
       if (kind && *kind != info.kind)
         continue;
       const kube::Resource resource = kube::resources::job(info.kind);
-      if (!kind && !served(client, resource))
+      if (!kind && !client.serves(resource))
         continue;  // the cluster does not serve this kind: nothing of it to watch
       watchers.push_back(std::make_unique<kube::cache::Watcher>(
           client,
