@@ -14,6 +14,8 @@ std::optional<api::JobKind> kind_from_type(std::string_view type) {
   const std::string_view resource = std::string_view(lower).substr(0, dot);
   const std::string_view group =
       dot == std::string::npos ? std::string_view() : std::string_view(lower).substr(dot + 1);
+  if (dot != std::string::npos && group.empty())
+    return std::nullopt;  // "tfjob."
   for (const auto& info : api::job_kinds()) {
     const std::string_view kind_group = info.api_version.substr(0, info.api_version.find('/'));
     if (!group.empty() && group != kind_group)
