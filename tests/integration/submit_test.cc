@@ -15,6 +15,7 @@
 #include "error.h"
 #include "kube/resource.h"
 #include "tests/support/background_command.h"
+#include "tests/support/exec_kubeconfig.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
@@ -516,19 +517,8 @@ TEST_F(SubmitTest, AnExecCredentialPluginRunsOnceForSubmitWait) {
                  true);
   const auto ca = dir_.write("ca.crt", local_.sandbox().admin_config().tls.ca_pem);
   const auto config = dir_.write(
-      "exec-config", fmt::format(R"(apiVersion: v1
-kind: Config
-current-context: test
-clusters:
-- {{name: local, cluster: {{server: "{}", certificate-authority: "{}"}}}}
-users:
-- name: tester
-  user:
-    exec: {{apiVersion: client.authentication.k8s.io/v1, command: "{}", interactiveMode: Never}}
-contexts:
-- {{name: test, context: {{cluster: local, user: tester}}}}
-)",
-                                 local_.sandbox().server_url(), ca.string(), plugin.string()));
+      "exec-config",
+      testing::exec_plugin_kubeconfig(local_.sandbox().server_url(), plugin.string(), ca.string()));
   // No operator runs the job, so --wait gives up after 1s: create, then watch job and pods.
   RunResult r =
       run_submit(fmt::format("--kubeconfig {} submit tfjob --name once --image reg/tf:1 "
