@@ -1,10 +1,26 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 
 #include "global_flags.h"
 
 namespace trainctl::cli {
+
+/// The one shape of a verb, as kubectl's cmd packages have it: the flags fill an Options struct,
+/// and the verb's callback runs `Complete(flags)` (what the flags imply: defaults, parsed values,
+/// the command's Connection), then `Validate()` (bad input and bad combinations, before any
+/// request), then `Run()`. A verb with nothing to complete or validate leaves that step out.
+template <typename Options>
+void run_verb(CLI::App& cmd, std::shared_ptr<Options> opts, const GlobalFlags& flags) {
+  cmd.callback([opts, &flags] {
+    if constexpr (requires { opts->Complete(flags); })
+      opts->Complete(flags);
+    if constexpr (requires { opts->Validate(); })
+      opts->Validate();
+    opts->Run();
+  });
+}
 
 /// Each verb registers itself on the app; the callback it installs runs the verb and may throw
 /// trainctl::Error, which main() turns into a message and an exit code.

@@ -109,6 +109,20 @@ void write_completions(const std::filesystem::path& dir) {
     write_file(dir / name, content);
 }
 
+struct CompletionOptions {
+  std::string shell;
+
+  void Run() const {
+    static const std::map<std::string, Shell> kShells = {
+        {"bash", Shell::Bash}, {"zsh", Shell::Zsh}, {"fish", Shell::Fish}};
+    const auto it = kShells.find(shell);
+    if (it == kShells.end())
+      throw Error(ErrorKind::Usage,
+                  fmt::format("completion: unknown shell {:?}: use bash, zsh or fish", shell));
+    std::cout << completion_script(it->second);
+  }
+};
+
 struct DocsOptions {
   std::filesystem::path man_dir;
   std::filesystem::path completion_dir;
@@ -128,24 +142,20 @@ struct DocsOptions {
 
 }  // namespace
 
-void add_completion_command(CLI::App& app, const GlobalFlags&) {
-  auto shell = std::make_shared<std::string>();
+void add_completion_command(CLI::App& app, const GlobalFlags& flags) {
+  auto completion = std::make_shared<CompletionOptions>();
   auto* cmd =
       app.add_subcommand("completion", "Print the shell completion script for bash, zsh or fish");
   cmd->footer(
       "Load it in the current shell with `source <(trainctl completion bash)` (zsh likewise; fish: "
       "`trainctl completion fish | source`). Packages install the scripts where each shell finds "
       "them. Job, queue, namespace, context and template names are completed too.");
-  cmd->add_option("shell", *shell, "The shell")->required()->check(one_of({"bash", "zsh", "fish"}));
-  cmd->callback([shell] {
-    static const std::map<std::string, Shell> kShells = {
-        {"bash", Shell::Bash}, {"zsh", Shell::Zsh}, {"fish", Shell::Fish}};
-    const auto it = kShells.find(*shell);
-    if (it == kShells.end())
-      throw Error(ErrorKind::Usage,
-                  fmt::format("completion: unknown shell {:?}: use bash, zsh or fish", *shell));
-    std::cout << completion_script(it->second);
-  });
+  cmd->add_option("shell", completion->shell, "The shell")
+      ->required()
+      ->check(one_of({"bash", "zsh", "fish"}));
+  add_examples(*cmd, R"(source <(trainctl completion bash)
+trainctl completion fish | source)");
+  run_verb(*cmd, completion, flags);
 
   auto words = std::make_shared<std::vector<std::string>>();
   auto* complete_cmd = app.add_subcommand("__complete", "Complete the last word (for the scripts)");

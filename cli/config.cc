@@ -50,25 +50,39 @@ nlohmann::json resolved_view(const kube::RestConfig& c) {
   return doc;
 }
 
+/// The kubeconfig files as loaded, before flags pick a context and the namespace.
+kube::Kubeconfig load(const kube::ConfigOverrides& overrides) {
+  return kube::load_kubeconfig(overrides, kube::ConfigEnvironment::from_process());
+}
+
 struct ViewOptions {
   bool minify = false;
   bool raw = false;
   bool resolved = false;
   std::string output = "yaml";
 
-  void Run(const GlobalFlags& flags) const {
-    const OutputFormat format = parse_output_format(output);
-    if (format != OutputFormat::Yaml && format != OutputFormat::Json) {
+  Connection connection;
+  kube::ConfigOverrides overrides;
+  OutputFormat format = OutputFormat::Yaml;
+
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    overrides = flags.overrides;
+    format = parse_output_format(output);
+  }
+
+  void Validate() const {
+    if (format != OutputFormat::Yaml && format != OutputFormat::Json)
       throw Error(ErrorKind::Usage, "config view prints yaml or json");
-    }
+  }
+
+  void Run() {
     if (resolved) {
-      print_document(std::cout, resolved_view(flags.rest_config()), format);
+      print_document(std::cout, resolved_view(connection.config()), format);
       return;
     }
-    const auto env = kube::ConfigEnvironment::from_process();
-    const kube::Kubeconfig config = kube::load_kubeconfig(flags.overrides, env);
     const std::string yaml = kube::render_kubeconfig(
-        config, {.minify = minify, .context = flags.overrides.context, .raw = raw});
+        load(overrides), {.minify = minify, .context = overrides.context, .raw = raw});
     if (format == OutputFormat::Json) {
       print_document(std::cout, yaml_to_json(YAML::Load(yaml)), format);
     } else {
@@ -77,26 +91,48 @@ struct ViewOptions {
   }
 };
 
-void print_current_context(const GlobalFlags& flags) {
-  const auto config =
-      kube::load_kubeconfig(flags.overrides, kube::ConfigEnvironment::from_process());
-  if (config.current_context.empty())
-    throw Error(ErrorKind::Config, "current-context is not set");
-  std::cout << config.current_context << '\n';
-}
+struct CurrentContextOptions {
+  kube::ConfigOverrides overrides;
 
-void print_contexts(const GlobalFlags& flags) {
-  const auto config =
-      kube::load_kubeconfig(flags.overrides, kube::ConfigEnvironment::from_process());
-  const std::string current =
-      flags.overrides.context.empty() ? config.current_context : flags.overrides.context;
-  Table table{{"CURRENT", "NAME", "CLUSTER", "AUTHINFO", "NAMESPACE", "FILE"}, {}};
-  for (const auto& [name, ctx] : config.contexts) {
-    table.rows.push_back({name == current ? "*" : "", name, ctx.value.cluster, ctx.value.user,
-                          ctx.value.namespace_, ctx.file.string()});
+  void Complete(const GlobalFlags& flags) { overrides = flags.overrides; }
+
+  void Run() const {
+    const auto config = load(overrides);
+    if (config.current_context.empty())
+      throw Error(ErrorKind::Config, "current-context is not set");
+    std::cout << config.current_context << '\n';
   }
-  print_table(std::cout, table);
-}
+};
+
+struct GetContextsOptions {
+  kube::ConfigOverrides overrides;
+
+  void Complete(const GlobalFlags& flags) { overrides = flags.overrides; }
+
+  void Run() const {
+    const auto config = load(overrides);
+    const std::string current =
+        overrides.context.empty() ? config.current_context : overrides.context;
+    Table table{{"CURRENT", "NAME", "CLUSTER", "AUTHINFO", "NAMESPACE", "FILE"}, {}};
+    for (const auto& [name, ctx] : config.contexts) {
+      table.rows.push_back({name == current ? "*" : "", name, ctx.value.cluster, ctx.value.user,
+                            ctx.value.namespace_, ctx.file.string()});
+    }
+    print_table(std::cout, table);
+  }
+};
+
+struct UseContextOptions {
+  std::string name;
+  kube::ConfigOverrides overrides;
+
+  void Complete(const GlobalFlags& flags) { overrides = flags.overrides; }
+
+  void Run() const {
+    const auto file = kube::use_context(load(overrides), name);
+    std::cout << fmt::format("Switched to context \"{}\" (in {}).\n", name, file.string());
+  }
+};
 
 }  // namespace
 
@@ -105,32 +141,35 @@ void add_config_command(CLI::App& app, const GlobalFlags& flags) {
   config->require_subcommand(1);
 
   auto view = std::make_shared<ViewOptions>();
-  auto* view_cmd = config->add_subcommand("view", "Print the merged kubeconfig, secrets redacted");
-  view_cmd->add_flag("--minify", view->minify, "Only the current context and what it uses");
-  view_cmd->add_flag("--raw", view->raw, "Show tokens, passwords and certificate data");
-  view_cmd->add_flag("--resolved", view->resolved,
-                     "Show the connection trainctl will use after flags and in-cluster config");
-  view_cmd->add_option("-o,--output", view->output, "yaml (default) or json")
+  auto* cmd = config->add_subcommand("view", "Print the merged kubeconfig, secrets redacted");
+  cmd->add_flag("--minify", view->minify, "Only the current context and what it uses");
+  cmd->add_flag("--raw", view->raw, "Show tokens, passwords and certificate data");
+  cmd->add_flag("--resolved", view->resolved,
+                "Show the connection trainctl will use after flags and in-cluster config");
+  cmd->add_option("-o,--output", view->output, "yaml (default) or json")
       ->check(one_of({"yaml", "json"}));
-  view_cmd->callback([view, &flags] { view->Run(flags); });
+  add_examples(*cmd,
+               R"(# The merged kubeconfig, secrets redacted; only what the current context uses
+trainctl config view --minify
+# The connection trainctl will use after flags, KUBECONFIG and in-cluster config
+trainctl config view --resolved -n team-a)");
+  run_verb(*cmd, view, flags);
 
-  config->add_subcommand("current-context", "Print the current context")->callback([&flags] {
-    print_current_context(flags);
-  });
-  config->add_subcommand("get-contexts", "List contexts and the file defining each")
-      ->callback([&flags] { print_contexts(flags); });
+  cmd = config->add_subcommand("current-context", "Print the current context");
+  add_examples(*cmd, "trainctl config current-context");
+  run_verb(*cmd, std::make_shared<CurrentContextOptions>(), flags);
 
-  auto name = std::make_shared<std::string>();
-  auto* use = config->add_subcommand("use-context", "Set the current context");
-  use->add_option("NAME", *name, "Context name")
+  cmd = config->add_subcommand("get-contexts", "List contexts and the file defining each");
+  add_examples(*cmd, "trainctl config get-contexts --kubeconfig ~/.kube/config:other.yaml");
+  run_verb(*cmd, std::make_shared<GetContextsOptions>(), flags);
+
+  auto use = std::make_shared<UseContextOptions>();
+  cmd = config->add_subcommand("use-context", "Set the current context");
+  cmd->add_option("NAME", use->name, "Context name")
       ->required()
       ->check(completes(ValueSource::Contexts));
-  use->callback([name, &flags] {
-    const auto config =
-        kube::load_kubeconfig(flags.overrides, kube::ConfigEnvironment::from_process());
-    const auto file = kube::use_context(config, *name);
-    std::cout << fmt::format("Switched to context \"{}\" (in {}).\n", *name, file.string());
-  });
+  add_examples(*cmd, "trainctl config use-context trainctl-sandbox");
+  run_verb(*cmd, use, flags);
 }
 
 }  // namespace trainctl::cli

@@ -10,7 +10,9 @@
 #include <iostream>
 
 #include "commands.h"
+#include "docs.h"
 #include "controller/manager.h"
+#include "duration.h"
 #include "error.h"
 #include "kube/cache/leader_election.h"
 #include "log.h"
@@ -71,7 +73,7 @@ struct ControllerCommand {
   bool leader_elect = false;
   std::string leader_elect_namespace = "trainctl-system";
   std::string leader_elect_id = "trainctl-controller";
-  double lease_duration = 15, renew_deadline = 10, retry_period = 2;
+  std::string lease_duration = "15s", renew_deadline = "10s", retry_period = "2s";
   std::string metrics_address = ":8080";
   std::string health_address = ":8081";
   std::string gang_scheduler = "builtin";
@@ -84,8 +86,12 @@ struct ControllerCommand {
   // Complete: the manager's and the reconcilers' options from the flags.
   controller::ManagerOptions manager_options;
   controller::ControllerOptions controller_options;
+  Connection connection;
+  int verbosity = 0;
 
-  void complete(const GlobalFlags& flags) {
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    verbosity = flags.verbosity;
     manager_options.namespace_ = flags.overrides.namespace_;
     manager_options.metrics = parse_bind_address("--metrics-bind-address", metrics_address);
     manager_options.health = parse_bind_address("--health-probe-bind-address", health_address);
@@ -94,9 +100,12 @@ struct ControllerCommand {
           kube::cache::LeaderElectionConfig{.namespace_ = leader_elect_namespace,
                                             .name = leader_elect_id,
                                             .identity = default_identity(),
-                                            .lease_duration = to_duration(lease_duration),
-                                            .renew_deadline = to_duration(renew_deadline),
-                                            .retry_period = to_duration(retry_period)};
+                                            .lease_duration = parse_duration_flag(
+                                                "--leader-elect-lease-duration", lease_duration),
+                                            .renew_deadline = parse_duration_flag(
+                                                "--leader-elect-renew-deadline", renew_deadline),
+                                            .retry_period = parse_duration_flag(
+                                                "--leader-elect-retry-period", retry_period)};
     controller_options.workers = workers;
     controller_options.plan.gang_scheduler = parse_gang_scheduler(gang_scheduler);
     controller_options.plan.cluster_domain = cluster_domain;
@@ -105,28 +114,24 @@ struct ControllerCommand {
           .image = pytorch_init_container_image, .max_tries = pytorch_init_container_max_tries};
   }
 
-  void validate() const {
+  void Validate() const {
     if (workers < 1)
       throw Error(ErrorKind::Usage, "--workers: must be at least 1");
     if (pytorch_init_container_max_tries < 1)
       throw Error(ErrorKind::Usage, "--pytorch-init-container-max-tries: must be at least 1");
   }
 
-  void run(const GlobalFlags& flags) const {
+  void Run() {
     std::stop_source stop;
     controller::SignalHandler signals(stop);  // before any thread starts: they inherit the mask
-    Logger log(std::cerr, parse_log_format(log_format), flags.verbosity);
-    auto client = flags.client();
+    Logger log(std::cerr, parse_log_format(log_format), verbosity);
     controller::MetricsRegistry metrics;
     controller::declare_controller_metrics(metrics);
-    controller::Manager manager(*client, manager_options, metrics, log);
+    controller::Manager manager(connection.client(), manager_options, metrics, log);
     controller::add_reconcilers(manager, controller_options);
     manager.run(stop.get_token());
   }
 
-  static std::chrono::milliseconds to_duration(double seconds) {
-    return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
-  }
 };
 
 }  // namespace
@@ -149,13 +154,13 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--leader-elect-id", opts->leader_elect_id, "Name of the leader Lease")
       ->capture_default_str();
   cmd->add_option("--leader-elect-lease-duration", opts->lease_duration,
-                  "Seconds a lease stays valid without renewal")
+                  "How long a lease stays valid without renewal (15s, 1m; a plain number is seconds)")
       ->capture_default_str();
   cmd->add_option("--leader-elect-renew-deadline", opts->renew_deadline,
-                  "Seconds the leader keeps trying to renew before it gives up")
+                  "How long the leader keeps trying to renew before it gives up")
       ->capture_default_str();
   cmd->add_option("--leader-elect-retry-period", opts->retry_period,
-                  "Seconds between attempts to acquire or renew the lease")
+                  "How long to wait between attempts to acquire or renew the lease")
       ->capture_default_str();
   cmd->add_option("--metrics-bind-address", opts->metrics_address,
                   "Where /metrics (Prometheus) listens: :PORT, HOST:PORT, or 0 to disable")
@@ -183,11 +188,13 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--log-format", opts->log_format, "Log format: text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  cmd->callback([opts, &flags] {
-    opts->complete(flags);
-    opts->validate();
-    opts->run(flags);
-  });
+  add_examples(*cmd, R"(# Against the current kubeconfig context, every namespace (as the packaged Deployment runs)
+trainctl controller
+# One namespace, jobs admitted by Volcano's own scheduler, two replicas sharing a Lease
+trainctl controller -n team-a --gang-scheduler volcano --leader-elect
+# Next to a local sandbox, metrics on a free port
+trainctl controller --kubeconfig ~/.local/state/trainctl/sandbox/kubeconfig --metrics-bind-address 127.0.0.1:0)");
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

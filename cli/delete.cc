@@ -7,11 +7,12 @@
 
 #include "api/status.h"
 #include "commands.h"
-#include "controller/objects.h"
 #include "docs.h"
+#include "duration.h"
 #include "error.h"
-#include "job_follow.h"
 #include "job_lookup.h"
+#include "job_target.h"
+#include "job_watch.h"
 #include "json_access.h"
 
 namespace trainctl::cli {
@@ -20,40 +21,39 @@ namespace {
 using nlohmann::json;
 
 struct DeleteOptions {
-  std::vector<std::string> names;
+  JobTarget target;
   std::string selector;
   bool all = false;
-  std::string kind_flag;
   bool ignore_not_found = false;
   bool wait = false;
   std::string timeout = "5m";
 
-  std::string namespace_;
-  std::optional<api::JobKind> kind;
+  Connection connection;
   std::chrono::seconds wait_timeout{0};
 
   void Complete(const GlobalFlags& flags) {
-    namespace_ = flags.rest_config().default_namespace;
-    if (!kind_flag.empty())
-      kind = parse_kind_flag(kind_flag);
-    wait_timeout = std::chrono::ceil<std::chrono::seconds>(parse_duration("--timeout", timeout));
+    connection = Connection(flags);
+    target.Complete(connection);
+    wait_timeout =
+        std::chrono::ceil<std::chrono::seconds>(parse_duration_flag("--timeout", timeout));
   }
 
   void Validate() const {
-    const int ways = (names.empty() ? 0 : 1) + (selector.empty() ? 0 : 1) + (all ? 1 : 0);
+    const int ways = (target.jobs().empty() ? 0 : 1) + (selector.empty() ? 0 : 1) + (all ? 1 : 0);
     if (ways != 1) {
       throw Error(ErrorKind::Usage,
                   "delete needs exactly one of: job names, -l/--selector SELECTOR, or --all");
     }
   }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
+  void Run() {
+    kube::Client& client = connection.client();
     std::vector<std::string> missing;
-    std::vector<FoundJob> targets = names.empty() ? select(*client) : lookup(*client, missing);
+    std::vector<FoundJob> targets =
+        target.jobs().empty() ? select(client) : target.find_all(client, missing);
     std::vector<FoundJob> deleted;
     for (auto& job : targets) {
-      if (remove(*client, job))
+      if (remove(client, job))
         deleted.push_back(std::move(job));
       else
         missing.push_back(fmt::format("{} {:?} not found", api::kind_resource_name(job.kind),
@@ -61,7 +61,7 @@ struct DeleteOptions {
     }
     if (wait) {
       for (const auto& job : deleted)
-        wait_until_gone(*client, job);
+        wait_until_gone(client, job);
     }
     if (!missing.empty() && !ignore_not_found) {
       throw Error(ErrorKind::NotFound, fmt::format("{}", fmt::join(missing, "; ")), 404);
@@ -69,25 +69,10 @@ struct DeleteOptions {
   }
 
   std::vector<FoundJob> select(kube::Client& client) const {
-    std::vector<FoundJob> jobs = list_jobs(client, namespace_, selector, kind);
+    std::vector<FoundJob> jobs =
+        list_jobs(client, target.namespace_(), selector, target.kind_flag());
     if (jobs.empty())
-      std::cerr << fmt::format("No jobs found in {} namespace.", namespace_) << '\n';
-    return jobs;
-  }
-
-  /// Resolves every name before deleting any, so an ambiguous name deletes nothing; a missing
-  /// one is reported (in `missing`) after the others are deleted, as kubectl does.
-  std::vector<FoundJob> lookup(kube::Client& client, std::vector<std::string>& missing) const {
-    std::vector<FoundJob> jobs;
-    for (const auto& name : names) {
-      try {
-        jobs.push_back(find_job(client, namespace_, name, kind));
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::NotFound)
-          throw;
-        missing.push_back(e.message());
-      }
-    }
+      std::cerr << fmt::format("No jobs found in {} namespace.", target.namespace_()) << '\n';
     return jobs;
   }
 
@@ -98,7 +83,7 @@ struct DeleteOptions {
   /// job object. Returns false when the job was already gone.
   bool remove(kube::Client& client, const FoundJob& job) const {
     try {
-      client.remove(kube::resources::job(job.kind), namespace_, name_of(job.object),
+      client.remove(kube::resources::job(job.kind), target.namespace_(), name_of(job.object),
                     {.propagation_policy = "Foreground"});
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
@@ -113,8 +98,8 @@ struct DeleteOptions {
 
   void wait_until_gone(kube::Client& client, const FoundJob& job) const {
     const auto deadline = std::chrono::steady_clock::now() + wait_timeout;
-    if (!wait_until_deleted(client, kube::resources::job(job.kind), namespace_, name_of(job.object),
-                            uid_of(job.object), deadline)) {
+    if (!wait_until_deleted(client, kube::resources::job(job.kind), target.namespace_(),
+                            name_of(job.object), uid_of(job.object), deadline)) {
       throw Error(ErrorKind::WaitTimeout,
                   fmt::format("timed out after {} waiting for {} \"{}\" to be deleted",
                               api::human_duration(wait_timeout), api::kind_resource_name(job.kind),
@@ -125,32 +110,29 @@ struct DeleteOptions {
 
 /// suspend and resume: one merge patch of spec.runPolicy.suspend.
 struct SuspendOptions {
-  std::vector<std::string> names;
-  std::string kind_flag;
+  JobTarget target;
   bool suspend = true;
 
-  std::string namespace_;
-  std::optional<api::JobKind> kind;
+  Connection connection;
 
   void Complete(const GlobalFlags& flags) {
-    namespace_ = flags.rest_config().default_namespace;
-    if (!kind_flag.empty())
-      kind = parse_kind_flag(kind_flag);
+    connection = Connection(flags);
+    target.Complete(connection);
   }
 
   void Validate() const {
-    if (names.empty())
+    if (target.jobs().empty())
       throw Error(ErrorKind::Usage, fmt::format("{} needs a job name", verb()));
   }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
+  void Run() {
+    kube::Client& client = connection.client();
     const json patch = {{"spec", {{"runPolicy", {{"suspend", suspend}}}}}};
-    for (const auto& name : names) {
-      const FoundJob job = find_job(*client, namespace_, name, kind);
-      client->patch(kube::resources::job(job.kind), namespace_, name, kube::PatchType::Merge,
-                    patch);
-      std::cout << fmt::format("{}/{} {}", api::kind_resource_name(job.kind), name,
+    for (const auto& ref : target.jobs()) {
+      const FoundJob job = target.find(client, ref);
+      client.patch(kube::resources::job(job.kind), target.namespace_(), ref.name,
+                   kube::PatchType::Merge, patch);
+      std::cout << fmt::format("{}/{} {}", api::kind_resource_name(job.kind), ref.name,
                                suspend ? "suspended" : "resumed")
                 << '\n';
     }
@@ -166,16 +148,12 @@ void add_suspend_command(CLI::App& app, const GlobalFlags& flags, bool suspend) 
       std::string(opts->verb()),
       suspend ? "Suspend jobs: their pods are deleted, the jobs kept (spec.runPolicy.suspend)"
               : "Resume suspended jobs: their pods are created again");
-  cmd->add_option("jobs", opts->names, "Job names")
-      ->required()
-      ->check(completes(ValueSource::Jobs));
-  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
-      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Validate();
-    opts->Run(flags);
-  });
+  opts->target.add_to(*cmd, JobTarget::Args::OneOrMore);
+  add_examples(*cmd, fmt::format(R"(# {0} a job, or several
+trainctl {1} mnist
+trainctl {1} pytorchjob/bert tfjob/mnist)",
+                                 suspend ? "Suspend" : "Resume", opts->verb()));
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace
@@ -183,21 +161,22 @@ void add_suspend_command(CLI::App& app, const GlobalFlags& flags, bool suspend) 
 void add_delete_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<DeleteOptions>();
   auto* cmd = app.add_subcommand("delete", "Delete jobs by name, by label selector, or all");
-  cmd->add_option("jobs", opts->names, "Job names")->check(completes(ValueSource::Jobs));
+  add_examples(*cmd, R"(# Delete a job and wait until its pods are gone
+trainctl delete mnist --wait --timeout 2m
+# By TYPE/NAME, by label, or every job of the namespace
+trainctl delete pytorchjob/bert
+trainctl delete -l team=a
+trainctl delete --all)");
+  opts->target.add_to(*cmd, JobTarget::Args::AnyNumber,
+                      "Only this kind: tfjob, pytorchjob, mpijob");
   cmd->add_option("-l,--selector", opts->selector, "Delete the jobs matching this label selector");
   cmd->add_flag("--all", opts->all, "Delete every job in the namespace");
-  cmd->add_option("--kind", opts->kind_flag, "Only this kind: tfjob, pytorchjob, mpijob")
-      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
   cmd->add_flag("--ignore-not-found", opts->ignore_not_found,
                 "Succeed when a named job does not exist");
   cmd->add_flag("--wait", opts->wait, "Wait until the jobs and their pods are gone");
   cmd->add_option("--timeout", opts->timeout, "How long --wait waits (e.g. 90s, 5m, 2h)")
       ->capture_default_str();
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Validate();
-    opts->Run(flags);
-  });
+  run_verb(*cmd, opts, flags);
   add_suspend_command(app, flags, true);
   add_suspend_command(app, flags, false);
 }

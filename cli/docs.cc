@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <ranges>
 #include <set>
 #include <sstream>
 
@@ -15,6 +16,8 @@ namespace trainctl::cli {
 namespace {
 
 constexpr std::string_view kOneOf = "one-of";
+/// Where add_examples starts the examples in a footer.
+constexpr std::string_view kExamplesMarker = "Examples:\n";
 constexpr std::string_view kCompletesPrefix = "completes:";
 
 constexpr std::array<std::pair<ValueSource, std::string_view>, 5> kSourceNames{{
@@ -335,12 +338,33 @@ std::string synopsis(const CommandDoc& cmd) {
   return parts.empty() ? text : text + fmt::format("{}\n", fmt::join(parts, " "));
 }
 
+/// The EXAMPLES section: the lines add_examples put in the footer, verbatim.
+std::string examples_section(std::string_view examples) {
+  if (examples.empty())
+    return {};
+  std::string text = ".SH EXAMPLES\n.nf\n";
+  for (const auto line : std::views::split(examples, '\n')) {
+    const std::string_view l(line.begin(), line.end());
+    text += fmt::format("{}\n", roff(l.starts_with("  ") ? l.substr(2) : l));
+  }
+  return text + ".fi\n";
+}
+
 std::string command_page(const CommandDoc& root, const CommandDoc& cmd) {
   std::string text = title(cmd.page_name(), cmd.description);
   text += synopsis(cmd);
   text += fmt::format(".SH DESCRIPTION\n{}\n", roff(sentence(cmd.description)));
-  if (!cmd.footer.empty())
-    text += fmt::format(".PP\n{}\n", roff(cmd.footer));
+  const std::size_t marker = cmd.footer.find(kExamplesMarker);
+  std::string_view footer(cmd.footer);
+  std::string_view examples;
+  if (marker != std::string::npos) {
+    examples = footer.substr(marker + kExamplesMarker.size());
+    while (examples.ends_with('\n'))
+      examples.remove_suffix(1);
+    footer = trim(footer.substr(0, marker));
+  }
+  if (!footer.empty())
+    text += fmt::format(".PP\n{}\n", roff(footer));
   if (!cmd.aliases.empty())
     text += fmt::format(".PP\nAlso called \\fB{}\\fR.\n",
                         roff(fmt::format("{}", fmt::join(cmd.aliases, ", "))));
@@ -354,6 +378,7 @@ std::string command_page(const CommandDoc& root, const CommandDoc& cmd) {
   }
   text += fmt::format(".SH GLOBAL FLAGS\n{}\nas described in \\fBtrainctl\\fR(1).\n",
                       roff(fmt::format("{}", fmt::join(globals, ", "))));
+  text += examples_section(examples);
   text +=
       ".SH EXIT STATUS\n0 on success, 2 for usage and validation errors, 3 for API and "
       "connection errors; see \\fBtrainctl\\fR(1).\n";
@@ -371,6 +396,16 @@ std::string command_page(const CommandDoc& root, const CommandDoc& cmd) {
 CLI::Validator one_of(const std::vector<std::string>& values) {
   return CLI::Validator([](std::string&) { return std::string(); },
                         fmt::format("{{{}}}", fmt::join(values, ",")), std::string(kOneOf));
+}
+
+void add_examples(CLI::App& cmd, std::string_view examples) {
+  std::string footer = cmd.get_footer();
+  if (!footer.empty())
+    footer += "\n\n";
+  std::string indented;
+  for (const auto line : std::views::split(trim(examples), '\n'))
+    indented += fmt::format("  {}\n", trim(std::string_view(line.begin(), line.end())));
+  cmd.footer(footer + std::string(kExamplesMarker) + indented);
 }
 
 CLI::Validator completes(ValueSource source) {

@@ -26,6 +26,10 @@ enum class ValueSource {
 CLI::Validator one_of(const std::vector<std::string>& values);
 /// Annotates an option or positional argument whose values the shell looks up from `source`.
 CLI::Validator completes(ValueSource source);
+/// Gives a verb an Examples section, as kubectl has one per command: in --help (after the
+/// footer) and as EXAMPLES in its man page. `examples` is lines of `# what it does` followed by
+/// the command.
+void add_examples(CLI::App& cmd, std::string_view examples);
 
 /// A flag, option or positional argument as the generators see it.
 struct OptionDoc {

@@ -1,4 +1,5 @@
-// trainctl get JOB: one job's status, conditions, replicas (its pods), PodGroup and recent events.
+// trainctl get JOB...: each job's status, conditions, replicas (its pods), PodGroup and recent
+// events.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,9 +10,12 @@
 #include "commands.h"
 #include "docs.h"
 #include "error.h"
-#include "job_follow.h"
+#include "events.h"
 #include "job_lookup.h"
+#include "job_target.h"
+#include "json_access.h"
 #include "printer.h"
+#include "replicas.h"
 #include "text.h"
 #include "yaml_json.h"
 
@@ -20,7 +24,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxEvents = 10;
+constexpr size_t kEventsShown = 10;
 
 std::string or_none(std::string s) {
   return s.empty() ? "<none>" : s;
@@ -69,49 +73,71 @@ void print_section(std::ostream& out, std::string_view title, const Table& table
 }
 
 struct GetOptions {
-  std::string job;
-  std::string kind_flag;
+  JobTarget target;
   std::string output;
 
-  std::string namespace_;
-  std::optional<api::JobKind> kind;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
   void Complete(const GlobalFlags& flags) {
-    namespace_ = flags.rest_config().default_namespace;
+    connection = Connection(flags);
+    target.Complete(connection);
     format = parse_output_format(output);
-    if (!kind_flag.empty())
-      kind = parse_kind_flag(kind_flag);
   }
 
   void Validate() const {
-    if (job.empty())
+    if (target.jobs().empty())
       throw Error(ErrorKind::Usage, "get needs a job name");
   }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
-    const FoundJob found = find_job(*client, namespace_, job, kind);
+  /// Every job found is shown; a missing one is reported after the others, as kubectl does.
+  void Run() {
+    kube::Client& client = connection.client();
+    std::vector<std::string> missing;
+    const std::vector<FoundJob> found = target.find_all(client, missing);
+    print(client, found);
+    if (!missing.empty())
+      throw Error(ErrorKind::NotFound, fmt::format("{}", fmt::join(missing, "; ")), 404);
+  }
+
+  void print(kube::Client& client, const std::vector<FoundJob>& found) const {
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
-      print_document(std::cout, found.object, format);
+      if (found.size() == 1 && target.jobs().size() == 1) {
+        print_document(std::cout, found[0].object, format);
+        return;
+      }
+      json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
+      for (const auto& f : found)
+        list["items"].push_back(f.object);
+      print_document(std::cout, list, format);
       return;
     }
-    if (format == OutputFormat::Name) {
-      print_name(std::cout, found.object, api::kind_resource_name(found.kind));
-      return;
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      if (format == OutputFormat::Name) {
+        print_name(std::cout, found[i].object, api::kind_resource_name(found[i].kind));
+        continue;
+      }
+      if (i > 0)
+        std::cout << '\n';
+      describe(client, found[i]);
     }
+  }
+
+  void describe(kube::Client& client, const FoundJob& found) const {
+    const std::string job = name_of(found.object);
     const auto now = std::chrono::system_clock::now();
-    const json group = podgroup(*client);
+    const json group = podgroup(client, job);
     print_summary(found, group, now);
     print_conditions(found.object, now);
-    const json pods = client
-                          ->list_all(kube::resources::pods(), namespace_,
-                                     {.label_selector = replica_selector(job)})
-                          .value("items", json::array());
+    const json pods =
+        client.list_all(kube::resources::pods(), ns(), {.label_selector = replica_selector(job)})
+            .value("items", json::array());
     print_replicas(pods, now);
-    print_podgroup(group);
-    print_events(*client, pods, now);
+    print_podgroup(group, job);
+    print_events(client, job, pods, now);
   }
+
+  const std::string& ns() const { return target.namespace_(); }
 
   void print_summary(const FoundJob& found, const json& group,
                      std::chrono::system_clock::time_point now) const {
@@ -121,8 +147,8 @@ struct GetOptions {
         created.is_string() ? fmt::format("{} ({} ago)", created.get<std::string>(),
                                           api::human_duration_or_none(api::age_of(created, now)))
                             : "<none>";
-    print_fields(std::cout, {{"Name", job},
-                             {"Namespace", namespace_},
+    print_fields(std::cout, {{"Name", name_of(j)},
+                             {"Namespace", ns()},
                              {"Kind", std::string(api::job_kind_info(found.kind).name)},
                              {"Status", api::display_status(j, group)},
                              {"Replicas", api::replicas_column(j)},
@@ -151,7 +177,7 @@ struct GetOptions {
     for (const auto& pod : sorted) {
       const json& meta = pod["metadata"];
       table.rows.push_back(
-          {replica_name(pod), meta.value("name", ""),
+          {replica_display_name(pod), meta.value("name", ""),
            or_none(string_at(pod, "/status/phase"_json_pointer)),
            or_none(string_at(pod, "/spec/nodeName"_json_pointer)), std::to_string(restarts(pod)),
            exit_code_of(pod),
@@ -161,9 +187,9 @@ struct GetOptions {
   }
 
   /// The job's PodGroup, null when it has none or Volcano's CRDs are not installed.
-  json podgroup(kube::Client& client) const {
+  json podgroup(kube::Client& client, const std::string& job) const {
     try {
-      return client.get(kube::resources::podgroups(), namespace_, job);
+      return client.get(kube::resources::podgroups(), ns(), job);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
         throw;
@@ -171,7 +197,7 @@ struct GetOptions {
     }
   }
 
-  void print_podgroup(const json& group) const {
+  void print_podgroup(const json& group, const std::string& job) const {
     if (group.is_null())
       return;
     Table table{{"NAME", "PHASE", "MIN-MEMBER", "QUEUE"}, {}};
@@ -182,12 +208,12 @@ struct GetOptions {
   }
 
   /// The job's events and its pods' (one field-selected LIST each, bounded by the replicas).
-  void print_events(kube::Client& client, const json& pods,
+  void print_events(kube::Client& client, const std::string& job, const json& pods,
                     std::chrono::system_clock::time_point now) const {
     std::vector<std::string> names{job};
     for (const auto& pod : pods)
       names.push_back(pod["metadata"].value("name", ""));
-    const std::vector<json> events = recent_events(client, namespace_, names, kMaxEvents);
+    const std::vector<json> events = recent_events(client, ns(), names, kEventsShown);
     Table table{{"TYPE", "REASON", "OBJECT", "AGE", "MESSAGE"}, {}};
     for (const auto& e : events) {
       table.rows.push_back(
@@ -204,19 +230,16 @@ struct GetOptions {
 
 void add_get_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<GetOptions>();
-  auto* cmd = app.add_subcommand("get", "Show one job: status, conditions, replicas and events");
-  cmd->add_option("job", opts->job, "The job's name")
-      ->required()
-      ->check(completes(ValueSource::Jobs));
-  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
-      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  auto* cmd = app.add_subcommand("get", "Show jobs: status, conditions, replicas and events");
+  opts->target.add_to(*cmd, JobTarget::Args::OneOrMore);
   cmd->add_option("-o,--output", opts->output, "Output format: json, yaml or name")
       ->check(one_of({"json", "yaml", "name"}));
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Validate();
-    opts->Run(flags);
-  });
+  add_examples(*cmd, R"(# One job: status, conditions, pods, PodGroup and events
+trainctl get mnist
+# As kubectl names it, or as -o name printed it; several at once
+trainctl get pytorchjob/bert tfjob.kubeflow.org/mnist
+trainctl get mnist -o yaml)");
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

@@ -1,12 +1,49 @@
 #include "global_flags.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "docs.h"
 
 namespace trainctl::cli {
 
+namespace {
+
+constexpr const char* kConnectionGroup = "Connection (as kubectl)";
+
+/// Ends every verb's --help with the connection flags it takes too: CLI11 lists them only in the
+/// root's help, since they are defined there.
+class VerbHelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_footer(const CLI::App* app) const override {
+    std::string footer = CLI::Formatter::make_footer(app);
+    if (app->get_parent() == nullptr)
+      return footer;
+    while (footer.ends_with('\n'))
+      footer.pop_back();
+    const CLI::App* root = app;
+    while (root->get_parent() != nullptr)
+      root = root->get_parent();
+    std::vector<std::string> names;
+    for (const CLI::Option* o : root->get_options()) {
+      if (o->get_group() == kConnectionGroup)
+        names.push_back(o->get_name(false, true));
+    }
+    return fmt::format("{}{}Connection flags (as kubectl; see trainctl --help): {}\n", footer,
+                       footer.empty() ? "" : "\n\n", fmt::join(names, ", "));
+  }
+};
+
+}  // namespace
+
 void add_global_flags(CLI::App& app, GlobalFlags& flags) {
+  app.formatter(std::make_shared<VerbHelpFormatter>());  // before the verbs, which inherit it
   auto& o = flags.overrides;
-  const char* group = "Connection (as kubectl)";
+  const char* group = kConnectionGroup;
   app.add_option("--kubeconfig", o.kubeconfig, "Path to the kubeconfig file to use")->group(group);
   app.add_option("--context", o.context, "The kubeconfig context to use")
       ->group(group)
@@ -51,8 +88,16 @@ kube::RestConfig GlobalFlags::rest_config() const {
   return config;
 }
 
-std::unique_ptr<kube::Client> GlobalFlags::client() const {
-  return std::make_unique<kube::Client>(rest_config());
+const kube::RestConfig& Connection::config() {
+  if (!config_)
+    config_ = flags_->rest_config();
+  return *config_;
+}
+
+kube::Client& Connection::client() {
+  if (!client_)
+    client_ = std::make_unique<kube::Client>(config());
+  return *client_;
 }
 
 }  // namespace trainctl::cli

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kube/client.h"
@@ -14,10 +15,29 @@ struct GlobalFlags {
   kube::ConfigOverrides overrides;
   int verbosity = 0;
 
-  /// Resolves the kubeconfig, environment and flags into a rest config.
+  /// Resolves the kubeconfig, environment and flags into a rest config. Verbs resolve it once,
+  /// through their Connection.
   kube::RestConfig rest_config() const;
-  /// A client for the resolved config.
-  std::unique_ptr<kube::Client> client() const;
+};
+
+/// One command's connection, as kubectl's cmdutil.Factory hands one to a command: the kubeconfig,
+/// environment and flags resolved once (on first use) and one client made from that, shared by
+/// every step of the command, so an exec credential plugin runs once per command. Verbs that work
+/// offline (render, submit --dry-run=client) never use it, so they need no kubeconfig.
+class Connection {
+ public:
+  Connection() = default;
+  explicit Connection(const GlobalFlags& flags) : flags_(&flags) {}
+
+  const kube::RestConfig& config();
+  kube::Client& client();
+  /// The namespace the command works in: -n, else the context's, else "default".
+  const std::string& namespace_() { return config().default_namespace; }
+
+ private:
+  const GlobalFlags* flags_ = nullptr;
+  std::optional<kube::RestConfig> config_;
+  std::unique_ptr<kube::Client> client_;
 };
 
 /// Registers the global flags on the top-level app; subcommands inherit them.

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "commands.h"
+#include "duration.h"
 #include "error.h"
 #include "install_manifests.h"
-#include "job_follow.h"
 #include "json_access.h"
 #include "printer.h"
 
@@ -44,17 +44,19 @@ bool gone(kube::Client& client, const json& object) {
 }
 
 /// Flags shared by install and uninstall: the namespace (the global -n/--namespace, else
-/// trainctl-system) and how long to wait.
+/// trainctl-system) and how long to wait; and the command's connection.
 struct TargetFlags {
   std::string timeout = "2m";
 
   InstallSettings settings;
   Clock::duration wait_timeout{};
+  Connection connection;
 
   void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
     if (!flags.overrides.namespace_.empty())
       settings.ns = flags.overrides.namespace_;
-    wait_timeout = parse_duration("--timeout", timeout);
+    wait_timeout = parse_duration_flag("--timeout", timeout);
   }
 };
 
@@ -62,6 +64,8 @@ struct InstallOptions {
   TargetFlags target;
   bool dry_run = false;
   std::string output;
+
+  void Complete(const GlobalFlags& flags) { target.Complete(flags); }
 
   void Validate() const {
     const OutputFormat format = parse_output_format(output.empty() ? "yaml" : output);
@@ -71,38 +75,28 @@ struct InstallOptions {
       throw Error(ErrorKind::Usage, "install: -o/--output only goes with --dry-run");
   }
 
-  void Run(const GlobalFlags& flags) const {
+  void Run() {
     const std::vector<json> objects = install_objects(target.settings);
     if (dry_run) {
       print_documents(std::cout, objects, parse_output_format(output.empty() ? "yaml" : output));
       return;
     }
-    auto client = flags.client();
+    kube::Client& client = target.connection.client();
     const auto deadline = Clock::now() + target.wait_timeout;
     for (const json& object : objects) {
-      client->patch(resource_of(object), namespace_of(object), name_of(object),
-                    kube::PatchType::Apply, object, {.field_manager = "trainctl", .force = true});
+      client.patch(resource_of(object), namespace_of(object), name_of(object),
+                   kube::PatchType::Apply, object, {.field_manager = "trainctl", .force = true});
       std::cout << display_name(object) << " serverside-applied\n";
       if (is_crd(object))
-        wait_until_served(*client, object, deadline);
+        wait_until_served(client, object, deadline);
     }
   }
 
   /// Jobs cannot be created until the API server serves the new kind (the CRD is Established).
   static void wait_until_served(kube::Client& client, const json& crd, Clock::time_point deadline) {
     const kube::Resource r = defined_resource(crd);
-    wait_for(
-        [&] {
-          try {
-            client.require_served(r);
-            return true;
-          } catch (const Error& e) {
-            if (e.kind() != ErrorKind::NotFound)
-              throw;
-            return false;
-          }
-        },
-        deadline, fmt::format("{} to be served", r.display_name()));
+    wait_for([&] { return client.serves(r); }, deadline,
+             fmt::format("{} to be served", r.display_name()));
   }
 };
 
@@ -110,14 +104,16 @@ struct UninstallOptions {
   TargetFlags target;
   bool keep_crds = false;
 
-  void Run(const GlobalFlags& flags) const {
+  void Complete(const GlobalFlags& flags) { target.Complete(flags); }
+
+  void Run() {
     std::vector<json> objects = install_objects(target.settings);
     std::erase_if(objects, [&](const json& o) { return keep_crds && is_crd(o); });
-    auto client = flags.client();
+    kube::Client& client = target.connection.client();
     std::vector<json> deleted;
     for (auto it = objects.rbegin(); it != objects.rend(); ++it) {
       try {
-        client->remove(resource_of(*it), namespace_of(*it), name_of(*it));
+        client.remove(resource_of(*it), namespace_of(*it), name_of(*it));
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::NotFound)
           throw;
@@ -128,7 +124,7 @@ struct UninstallOptions {
     }
     const auto deadline = Clock::now() + target.wait_timeout;
     for (const json& object : deleted) {
-      wait_for([&] { return gone(*client, object); }, deadline,
+      wait_for([&] { return gone(client, object); }, deadline,
                fmt::format("{} to be deleted", display_name(object)));
     }
   }
@@ -156,11 +152,12 @@ void add_install_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--image", install->target.settings.image,
                   "The controller's container image (default: as packaged)");
   add_target_flags(*cmd, install->target);
-  cmd->callback([install, &flags] {
-    install->target.Complete(flags);
-    install->Validate();
-    install->Run(flags);
-  });
+  add_examples(*cmd, R"(# Install (or upgrade) the CRDs and the controller
+trainctl install
+# Only the CRDs, or see what would be applied
+trainctl install --crds-only
+trainctl install --dry-run -o yaml)");
+  run_verb(*cmd, install, flags);
 
   auto uninstall = std::make_shared<UninstallOptions>();
   auto* un = app.add_subcommand(
@@ -170,10 +167,9 @@ void add_install_command(CLI::App& app, const GlobalFlags& flags) {
   un->add_flag("--keep-crds", uninstall->keep_crds,
                "Keep the CustomResourceDefinitions, and with them every job and queue");
   add_target_flags(*un, uninstall->target);
-  un->callback([uninstall, &flags] {
-    uninstall->target.Complete(flags);
-    uninstall->Run(flags);
-  });
+  add_examples(*un, R"(# Remove the controller but keep the CRDs, and with them every job and queue
+trainctl uninstall --keep-crds)");
+  run_verb(*un, uninstall, flags);
 }
 
 }  // namespace trainctl::cli

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <tuple>
 
-#include "controller/objects.h"
 #include "error.h"
 #include "text.h"
 
@@ -95,13 +94,17 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
                 "pytorchjobs or mpijobs.kubeflow.org): run `trainctl install`",
                 404);
   }
+  sort_jobs(jobs);
+  return jobs;
+}
+
+void sort_jobs(std::vector<FoundJob>& jobs) {
   auto key = [](const FoundJob& j) {
     const json& meta = j.object["metadata"];
     return std::tuple(meta.value("namespace", ""), meta.value("name", ""), j.kind);
   };
   std::sort(jobs.begin(), jobs.end(),
             [&key](const FoundJob& a, const FoundJob& b) { return key(a) < key(b); });
-  return jobs;
 }
 
 }  // namespace trainctl::cli

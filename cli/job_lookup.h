@@ -24,6 +24,8 @@ api::JobKind parse_kind_flag(std::string_view value);
 /// kind), Usage when several kinds do.
 FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view name,
                   std::optional<api::JobKind> kind);
+/// Sorts jobs by namespace, name and kind, as list_jobs returns them.
+void sort_jobs(std::vector<FoundJob>& jobs);
 /// The jobs matching `label_selector` in `ns` ("" = all namespaces), sorted by namespace/name
 ///. Kinds the cluster does not serve are skipped unless `kind` names one, or it serves none:
 /// then NotFound with `trainctl install` advice.

@@ -11,6 +11,7 @@
 #include "api/validation.h"
 #include "api/well_known.h"
 #include "docs.h"
+#include "duration.h"
 #include "error.h"
 #include "render/render.h"
 #include "render/value_schema.h"
@@ -132,6 +133,23 @@ void put_string(json& v, const char* key, const std::string& value) {
     v[key] = value;
 }
 
+/// Turns a duration ("2h", "90s"; a bare number is seconds) into whole seconds, rounded up, for
+/// the options that set a *Seconds field.
+CLI::Validator whole_seconds() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        const auto d = parse_duration(value);
+        if (!d)
+          return fmt::format(
+              "{:?} is not a duration such as 90s, 30m or 2h, nor a whole "
+              "number of seconds",
+              value);
+        value = std::to_string(std::chrono::ceil<std::chrono::seconds>(*d).count());
+        return "";
+      },
+      "", "whole-seconds");
+}
+
 }  // namespace
 
 bool JobFlags::was_given(const std::string& option) const {
@@ -231,6 +249,17 @@ json JobFlags::values(const std::string& namespace_) const {
   return values;
 }
 
+std::string job_example(api::JobKind kind) {
+  switch (kind) {
+    case api::JobKind::TFJob:
+      return "tfjob --name mnist --image reg/tf:1 --ps 1 --workers 2 -- python train.py";
+    case api::JobKind::PyTorchJob:
+      return "pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1 -- torchrun train.py";
+    default:
+      return "mpijob --name pi --image reg/hvd:1 --workers 2 -- mpirun python train.py";
+  }
+}
+
 void add_job_flags(CLI::App& cmd, JobFlags& f) {
   using api::JobKind;
   const JobKind kind = f.kind;
@@ -323,11 +352,16 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
   given("backoffLimit",
         cmd.add_option("--backoff-limit", f.backoff_limit, "Retries before the job fails")
             ->group(run));
-  given(
-      "activeDeadlineSeconds",
-      cmd.add_option("--active-deadline", f.active_deadline, "activeDeadlineSeconds")->group(run));
+  given("activeDeadlineSeconds",
+        cmd.add_option("--active-deadline", f.active_deadline,
+                       "activeDeadlineSeconds: how long the job may run, e.g. 2h or 7200")
+            ->group(run)
+            ->transform(whole_seconds()));
   given("ttlSecondsAfterFinished",
-        cmd.add_option("--ttl", f.ttl, "ttlSecondsAfterFinished")->group(run));
+        cmd.add_option("--ttl", f.ttl,
+                       "ttlSecondsAfterFinished: how long a finished job is kept, e.g. 10m or 600")
+            ->group(run)
+            ->transform(whole_seconds()));
   cmd.add_option("--clean-pod-policy", f.clean_pod_policy, "None, Running or All")
       ->group(run)
       ->check(one_of(allowed_values(kind, "cleanPodPolicy")));

@@ -2,9 +2,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
+#include <stop_token>
 #include <tuple>
 
 #include "api/status.h"
@@ -13,6 +18,7 @@
 #include "docs.h"
 #include "error.h"
 #include "job_lookup.h"
+#include "kube/cache/watcher.h"
 #include "printer.h"
 #include "text.h"
 #include "yaml_json.h"
@@ -79,13 +85,16 @@ struct ListOptions {
   std::string queue;
   std::string status;
   std::string output;
+  bool watch = false;
 
+  Connection connection;
   std::string namespace_;  // "" with -A
   std::optional<api::JobKind> kind;
   OutputFormat format = OutputFormat::Table;
 
   void Complete(const GlobalFlags& flags) {
-    namespace_ = all_namespaces ? "" : flags.rest_config().default_namespace;
+    connection = Connection(flags);
+    namespace_ = all_namespaces ? "" : connection.namespace_();
     format = parse_output_format(output);
     if (!kind_flag.empty())
       kind = parse_kind_flag(kind_flag);
@@ -117,10 +126,18 @@ struct ListOptions {
                               : queue_name;
   }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
-    std::vector<FoundJob> jobs = list_jobs(*client, namespace_, selector, kind);
-    const PodGroups groups = jobs.empty() ? PodGroups{} : podgroups_by_name(*client, namespace_);
+  void Run() {
+    kube::Client& client = connection.client();
+    if (watch) {
+      Watch(client);
+      return;
+    }
+    print(client, list_jobs(client, namespace_, selector, kind));
+  }
+
+  /// Prints the jobs as -o asks, leaving out those --queue and --status do not select.
+  void print(kube::Client& client, std::vector<FoundJob> jobs) const {
+    const PodGroups groups = jobs.empty() ? PodGroups{} : podgroups_by_name(client, namespace_);
     std::erase_if(jobs, [&](const FoundJob& j) { return !selected(j.object, groups); });
 
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
@@ -144,7 +161,76 @@ struct ListOptions {
         print_name(std::cout, j.object, api::kind_resource_name(j.kind));
       return;
     }
-    print_table(std::cout, table(*client, jobs, groups));
+    print_table(std::cout, table(client, jobs, groups));
+  }
+
+  /// -w, as kubectl get -w: the jobs as they are, then one more row (or document, or name) each
+  /// time a selected job changes, until interrupted. The table comes from the watchers' own LISTs,
+  /// so no change between the table and the watch is lost.
+  void Watch(kube::Client& client) {
+    std::mutex mu;
+    std::condition_variable_any ended;
+    bool live = false;  // the table is out: print each change from now on
+    auto changed = [&](api::JobKind k, const json& object) {
+      std::lock_guard lock(mu);
+      if (!live)
+        return;
+      // The job's gang decides Queued: read the PodGroups as they are now.
+      const PodGroups groups = podgroups_by_name(client, namespace_);
+      if (selected(object, groups))
+        print_change(client, {k, object}, groups);
+    };
+    std::vector<std::unique_ptr<kube::cache::Watcher>> watchers;
+    for (const auto& info : api::job_kinds()) {
+      if (kind && *kind != info.kind)
+        continue;
+      const kube::Resource resource = kube::resources::job(info.kind);
+      if (!kind && !client.serves(resource))
+        continue;  // the cluster does not serve this kind: nothing of it to watch
+      watchers.push_back(std::make_unique<kube::cache::Watcher>(
+          client,
+          kube::cache::InformerOptions{
+              .resource = resource, .namespace_ = namespace_, .label_selector = selector},
+          kube::cache::EventHandlers{
+              .on_add = [&changed, k = info.kind](const json& o) { changed(k, o); },
+              .on_update = [&changed, k = info.kind](const json&, const json& o) { changed(k, o); },
+              .on_delete = [&changed, k = info.kind](const json& o) { changed(k, o); }},
+          [](const Error&) { return true; }));
+      watchers.back()->start();
+    }
+    std::unique_lock lock(mu);
+    std::vector<FoundJob> jobs;
+    for (const auto& w : watchers) {
+      const api::JobKind k = *api::job_kind_from_name(w->informer().resource().kind);
+      for (auto& object : w->informer().list())
+        jobs.push_back({k, std::move(object)});
+    }
+    sort_jobs(jobs);
+    print(client, std::move(jobs));
+    std::cout << std::flush;
+    live = true;
+    using WakeUp = std::stop_callback<std::function<void()>>;
+    std::vector<std::unique_ptr<WakeUp>> wake;
+    for (const auto& w : watchers)
+      wake.push_back(std::make_unique<WakeUp>(w->stopped(), [&ended] { ended.notify_all(); }));
+    ended.wait(lock, [&] {
+      return std::any_of(watchers.begin(), watchers.end(),
+                         [](const auto& w) { return w->stopped().stop_requested(); });
+    });
+    lock.unlock();
+    for (const auto& w : watchers)
+      w->rethrow();
+  }
+
+  /// One change under -w: a table row without the headers, or the object as -o asks.
+  void print_change(kube::Client& client, const FoundJob& job, const PodGroups& groups) const {
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml)
+      print_document(std::cout, job.object, format);
+    else if (format == OutputFormat::Name)
+      print_name(std::cout, job.object, api::kind_resource_name(job.kind));
+    else
+      print_rows(std::cout, table(client, {job}, groups));
+    std::cout << std::flush;
   }
 
   Table table(kube::Client& client, const std::vector<FoundJob>& jobs,
@@ -203,11 +289,17 @@ void add_list_command(CLI::App& app, const GlobalFlags& flags) {
                       "Failed", "Suspended"}));
   cmd->add_option("-o,--output", opts->output, "Output format: wide, json, yaml or name")
       ->check(one_of({"wide", "json", "yaml", "name"}));
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Validate();
-    opts->Run(flags);
-  });
+  cmd->add_flag("-w,--watch", opts->watch,
+                "After listing, print the job again each time one changes (as kubectl get -w), "
+                "until interrupted");
+  add_examples(*cmd, R"(# The jobs of the current namespace, then of all, with GPUs and nodes
+trainctl list
+trainctl list -A -o wide
+# Only failed PyTorchJobs of team a
+trainctl list --kind pytorchjob --status Failed -l team=a
+# Watch the jobs change, as kubectl get -w (Ctrl-C ends it)
+trainctl list -w)");
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

@@ -9,11 +9,11 @@
 
 #include "api/status.h"
 #include "commands.h"
-#include "controller/objects.h"
 #include "docs.h"
+#include "duration.h"
 #include "error.h"
-#include "job_follow.h"
-#include "job_lookup.h"
+#include "job_target.h"
+#include "log_stream.h"
 #include "text.h"
 
 namespace trainctl::cli {
@@ -22,8 +22,7 @@ namespace {
 using nlohmann::json;
 
 struct LogsOptions {
-  std::string job;
-  std::string kind_flag;
+  JobTarget target;
   std::string replica;
   bool follow = false;
   std::string since;
@@ -32,24 +31,24 @@ struct LogsOptions {
   bool previous = false;
   bool prefix = true;
 
+  Connection connection;
   LogSelection selection;
-  std::optional<api::JobKind> kind;
 
   void Complete(const GlobalFlags& flags) {
-    selection.ns = flags.rest_config().default_namespace;
-    selection.job = job;
+    connection = Connection(flags);
+    target.Complete(connection);
+    selection.ns = target.namespace_();
+    selection.job = target.job().name;
     selection.replica = to_lower(replica);
     selection.timestamps = timestamps;
     selection.previous = previous;
     if (tail >= 0)
       selection.tail_lines = tail;
     if (!since.empty()) {
-      const auto d = parse_duration("--since", since);
+      const auto d = parse_duration_flag("--since", since);
       selection.since_seconds =
           std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(d).count());
     }
-    if (!kind_flag.empty())
-      kind = parse_kind_flag(kind_flag);
   }
 
   void Validate() const {
@@ -57,23 +56,24 @@ struct LogsOptions {
       throw Error(ErrorKind::Usage, "logs: --previous cannot be combined with -f/--follow");
   }
 
-  void Run(const GlobalFlags& flags) {
-    auto client = flags.client();
-    const FoundJob found = find_job(*client, selection.ns, job, kind);
+  void Run() {
+    kube::Client& client = connection.client();
+    const std::string& job = selection.job;
+    const FoundJob found = target.find(client, target.job());
     selection.kind = found.kind;
     FollowOutput out(std::cout, prefix, prefix && color_allowed(STDOUT_FILENO), /*live=*/false);
     if (!follow) {
-      print_logs(*client, found, out);
+      print_logs(client, found, out);
       return;
     }
-    PodWatch pods(*client, selection.ns, job);
+    PodWatch pods(client, selection.ns, job);
     // The logs are what was asked for: a replica's that cannot be read ends the command.
-    LogFollower follower(*client, selection, out, pods, LogFailure::Fail);
+    LogFollower follower(client, selection, out, pods, LogFailure::Fail);
     pods.start();
     bool finished = false;
     try {
       finished = watch_job(
-          *client, kube::resources::job(found.kind), selection.ns, job, std::nullopt,
+          client, kube::resources::job(found.kind), selection.ns, job, std::nullopt,
           [](const json* j) { return j != nullptr && !job_finished(*j); },
           follower.failure_token());
     } catch (const Error&) {
@@ -124,11 +124,14 @@ void add_logs_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<LogsOptions>();
   auto* cmd = app.add_subcommand(
       "logs", "Print the logs of every replica of a job, each line prefixed with its replica");
-  cmd->add_option("job", opts->job, "The job's name")
-      ->required()
-      ->check(completes(ValueSource::Jobs));
-  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
-      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  opts->target.add_to(*cmd, JobTarget::Args::One);
+  add_examples(*cmd, R"(# Every replica's log, each line behind [worker-1]
+trainctl logs mnist
+# Follow the job until it finishes, new and restarted pods too
+trainctl logs -f pytorchjob/bert
+# One replica, its last 100 lines, or its previous run after a restart
+trainctl logs mnist --replica worker-1 --tail 100
+trainctl logs mnist --replica worker-1 --previous)");
   cmd->add_option("--replica", opts->replica,
                   "Only this replica, named <type>-<index> as in the prefix (e.g. worker-1)");
   cmd->add_flag("-f,--follow", opts->follow,
@@ -149,11 +152,7 @@ void add_logs_command(CLI::App& app, const GlobalFlags& flags) {
       "Without -f, logs exits 3 when a selected replica has no log yet, as kubectl logs of a "
       "container waiting to start does: the job has no pods yet, or replicas have not started "
       "(their logs are printed first); -f waits for them.");
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Validate();
-    opts->Run(flags);
-  });
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

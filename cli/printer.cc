@@ -24,7 +24,9 @@ OutputFormat parse_output_format(std::string_view value) {
               fmt::format("unknown output format {:?}: allowed are json, yaml, name, wide", value));
 }
 
-void print_table(std::ostream& out, const Table& table) {
+namespace {
+
+void print_aligned(std::ostream& out, const Table& table, bool headers) {
   std::vector<size_t> widths(table.headers.size(), 0);
   auto measure = [&widths](const std::vector<std::string>& row) {
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
@@ -44,9 +46,20 @@ void print_table(std::ostream& out, const Table& table) {
       line.pop_back();
     out << line << '\n';
   };
-  print_row(table.headers);
+  if (headers)
+    print_row(table.headers);
   for (const auto& row : table.rows)
     print_row(row);
+}
+
+}  // namespace
+
+void print_table(std::ostream& out, const Table& table) {
+  print_aligned(out, table, true);
+}
+
+void print_rows(std::ostream& out, const Table& table) {
+  print_aligned(out, table, false);
 }
 
 void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat format) {

@@ -22,6 +22,8 @@ struct Table {
 };
 
 void print_table(std::ostream& out, const Table& table);
+/// The rows alone, as wide as the headers would make them (list -w's later rows).
+void print_rows(std::ostream& out, const Table& table);
 /// Prints a document as pretty JSON (two-space indent) or YAML.
 void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat format);
 /// Prints several documents: YAML as a stream separated by `---`, JSON as one object or, for

@@ -88,6 +88,7 @@ struct QueueSpecFlags {
   std::string cpu;
   std::string memory;
   std::string gpu;
+  std::string deprecated_gpu;           // --gpu, the old spelling of --gpus
   std::vector<std::string> capability;  // res=q, or res- to remove it (update)
   int weight = 1;
   bool reclaimable = true;
@@ -99,8 +100,10 @@ struct QueueSpecFlags {
                    "CPU the queue's jobs may hold in total (capability.cpu), e.g. 64");
     cmd.add_option("--memory", memory,
                    "Memory the queue's jobs may hold in total (capability.memory), e.g. 512Gi");
-    cmd.add_option("--gpu", gpu,
-                   "GPUs the queue's jobs may hold in total (capability[nvidia.com/gpu])");
+    cmd.add_option("--gpus", gpu,
+                   "GPUs the queue's jobs may hold in total (capability[nvidia.com/gpu]), "
+                   "spelled as submit's --gpus");
+    cmd.add_option("--gpu", deprecated_gpu, "Deprecated: use --gpus")->group("");
     cmd.add_option("--capability", capability,
                    allow_removal ? "Any resource limit as RESOURCE=QUANTITY (repeatable), e.g. "
                                    "amd.com/gpu=8; RESOURCE- removes a limit"
@@ -114,6 +117,15 @@ struct QueueSpecFlags {
         cmd.add_flag("--reclaimable,!--no-reclaimable", reclaimable,
                      "Whether other queues may reclaim resources this queue holds beyond its share "
                      "(default: reclaimable)");
+  }
+
+  /// Takes the deprecated --gpu as --gpus, with a warning.
+  void complete() {
+    if (deprecated_gpu.empty())
+      return;
+    std::cerr << "trainctl: warning: --gpu is deprecated, use --gpus\n";
+    if (gpu.empty())
+      gpu = deprecated_gpu;
   }
 
   /// The capability changes the flags ask for: quantities checked, `null` for a removal.
@@ -135,9 +147,9 @@ struct QueueSpecFlags {
     if (!memory.empty())
       set("memory", memory, "--memory");
     if (!gpu.empty()) {
-      set("nvidia.com/gpu", gpu, "--gpu");
+      set("nvidia.com/gpu", gpu, "--gpus");
       if (api::parse_quantity_milli(gpu) % 1000 != 0)
-        throw Error(ErrorKind::Usage, fmt::format("invalid --gpu {:?}: GPUs are whole", gpu));
+        throw Error(ErrorKind::Usage, fmt::format("invalid --gpus {:?}: GPUs are whole", gpu));
     }
     for (const auto& entry : capability) {
       const auto eq = entry.find('=');
@@ -160,17 +172,22 @@ struct QueueSpecFlags {
   }
 };
 
-struct CreateOptions {
+struct QueueCreateOptions {
   std::string name;
   QueueSpecFlags spec;
   std::string output;
   bool dry_run = false;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+    spec.complete();
+  }
   void Validate() const { spec.validate(); }
 
-  void Run(const GlobalFlags& flags) const {
+  void Run() {
     json queue = {{"apiVersion", kube::resources::queues().api_version()},
                   {"kind", "Queue"},
                   {"metadata", {{"name", name}}},
@@ -179,24 +196,29 @@ struct CreateOptions {
                     {"reclaimable", spec.reclaimable},
                     {"capability", spec.capability_changes(false)}}}};
     if (!dry_run)
-      queue = flags.client()->create(kube::resources::queues(), "", queue);
+      queue = connection.client().create(kube::resources::queues(), "", queue);
     report(queue, dry_run ? "created (dry run)" : "created", format);
   }
 };
 
-struct UpdateOptions {
+struct QueueUpdateOptions {
   std::string name;
   QueueSpecFlags spec;
   std::string output;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+    spec.complete();
+  }
 
   void Validate() const {
     spec.validate();
     if (patch().empty()) {
       throw Error(ErrorKind::Usage,
-                  "update needs at least one of --cpu, --memory, --gpu, --capability, --weight, "
+                  "update needs at least one of --cpu, --memory, --gpus, --capability, --weight, "
                   "--reclaimable/--no-reclaimable");
     }
   }
@@ -214,28 +236,32 @@ struct UpdateOptions {
     return spec_patch.empty() ? json::object() : json{{"spec", spec_patch}};
   }
 
-  void Run(const GlobalFlags& flags) const {
-    const json queue =
-        flags.client()->patch(kube::resources::queues(), "", name, kube::PatchType::Merge, patch());
+  void Run() {
+    const json queue = connection.client().patch(kube::resources::queues(), "", name,
+                                                 kube::PatchType::Merge, patch());
     report(queue, "configured", format);
   }
 };
 
-struct ListOptions {
+struct QueueListOptions {
   std::string output;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+  }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
+  void Run() {
+    kube::Client& client = connection.client();
     json list;
     try {
-      list = client->list_all(kube::resources::queues(), "");
+      list = client.list_all(kube::resources::queues(), "");
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
         throw;
-      client->require_served(kube::resources::queues());  // says `trainctl install` when not
+      client.require_served(kube::resources::queues());  // says `trainctl install` when not
       throw;
     }
     const std::vector<json> queues = list.value("items", json::array());
@@ -261,15 +287,19 @@ struct ListOptions {
   }
 };
 
-struct GetOptions {
+struct QueueGetOptions {
   std::string name;
   std::string output;
+  Connection connection;
   OutputFormat format = OutputFormat::Table;
 
-  void Complete() { format = parse_output_format(output); }
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+  }
 
-  void Run(const GlobalFlags& flags) const {
-    const json queue = flags.client()->get(kube::resources::queues(), "", name);
+  void Run() {
+    const json queue = connection.client().get(kube::resources::queues(), "", name);
     if (format == OutputFormat::Json || format == OutputFormat::Yaml)
       print_document(std::cout, queue, format);
     else if (format == OutputFormat::Name)
@@ -282,17 +312,20 @@ struct GetOptions {
 /// open and close write status.state through the status subresource, as Volcano's queue
 /// controller does when it executes an open or close command. A queue that still has admitted
 /// or running gangs is Closing until they are done; either way it admits no new ones.
-struct StateOptions {
+struct QueueStateOptions {
   std::string name;
   bool open = true;
+  Connection connection;
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
-    const json queue = client->get(kube::resources::queues(), "", name);
+  void Complete(const GlobalFlags& flags) { connection = Connection(flags); }
+
+  void Run() {
+    kube::Client& client = connection.client();
+    const json queue = client.get(kube::resources::queues(), "", name);
     const bool busy = status_count(queue, "inqueue") + status_count(queue, "running") > 0;
     const std::string state = open ? "Open" : busy ? "Closing" : "Closed";
-    const json updated = client->patch(kube::resources::queues(), "", name, kube::PatchType::Merge,
-                                       {{"status", {{"state", state}}}}, {.subresource = "status"});
+    const json updated = client.patch(kube::resources::queues(), "", name, kube::PatchType::Merge,
+                                      {{"status", {{"state", state}}}}, {.subresource = "status"});
     report(updated,
            open                 ? "opened"
            : state == "Closing" ? "closing"
@@ -301,9 +334,12 @@ struct StateOptions {
   }
 };
 
-struct DeleteOptions {
+struct QueueDeleteOptions {
   std::string name;
   bool ignore_not_found = false;
+  Connection connection;
+
+  void Complete(const GlobalFlags& flags) { connection = Connection(flags); }
 
   void Validate() const {
     if (name == kDefaultQueue)
@@ -311,17 +347,17 @@ struct DeleteOptions {
   }
 
   /// Volcano deletes only Closed queues, so no admitted gang loses its queue.
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
+  void Run() {
+    kube::Client& client = connection.client();
     try {
-      const json queue = client->get(kube::resources::queues(), "", name);
+      const json queue = client.get(kube::resources::queues(), "", name);
       if (const std::string state = queue_state(queue); state != "Closed") {
         throw Error(ErrorKind::Validation,
                     fmt::format("queue {:?} is {}: only Closed queues can be deleted; run "
                                 "`trainctl queue close {}` first",
                                 name, state, name));
       }
-      client->remove(kube::resources::queues(), "", name);
+      client.remove(kube::resources::queues(), "", name);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound || !ignore_not_found)
         throw;
@@ -353,71 +389,66 @@ void add_queue_command(CLI::App& app, const GlobalFlags& flags) {
       "admitted against");
   queue->require_subcommand(1);
 
-  auto create = std::make_shared<CreateOptions>();
+  auto create = std::make_shared<QueueCreateOptions>();
   auto* cmd = queue->add_subcommand(
       "create", "Create a queue with a capability (the resources its jobs may hold)");
+  add_examples(*cmd, R"(# A queue for team a: 16 GPUs, 64 CPUs, 512Gi of memory
+trainctl queue create team-a --gpus 16 --cpu 64 --memory 512Gi
+trainctl queue create team-b --capability amd.com/gpu=8 --dry-run -o yaml)");
   cmd->add_option("name", create->name, "The queue's name")->required();
   create->spec.add_to(*cmd, false);
   cmd->add_flag("--dry-run", create->dry_run, "Print what would be created; send nothing");
   add_output(*cmd, create->output, {"json", "yaml", "name"});
-  cmd->callback([create, &flags] {
-    create->Complete();
-    create->Validate();
-    create->Run(flags);
-  });
+  run_verb(*cmd, create, flags);
 
-  auto list = std::make_shared<ListOptions>();
+  auto list = std::make_shared<QueueListOptions>();
   cmd = queue->add_subcommand(
       "list",
       "List queues: state, weight, capability, what admitted jobs hold, and how many "
       "jobs are pending and running");
+  add_examples(*cmd, R"(trainctl queue list
+trainctl queue list -o wide)");
   cmd->alias("ls");
   add_output(*cmd, list->output, {"wide", "json", "yaml", "name"});
-  cmd->callback([list, &flags] {
-    list->Complete();
-    list->Run(flags);
-  });
+  run_verb(*cmd, list, flags);
 
-  auto get = std::make_shared<GetOptions>();
+  auto get = std::make_shared<QueueGetOptions>();
   cmd = queue->add_subcommand("get", "Show one queue");
+  add_examples(*cmd, R"(trainctl queue get team-a
+trainctl queue get team-a -o yaml)");
   add_name(*cmd, get->name);
   add_output(*cmd, get->output, {"wide", "json", "yaml", "name"});
-  cmd->callback([get, &flags] {
-    get->Complete();
-    get->Run(flags);
-  });
+  run_verb(*cmd, get, flags);
 
-  auto update = std::make_shared<UpdateOptions>();
+  auto update = std::make_shared<QueueUpdateOptions>();
   cmd = queue->add_subcommand("update", "Change a queue's capability, weight or reclaimable flag");
+  add_examples(*cmd, R"(# More GPUs, and no CPU limit any more
+trainctl queue update team-a --gpus 32 --capability cpu-)");
   add_name(*cmd, update->name);
   update->spec.add_to(*cmd, true);
   add_output(*cmd, update->output, {"json", "yaml", "name"});
-  cmd->callback([update, &flags] {
-    update->Complete();
-    update->Validate();
-    update->Run(flags);
-  });
+  run_verb(*cmd, update, flags);
 
   for (const bool open : {true, false}) {
-    auto state = std::make_shared<StateOptions>();
+    auto state = std::make_shared<QueueStateOptions>();
     state->open = open;
     cmd = queue->add_subcommand(
         open ? "open" : "close",
         open ? "Open a queue: it admits jobs again"
              : "Close a queue: it admits no new jobs; admitted ones run to the end");
+    add_examples(*cmd, open ? "trainctl queue open team-a" : "trainctl queue close team-a");
     add_name(*cmd, state->name);
-    cmd->callback([state, &flags] { state->Run(flags); });
+    run_verb(*cmd, state, flags);
   }
 
-  auto remove = std::make_shared<DeleteOptions>();
+  auto remove = std::make_shared<QueueDeleteOptions>();
   cmd = queue->add_subcommand("delete", "Delete a Closed queue");
+  add_examples(*cmd, R"(trainctl queue close team-a
+trainctl queue delete team-a)");
   add_name(*cmd, remove->name);
   cmd->add_flag("--ignore-not-found", remove->ignore_not_found,
                 "Succeed when the queue does not exist");
-  cmd->callback([remove, &flags] {
-    remove->Validate();
-    remove->Run(flags);
-  });
+  run_verb(*cmd, remove, flags);
 }
 
 }  // namespace trainctl::cli

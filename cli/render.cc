@@ -19,19 +19,24 @@ struct RenderOptions {
   std::array<CLI::App*, 3> kind_commands{};
   std::string output = "yaml";
 
-  OutputFormat Validate() const {
-    const OutputFormat format = parse_output_format(output);
-    if (format != OutputFormat::Yaml && format != OutputFormat::Json)
-      throw Error(ErrorKind::Usage, "render prints -o yaml (default) or json");
-    return format;
+  std::string ns_flag;  // -n/--namespace as given: rendering never reads a kubeconfig
+  OutputFormat format = OutputFormat::Yaml;
+
+  void Complete(const GlobalFlags& flags) {
+    ns_flag = flags.overrides.namespace_;
+    format = parse_output_format(output);
   }
 
-  void Run(const GlobalFlags& flags) const {
-    const OutputFormat format = Validate();
+  void Validate() const {
+    if (format != OutputFormat::Yaml && format != OutputFormat::Json)
+      throw Error(ErrorKind::Usage, "render prints -o yaml (default) or json");
+  }
+
+  void Run() const {
     for (std::size_t i = 0; i < kinds.size(); ++i) {
       if (!kind_commands[i]->parsed())
         continue;
-      const RenderedJob job = render_job(kinds[i], kinds[i].values(flags.overrides.namespace_));
+      const RenderedJob job = render_job(kinds[i], kinds[i].values(ns_flag));
       print_document(std::cout, job.object, format);
       return;
     }
@@ -57,9 +62,12 @@ void add_render_command(CLI::App& app, const GlobalFlags& flags) {
     add_job_flags(*cmd, job);
     cmd->add_option("-o,--output", opts->output, "yaml (default) or json")
         ->check(one_of({"yaml", "json"}));
+    add_examples(*cmd, fmt::format("trainctl render {}", job_example(kinds[i])));
     opts->kind_commands[i] = cmd;
   }
-  render->callback([opts, &flags] { opts->Run(flags); });
+  add_examples(*render, R"(# The PyTorchJob submit would create, without a cluster
+trainctl render pytorchjob --name bert --image reg/pt:1 --workers 3 -- python train.py)");
+  run_verb(*render, opts, flags);
 }
 
 }  // namespace trainctl::cli

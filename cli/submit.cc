@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -18,12 +19,12 @@
 #include "api/status.h"
 #include "api/validation.h"
 #include "commands.h"
-#include "controller/objects.h"
 #include "docs.h"
+#include "duration.h"
 #include "error.h"
-#include "job_follow.h"
 #include "job_lookup.h"
 #include "job_values.h"
+#include "job_watch.h"
 #include "json_access.h"
 #include "printer.h"
 #include "queue_fit.h"
@@ -169,7 +170,7 @@ struct WriteFlags {
                                  name_of(live[i]));
     }
     const auto limit = replace_timeout.empty() ? std::chrono::milliseconds(kReplaceTimeout)
-                                               : parse_duration("--timeout", replace_timeout);
+                                               : parse_duration_flag("--timeout", replace_timeout);
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       if (live[i].is_null())
@@ -186,9 +187,10 @@ struct WriteFlags {
     }
   }
 
-  /// Creates (or skips/replaces) the jobs and returns them as the server has them.
-  std::vector<json> Run(const GlobalFlags& flags, std::vector<json> jobs) const {
-    const std::string& ns_flag = flags.overrides.namespace_;
+  /// Creates (or skips/replaces) the jobs and returns them as the server has them; `ns_flag` is
+  /// -n/--namespace as given.
+  std::vector<json> Run(Connection& connection, const std::string& ns_flag,
+                        std::vector<json> jobs) const {
     if (dry_run == "client") {
       for (auto& job : jobs) {
         if (!ns_flag.empty() && metadata_string(job, "namespace").empty())
@@ -197,8 +199,8 @@ struct WriteFlags {
       print(jobs);
       return jobs;
     }
-    auto client = flags.client();
-    std::string default_ns = client->config().default_namespace;
+    kube::Client& client = connection.client();
+    std::string default_ns = connection.namespace_();
     if (default_ns.empty())
       default_ns = "default";
     for (auto& job : jobs) {
@@ -215,7 +217,7 @@ struct WriteFlags {
     for (const auto& job : jobs) {
       const kube::Resource r = kube::resources::job(kind_of(job));
       if (checked.insert(r.plural).second)
-        client->require_served(r);
+        client.require_served(r);
     }
     const IfExists mode = if_exists_mode();
     const bool server_dry_run = dry_run == "server";
@@ -228,7 +230,7 @@ struct WriteFlags {
         continue;
       const kube::Resource r = kube::resources::job(kind_of(jobs[i]));
       try {
-        live[i] = client->get(r, metadata_string(jobs[i], "namespace"), name);
+        live[i] = client.get(r, metadata_string(jobs[i], "namespace"), name);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::NotFound)
           throw;
@@ -243,7 +245,7 @@ struct WriteFlags {
     }
     const kube::WriteOptions options{.dry_run = server_dry_run, .field_manager = "trainctl"};
     if (mode == IfExists::Replace && !server_dry_run)
-      delete_replaced(*client, jobs, live);
+      delete_replaced(client, jobs, live);
     std::vector<json> written;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const kube::Resource r = kube::resources::job(kind_of(jobs[i]));
@@ -251,17 +253,17 @@ struct WriteFlags {
       std::string verb = "created";
       json result;
       if (live[i].is_null()) {
-        result = client->create(r, ns, jobs[i], options);
+        result = client.create(r, ns, jobs[i], options);
       } else if (mode == IfExists::Skip) {
         verb = "unchanged";
         result = live[i];
       } else if (server_dry_run) {
         // Nothing is deleted in a dry run: the server checks the new job as an update instead.
         jobs[i]["metadata"]["resourceVersion"] = live[i]["metadata"]["resourceVersion"];
-        result = client->update(r, ns, jobs[i], options);
+        result = client.update(r, ns, jobs[i], options);
       } else {
         verb = "replaced";
-        result = client->create(r, ns, jobs[i], options);
+        result = client.create(r, ns, jobs[i], options);
       }
       if (output.empty() && !server_dry_run) {
         std::cout << fmt::format("{}/{} {}\n", api::kind_resource_name(kind_of(jobs[i])),
@@ -269,7 +271,7 @@ struct WriteFlags {
       }
       written.push_back(std::move(result));
     }
-    warn_about_queues_too_small(*client, written);
+    warn_about_queues_too_small(client, written);
     if (!output.empty() || server_dry_run)
       print(written);
     return written;
@@ -299,30 +301,40 @@ struct SubmitOptions {
   WriteFlags write;
   SubmitWaitFlags follow;
 
-  void Run(const GlobalFlags& flags) {
+  Connection connection;
+  std::string ns_flag;              // -n/--namespace as given
+  std::optional<std::size_t> kind;  // the `submit KIND` given, an index into `kinds`
+
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    ns_flag = flags.overrides.namespace_;
+    write.replace_timeout = follow.timeout;
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      if (kind_commands[i]->parsed())
+        kind = i;
+    }
+  }
+
+  void Validate() const {
     write.Validate();
     if (follow.wait && write.dry_run != "none")
       throw Error(ErrorKind::Usage, "submit: --wait cannot be combined with --dry-run");
     if (!follow.timeout.empty())
-      parse_duration("--timeout", follow.timeout);  // reject a bad value before creating anything
-    write.replace_timeout = follow.timeout;
-    const std::string& ns = flags.overrides.namespace_;
-    std::vector<json> written;
-    for (std::size_t i = 0; i < kinds.size(); ++i) {
-      if (kind_commands[i]->parsed()) {
-        if (!files.empty())
-          throw Error(ErrorKind::Usage, "submit: give either a job kind or -f, not both");
-        const RenderedJob job = render_job(kinds[i], kinds[i].values(ns));
-        written = write.Run(flags, {job.object});
-      }
-    }
-    if (written.empty()) {
-      if (files.empty())
-        throw Error(ErrorKind::Usage, "submit: give a job kind (tfjob, pytorchjob, mpijob) or -f");
-      written = write.Run(flags, read_jobs(files));
-    }
+      parse_duration_flag("--timeout",
+                          follow.timeout);  // reject a bad value before creating anything
+    if (kind && !files.empty())
+      throw Error(ErrorKind::Usage, "submit: give either a job kind or -f, not both");
+    if (!kind && files.empty())
+      throw Error(ErrorKind::Usage, "submit: give a job kind (tfjob, pytorchjob, mpijob) or -f");
+  }
+
+  void Run() {
+    const std::vector<json> jobs =
+        kind ? std::vector<json>{render_job(kinds[*kind], kinds[*kind].values(ns_flag)).object}
+             : read_jobs(files);
+    const std::vector<json> written = write.Run(connection, ns_flag, jobs);
     if (follow.wait)
-      wait_for_submitted(*flags.client(), follow, written, !write.output.empty());
+      wait_for_submitted(connection.client(), follow, written, !write.output.empty());
   }
 };
 
@@ -353,9 +365,18 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
     add_job_flags(*cmd, job);
     add_write_flags(*cmd, opts->write);
     add_submit_wait_flags(*cmd, opts->follow);
+    add_examples(*cmd, fmt::format(R"(# Run it, follow it with its logs to the end, keep a report
+trainctl submit {}
+# Or first see what would be sent
+trainctl submit {} --dry-run=client)",
+                                   job_example(kinds[i]), job_example(kinds[i])));
     opts->kind_commands[i] = cmd;
   }
-  submit->callback([opts, &flags] { opts->Run(flags); });
+  add_examples(*submit, R"(# From flags and the built-in template
+trainctl submit pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1 -- python train.py
+# From manifests; in CI, a fresh run each time, waited for
+trainctl submit -f job.yaml --if-exists replace --wait --logs --report report.json)");
+  run_verb(*submit, opts, flags);
 }
 
 }  // namespace trainctl::cli

@@ -12,11 +12,13 @@
 #include <thread>
 
 #include "api/status.h"
-#include "controller/objects.h"
+#include "duration.h"
 #include "error.h"
-#include "job_follow.h"
+#include "events.h"
 #include "job_lookup.h"
 #include "json_access.h"
+#include "log_stream.h"
+#include "replicas.h"
 #include "text.h"
 #include "trainctl/version.h"
 
@@ -27,7 +29,7 @@ using nlohmann::json;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 constexpr std::size_t kFailureTailLines = 20;
-constexpr std::size_t kMaxEvents = 20;
+constexpr std::size_t kFailureEvents = 20;
 
 /// The log and exit code of one replica, taken as it terminated (or as the job finished).
 struct ReplicaRecord {
@@ -196,7 +198,7 @@ class JobRun {
     const bool terminal = phase == "Succeeded" || phase == "Failed";
     if (!now && !terminal && !meta.contains("deletionTimestamp"))
       return;
-    const std::string replica = replica_name(pod);
+    const std::string replica = replica_display_name(pod);
     const std::string uid = meta.value("uid", "");
     {
       std::lock_guard lock(mu_);
@@ -285,7 +287,7 @@ class JobRun {
     }
     std::vector<json> events;
     try {
-      events = recent_events(client_, ns_, {name_}, kMaxEvents);
+      events = recent_events(client_, ns_, {name_}, kFailureEvents);
     } catch (const Error& e) {  // extra as the logs are: the exit code stays the job's
       out_.warning(fmt::format("events of {} unavailable: {}", display_name(), e.message()));
     }
@@ -356,7 +358,7 @@ void wait_for_submitted(kube::Client& client, const SubmitWaitFlags& flags,
                         const std::vector<json>& jobs, bool to_stderr) {
   std::optional<SteadyTime> deadline;
   if (!flags.timeout.empty())
-    deadline = std::chrono::steady_clock::now() + parse_duration("--timeout", flags.timeout);
+    deadline = std::chrono::steady_clock::now() + parse_duration_flag("--timeout", flags.timeout);
   const int fd = to_stderr ? STDERR_FILENO : STDOUT_FILENO;
   FollowOutput out(to_stderr ? std::cerr : std::cout, /*prefix=*/true, color_allowed(fd),
                    /*live=*/jobs.size() == 1 && is_terminal(fd));

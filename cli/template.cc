@@ -14,15 +14,24 @@
 namespace trainctl::cli {
 namespace {
 
-void list_templates() {
-  Table table{{"NAME", "SOURCE", "PATH"}, {}};
-  for (const auto& t : render::list_templates(template_search())) {
-    table.rows.push_back({t.name, std::string(render::to_string(t.source)), t.path.string()});
+struct TemplateListOptions {
+  void Run() const {
+    Table table{{"NAME", "SOURCE", "PATH"}, {}};
+    for (const auto& t : render::list_templates(template_search()))
+      table.rows.push_back({t.name, std::string(render::to_string(t.source)), t.path.string()});
+    print_table(std::cout, table);
   }
-  print_table(std::cout, table);
-}
+};
 
-struct ExportOptions {
+struct TemplateShowOptions {
+  std::string name;
+
+  void Run() const {
+    std::cout << render::read_template(render::find_template(template_search(), name));
+  }
+};
+
+struct TemplateExportOptions {
   std::string name;
   std::filesystem::path dir;
   bool force = false;
@@ -35,30 +44,32 @@ struct ExportOptions {
 
 }  // namespace
 
-void add_template_command(CLI::App& app, const GlobalFlags&) {
+void add_template_command(CLI::App& app, const GlobalFlags& flags) {
   auto* tpl = app.add_subcommand("template", "List, show and export job templates");
   tpl->require_subcommand(1);
-  tpl->add_subcommand("list", "List the templates and where each is found")->callback([] {
-    list_templates();
-  });
+  auto* cmd = tpl->add_subcommand("list", "List the templates and where each is found");
+  add_examples(*cmd, "trainctl template list");
+  run_verb(*cmd, std::make_shared<TemplateListOptions>(), flags);
 
-  auto show_name = std::make_shared<std::string>();
-  auto* show = tpl->add_subcommand("show", "Print a template");
-  show->add_option("NAME", *show_name, "Template name (tfjob, pytorchjob, mpijob, ...)")
+  auto show = std::make_shared<TemplateShowOptions>();
+  cmd = tpl->add_subcommand("show", "Print a template");
+  cmd->add_option("NAME", show->name, "Template name (tfjob, pytorchjob, mpijob, ...)")
       ->required()
       ->check(completes(ValueSource::Templates));
-  show->callback([show_name] {
-    std::cout << render::read_template(render::find_template(template_search(), *show_name));
-  });
+  add_examples(*cmd, "trainctl template show pytorchjob");
+  run_verb(*cmd, show, flags);
 
-  auto opts = std::make_shared<ExportOptions>();
-  auto* exp = tpl->add_subcommand("export", "Copy a template into DIR to edit");
-  exp->add_option("NAME", opts->name, "Template name")
+  auto exp = std::make_shared<TemplateExportOptions>();
+  cmd = tpl->add_subcommand("export", "Copy a template into DIR to edit");
+  cmd->add_option("NAME", exp->name, "Template name")
       ->required()
       ->check(completes(ValueSource::Templates));
-  exp->add_option("DIR", opts->dir, "Directory to write NAME.yaml.mustache into")->required();
-  exp->add_flag("--force", opts->force, "Overwrite an existing file");
-  exp->callback([opts] { opts->Run(); });
+  cmd->add_option("DIR", exp->dir, "Directory to write NAME.yaml.mustache into")->required();
+  cmd->add_flag("--force", exp->force, "Overwrite an existing file");
+  add_examples(*cmd, R"(# Copy the PyTorchJob template to edit, then submit with it
+trainctl template export pytorchjob ~/.config/trainctl/templates
+trainctl submit pytorchjob --image reg/pt:1 -- python train.py)");
+  run_verb(*cmd, exp, flags);
 }
 
 }  // namespace trainctl::cli

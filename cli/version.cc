@@ -17,13 +17,20 @@ struct VersionOptions {
   bool client_only = false;
   std::string output;
 
-  void Run(const GlobalFlags& flags) const {
-    const OutputFormat format = parse_output_format(output);
+  Connection connection;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete(const GlobalFlags& flags) {
+    connection = Connection(flags);
+    format = parse_output_format(output);
+  }
+
+  void Run() {
     nlohmann::json doc = {{"clientVersion", {{"gitVersion", fmt::format("v{}", kVersion)}}}};
     std::string server_problem;
     if (!client_only) {
       try {
-        doc["serverVersion"] = flags.client()->server_version();
+        doc["serverVersion"] = connection.client().server_version();
       } catch (const Error& e) {
         server_problem = e.message();
       }
@@ -51,7 +58,10 @@ void add_version_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_flag("--client", opts->client_only, "Print only the client version");
   cmd->add_option("-o,--output", opts->output, "Output format: json or yaml")
       ->check(one_of({"json", "yaml"}));
-  cmd->callback([opts, &flags] { opts->Run(flags); });
+  add_examples(*cmd, R"(# The client's and the server's version
+trainctl version
+trainctl version --client -o json)");
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

@@ -1,4 +1,5 @@
-// trainctl wait JOB --for=created|running|succeeded|failed|finished|deleted: blocks on a WATCH of
+// trainctl wait JOB --for=created|running|succeeded|failed|finished|deleted (or kubectl's
+// condition=Succeeded, condition=Failed, delete): blocks on a WATCH of
 // the job until the condition holds, the job ends so that it never will, or --timeout passes.
 // The wait follows the job it found (its uid): one deleted and created again under the same name
 // is another job, so its status never satisfies the wait (--for=deleted is met instead).
@@ -14,13 +15,15 @@
 
 #include "api/status.h"
 #include "commands.h"
-#include "controller/objects.h"
 #include "docs.h"
+#include "duration.h"
 #include "error.h"
-#include "job_follow.h"
 #include "job_lookup.h"
+#include "job_target.h"
+#include "job_watch.h"
 #include "json_access.h"
 #include "printer.h"
+#include "text.h"
 
 namespace trainctl::cli {
 namespace {
@@ -37,6 +40,22 @@ constexpr std::array<std::pair<std::string_view, WaitFor>, 6> kConditions = {{
     {"finished", WaitFor::Finished},
     {"deleted", WaitFor::Deleted},
 }};
+
+/// kubectl's spellings of --for as the names above: `condition=Succeeded` (any case, `=true`
+/// optional) and `delete`; anything else as given, for Validate to judge.
+std::string wait_condition_name(std::string_view for_flag) {
+  std::string lower = to_lower(for_flag);
+  if (lower == "delete")
+    return "deleted";
+  if (!lower.starts_with("condition="))
+    return lower;
+  lower.erase(0, std::string_view("condition=").size());
+  if (lower.ends_with("=true"))
+    lower.erase(lower.size() - std::string_view("=true").size());
+  return lower == "created" || lower == "running" || lower == "succeeded" || lower == "failed"
+             ? lower
+             : std::string(for_flag);
+}
 
 /// What one observation of the job means for the wait.
 enum class Verdict { Waiting, Met, Unreachable };
@@ -81,35 +100,41 @@ Verdict judge(WaitFor target, const json* job, std::string& why) {
 }
 
 struct WaitOptions {
-  std::string job;
-  std::string kind_flag;
+  JobTarget job_target;
   std::string for_flag;
   std::string timeout = "30s";
   std::string output;
 
+  Connection connection;
+  std::string job;
   std::string namespace_;
   std::optional<api::JobKind> kind;
   WaitFor target = WaitFor::Finished;
+  std::string condition;                              // for messages: "succeeded"
   std::optional<std::chrono::milliseconds> wait_for;  // nullopt: no limit
   std::optional<OutputFormat> format;
 
   void Complete(const GlobalFlags& flags) {
-    namespace_ = flags.rest_config().default_namespace;
-    if (!kind_flag.empty())
-      kind = parse_kind_flag(kind_flag);
+    connection = Connection(flags);
+    job_target.Complete(connection);
+    job = job_target.job().name;
+    kind = job_target.job().kind;
+    namespace_ = job_target.namespace_();
     if (!timeout.starts_with('-'))  // negative: wait as long as it takes
-      wait_for = parse_duration("--timeout", timeout);
+      wait_for = parse_duration_flag("--timeout", timeout);
     if (!output.empty())
       format = parse_output_format(output);
+    condition = wait_condition_name(for_flag);
   }
 
   void Validate() {
     const auto it = std::find_if(kConditions.begin(), kConditions.end(),
-                                 [&](const auto& c) { return c.first == for_flag; });
+                                 [&](const auto& c) { return c.first == condition; });
     if (it == kConditions.end()) {
       throw Error(ErrorKind::Usage,
                   fmt::format("--for: {:?} is not one of created, running, succeeded, failed, "
-                              "finished, deleted",
+                              "finished, deleted, condition=Succeeded, condition=Failed, "
+                              "condition=Running, condition=Created, delete",
                               for_flag));
     }
     target = it->second;
@@ -117,12 +142,12 @@ struct WaitOptions {
       throw Error(ErrorKind::Usage, "wait prints -o name or json");
   }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
+  void Run() {
+    kube::Client& client = connection.client();
     std::optional<api::JobKind> found_kind = kind;
     std::string uid;  // the job waited for; "" when it does not exist yet (--for=created)
     try {
-      const FoundJob found = find_job(*client, namespace_, job, kind);
+      const FoundJob found = find_job(client, namespace_, job, kind);
       found_kind = found.kind;
       uid = uid_of(found.object);
     } catch (const Error& e) {
@@ -153,28 +178,27 @@ struct WaitOptions {
     Verdict verdict = Verdict::Waiting;
     std::string why;
     json last;
-    const bool settled =
-        watch_job(*client, resource, namespace_, job, deadline, [&](const json* j) {
-          // A job of the same name with another uid was created after the one waited for was
-          // deleted: for this wait that one is gone, and the new one's status is not its.
-          if (j != nullptr && target != WaitFor::Created && !uid.empty() && uid_of(*j) != uid) {
-            last = json();
-            verdict = judge(target, nullptr, why);
-            if (verdict == Verdict::Unreachable)
-              why = fmt::format("was deleted and created again (uid {}, not {})", uid_of(*j), uid);
-            return verdict == Verdict::Waiting;
-          }
-          last = j != nullptr ? *j : json();
-          verdict = judge(target, j, why);
-          return verdict == Verdict::Waiting;
-        });
+    const bool settled = watch_job(client, resource, namespace_, job, deadline, [&](const json* j) {
+      // A job of the same name with another uid was created after the one waited for was
+      // deleted: for this wait that one is gone, and the new one's status is not its.
+      if (j != nullptr && target != WaitFor::Created && !uid.empty() && uid_of(*j) != uid) {
+        last = json();
+        verdict = judge(target, nullptr, why);
+        if (verdict == Verdict::Unreachable)
+          why = fmt::format("was deleted and created again (uid {}, not {})", uid_of(*j), uid);
+        return verdict == Verdict::Waiting;
+      }
+      last = j != nullptr ? *j : json();
+      verdict = judge(target, j, why);
+      return verdict == Verdict::Waiting;
+    });
     const std::string name = fmt::format("{}/{}", api::kind_resource_name(*found_kind), job);
     if (!settled) {
       throw Error(ErrorKind::WaitTimeout,
                   fmt::format("timed out after {} waiting for {} to be {}",
                               api::human_duration(std::chrono::ceil<std::chrono::seconds>(
                                   wait_for.value_or(std::chrono::milliseconds(0)))),
-                              name, for_flag));
+                              name, condition));
     }
     if (verdict == Verdict::Unreachable) {
       if (last.is_null())
@@ -209,28 +233,30 @@ void add_wait_command(CLI::App& app, const GlobalFlags& flags) {
       "The wait follows the job it found, by uid: if that job is deleted and another is created "
       "under the same name, --for=deleted is met and any other condition ends with exit 3, never "
       "with the new job's status.");
-  cmd->add_option("job", opts->job, "The job's name")
-      ->required()
-      ->check(completes(ValueSource::Jobs));
+  opts->job_target.add_to(*cmd, JobTarget::Args::One,
+                          "Only look for this kind: tfjob, pytorchjob, mpijob (needed with "
+                          "--for=created when the job does not exist yet, unless given as "
+                          "TYPE/NAME)");
   cmd->add_option("--for", opts->for_flag,
                   "The condition: created, running, succeeded, failed, finished (succeeded exits "
-                  "0, failed exits 1) or deleted")
+                  "0, failed exits 1) or deleted; kubectl's condition=Succeeded, "
+                  "condition=Failed and delete work too")
       ->required()
-      ->check(one_of({"created", "running", "succeeded", "failed", "finished", "deleted"}));
+      ->check(one_of({"created", "running", "succeeded", "failed", "finished", "deleted",
+                      "condition=Succeeded", "condition=Failed", "delete"}));
   cmd->add_option("--timeout", opts->timeout,
                   "How long to wait, e.g. 90s, 10m, 2h; 0 checks once, a negative value waits "
                   "without limit")
       ->default_str("30s");
-  cmd->add_option("--kind", opts->kind_flag,
-                  "Only look for this kind: tfjob, pytorchjob, mpijob (needed with "
-                  "--for=created when the job does not exist yet)")
-      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  add_examples(*cmd, R"(# Wait up to an hour for a job to succeed (exit 1 if it fails, 4 on timeout)
+trainctl wait mnist --for=succeeded --timeout 1h
+# kubectl's spellings
+trainctl wait pytorchjob/bert --for=condition=Succeeded
+trainctl wait tfjob/mnist --for=delete --timeout 2m
+# A job that does not exist yet
+trainctl wait tfjob/later --for=created)");
   cmd->add_option("-o,--output", opts->output, "name or json instead of the `condition met` line");
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Validate();
-    opts->Run(flags);
-  });
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

@@ -13,8 +13,10 @@
 #include "controller/gang.h"
 #include "docs.h"
 #include "error.h"
-#include "job_follow.h"
+#include "events.h"
 #include "job_lookup.h"
+#include "job_watch.h"
+#include "replicas.h"
 #include "queue_fit.h"
 #include "text.h"
 #include "yaml_json.h"
@@ -134,7 +136,7 @@ void podgroup_findings(const json& podgroup, std::vector<Finding>& findings) {
 
 void pod_findings(const std::vector<json>& pods, std::vector<Finding>& findings) {
   for (const auto& pod : pods) {
-    const std::string replica = replica_name(pod);
+    const std::string replica = replica_display_name(pod);
     const std::string pod_name = string_at(pod, "/metadata/name"_json_pointer);
     const json status = pod.value("status", json::object());
     for (const auto& c : status.value("conditions", json::array())) {
@@ -165,7 +167,7 @@ void missing_pod_findings(const json& job, const std::vector<json>& pods, const 
                           std::vector<Finding>& findings) {
   std::vector<std::string> have;
   for (const auto& pod : pods)
-    have.push_back(replica_name(pod));
+    have.push_back(replica_display_name(pod));
   std::vector<std::string> missing;
   int expected = 0;
   for (const auto& totals : api::replica_totals(job)) {
@@ -196,17 +198,19 @@ struct WhyOptions {
   std::string job;
   std::string kind_flag;
 
+  Connection connection;
   std::string namespace_;
   std::optional<api::JobKind> kind;
 
   void Complete(const GlobalFlags& flags) {
-    namespace_ = flags.rest_config().default_namespace;
+    connection = Connection(flags);
+    namespace_ = connection.namespace_();
     if (!kind_flag.empty())
       kind = parse_kind_flag(kind_flag);
   }
 
-  void Run(const GlobalFlags& flags) const {
-    auto client = flags.client();
+  void Run() {
+    kube::Client* client = &connection.client();
     const FoundJob found = find_job(*client, namespace_, job, kind);
     const json& j = found.object;
     const std::string name = fmt::format("{}/{}", api::kind_resource_name(found.kind), job);
@@ -296,10 +300,7 @@ void add_why_command(CLI::App& app, const GlobalFlags& flags) {
       ->check(completes(ValueSource::Jobs));
   cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
       ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
-  cmd->callback([opts, &flags] {
-    opts->Complete(flags);
-    opts->Run(flags);
-  });
+  run_verb(*cmd, opts, flags);
 }
 
 }  // namespace trainctl::cli

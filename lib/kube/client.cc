@@ -413,6 +413,17 @@ void Client::require_served(const Resource& r) {
   throw Error(ErrorKind::NotFound, missing, 404);
 }
 
+bool Client::serves(const Resource& r) {
+  try {
+    require_served(r);
+    return true;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)
+      throw;
+    return false;
+  }
+}
+
 json Client::server_version() {
   return json_call(json_request("GET", "/version", nullptr), true);
 }

@@ -161,6 +161,8 @@ class Client {
   nlohmann::json discover(std::string_view group, std::string_view version);
   /// Throws ErrorKind::NotFound with an actionable message unless `r` is served.
   void require_served(const Resource& r);
+  /// Whether the cluster serves `r` (require_served without the NotFound).
+  bool serves(const Resource& r);
   /// The server's /version document.
   nlohmann::json server_version();
 

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <utility>
 
+#include "duration.h"
 #include "error.h"
 #include "text.h"
 
@@ -1164,60 +1165,9 @@ RestConfig resolve_rest_config(const Kubeconfig& config, const ConfigOverrides& 
 }
 
 std::chrono::milliseconds parse_request_timeout(std::string_view value) {
-  using std::chrono::milliseconds;
   if (value.empty())
-    return milliseconds(0);
-  auto bad = [&]() -> Error {
-    return Error(ErrorKind::Config,
-                 fmt::format("invalid --request-timeout \"{}\": use a whole number of seconds or "
-                             "a number with a unit (e.g. 30s, 1m, 500ms, 1h30m)",
-                             value));
-  };
-  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    if (value.size() > 12)
-      throw bad();
-    return milliseconds(std::stoll(std::string(value)) * 1000);
-  }
-  // A Go duration: one or more <decimal number><unit>, units ns us µs ms s m h.
-  long double total_ns = 0;
-  std::size_t i = 0;
-  while (i < value.size()) {
-    const std::size_t number_begin = i;
-    while (i < value.size() && ((value[i] >= '0' && value[i] <= '9') || value[i] == '.'))
-      ++i;
-    const std::string number(value.substr(number_begin, i - number_begin));
-    if (number.empty() || number == "." || std::count(number.begin(), number.end(), '.') > 1) {
-      throw bad();
-    }
-    const std::size_t unit_begin = i;
-    while (i < value.size() && !((value[i] >= '0' && value[i] <= '9') || value[i] == '.'))
-      ++i;
-    const std::string_view unit = value.substr(unit_begin, i - unit_begin);
-    long double scale = 0;
-    if (unit == "ns") {
-      scale = 1;
-    } else if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs") {
-      scale = 1e3L;
-    } else if (unit == "ms") {
-      scale = 1e6L;
-    } else if (unit == "s") {
-      scale = 1e9L;
-    } else if (unit == "m") {
-      scale = 60e9L;
-    } else if (unit == "h") {
-      scale = 3600e9L;
-    } else {
-      throw bad();
-    }
-    total_ns += std::strtold(number.c_str(), nullptr) * scale;
-  }
-  if (total_ns > 1e18L)
-    throw bad();
-  const long double ms = total_ns / 1e6L;
-  // Never round a positive timeout down to "no limit".
-  if (ms > 0 && ms < 1)
-    return milliseconds(1);
-  return milliseconds(static_cast<std::int64_t>(ms));
+    return std::chrono::milliseconds(0);
+  return parse_duration_flag("--request-timeout", value, ErrorKind::Config);
 }
 
 std::string render_kubeconfig(const Kubeconfig& config, const KubeconfigViewOptions& options) {

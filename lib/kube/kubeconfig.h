@@ -130,8 +130,8 @@ RestConfig resolve_rest_config(const ConfigOverrides& overrides, const ConfigEnv
 RestConfig resolve_rest_config(const Kubeconfig& config, const ConfigOverrides& overrides,
                                const ConfigEnvironment& env);
 
-/// Parses --request-timeout: a bare non-negative integer is seconds, otherwise a Go duration
-/// such as "1m30s" or "500ms". Throws Error(Config).
+/// Parses --request-timeout with parse_duration (duration.h); "" is no limit. Throws
+/// Error(Config).
 std::chrono::milliseconds parse_request_timeout(std::string_view value);
 
 /// How `render_kubeconfig` prints, as `kubectl config view` flags do.

@@ -14,6 +14,7 @@
 
 #include "kube/cache/informer.h"
 #include "kube/cache/leader_election.h"
+#include "kube/cache/watcher.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/sandbox_fixture.h"
 
@@ -130,6 +131,37 @@ TEST_F(InformerTest, SyncsThenReportsAddsUpdatesAndDeletes) {
   EXPECT_EQ(informer.get("default/b"), std::nullopt);
   EXPECT_EQ(informer.size(), 2u);
   EXPECT_EQ(informer.list_count(), 1u);
+}
+
+// The Watcher commands follow objects with: start() returns once the first LIST has been
+// delivered, changes follow on its thread, and an error of the first LIST is thrown, not retried.
+TEST_F(InformerTest, WatcherDeliversTheListBeforeStartReturnsThenChanges) {
+  client().create(resources::configmaps(), "default", config_map("a", "1"));
+  EventLog log;
+  Watcher watcher(client(), config_maps(), log.handlers(), [](const Error&) { return true; });
+  watcher.start();
+  EXPECT_THAT(log.events(), UnorderedElementsAre("add default/a"));
+  client().create(resources::configmaps(), "default", config_map("b", "1"));
+  ASSERT_TRUE(wait_until([&] { return log.events().size() == 2; }));
+  EXPECT_EQ(log.events()[1], "add default/b");
+  EXPECT_FALSE(watcher.stopped().stop_requested());
+  watcher.stop();
+  EXPECT_NO_THROW(watcher.rethrow());
+}
+
+TEST_F(InformerTest, WatcherThrowsTheFirstListsErrorInsteadOfRetrying) {
+  EventLog log;
+  Watcher watcher(client(), {.resource = resources::job(api::JobKind::TFJob)}, log.handlers(),
+                  [](const Error&) { return false; });  // no CRDs here: 404
+  const auto began = std::chrono::steady_clock::now();
+  try {
+    watcher.start();
+    FAIL() << "start() returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound) << e.what();
+  }
+  EXPECT_TRUE(watcher.stopped().stop_requested());
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(2));
 }
 
 TEST_F(InformerTest, LabelSelectorScopesTheCache) {

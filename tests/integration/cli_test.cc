@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/exec_kubeconfig.h"
 #include "tests/support/https_test_server.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -237,20 +238,8 @@ TEST_F(CliTest, VersionSaysWhyTheServerIsUnreachable) {
 TEST_F(CliTest, FailingExecCredentialPluginExitsThree) {
   const std::string plugin =
       dir_.write("plugin.sh", "#!/bin/sh\necho 'no login' >&2\nexit 1\n", true).string();
-  const std::string config = dir_.write("exec-config", fmt::format(R"(apiVersion: v1
-kind: Config
-current-context: test
-clusters:
-- {{name: local, cluster: {{server: "{}"}}}}
-users:
-- name: tester
-  user:
-    exec: {{apiVersion: client.authentication.k8s.io/v1, command: "{}", interactiveMode: Never}}
-contexts:
-- {{name: test, context: {{cluster: local, user: tester}}}}
-)",
-                                                                   kNoServer, plugin))
-                                 .string();
+  const std::string config =
+      dir_.write("exec-config", testing::exec_plugin_kubeconfig(kNoServer, plugin)).string();
   RunResult r = run_cli("list --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_THAT(r.out, HasSubstr("exec plugin " + plugin + ": failed with exit code 1"));

@@ -131,6 +131,26 @@ TEST(DocsTest, CheckedInManPagesAndScriptsAreWhatTheBinaryGenerates) {
   expect_same_files(dir.path() / "completions", kSourceDir / "completions");
 }
 
+// As kubectl, each verb's help and man page show examples.
+TEST(DocsTest, VerbsHaveExamplesInHelpAndManPage) {
+  const CommandResult help = run_command(quote(kBinary) + " wait --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, ::testing::HasSubstr(
+                            "Examples:\n  # Wait up to an hour for a job to succeed (exit 1 if it "
+                            "fails, 4 on timeout)\n  trainctl wait mnist --for=succeeded"));
+  // and the connection flags, which CLI11 would show only in `trainctl --help`
+  EXPECT_THAT(help.out, ::testing::HasSubstr("Connection flags (as kubectl; see trainctl --help): "
+                                             "--kubeconfig, --context, --cluster, --user, "
+                                             "-n,--namespace, -s,--server"));
+  for (const char* page : {"trainctl-list.1", "trainctl-get.1", "trainctl-delete.1",
+                           "trainctl-logs.1", "trainctl-wait.1", "trainctl-submit-pytorchjob.1",
+                           "trainctl-queue-create.1", "trainctl-install.1"}) {
+    const std::string text = TempDir::read(kSourceDir / "man" / page);
+    EXPECT_THAT(text, ::testing::HasSubstr(".SH EXAMPLES\n.nf\n")) << page;
+    EXPECT_THAT(text, ::testing::HasSubstr(".SH GLOBAL FLAGS\n\\-\\-kubeconfig")) << page;
+  }
+}
+
 TEST(DocsTest, ManPagesRenderWithoutWarnings) {
   if (run_command("command -v groff").exit_code != 0)
     GTEST_SKIP() << "groff is not installed";

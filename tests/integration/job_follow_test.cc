@@ -174,6 +174,7 @@ TEST_F(JobFollowTest, LogsPrefixesEveryReplicaAndSelectsOneOrTheTail) {
   EXPECT_EQ(missing.exit_code, 3);
   EXPECT_THAT(missing.err,
               HasSubstr("replica \"worker-7\" of tfjob.kubeflow.org \"mnist\" not found"));
+  EXPECT_EQ(run("logs tfjob/mnist --replica worker-1 --no-prefix").out, one.out);
   EXPECT_EQ(run("logs nothere").exit_code, 3);
   EXPECT_EQ(run("logs mnist -f --previous").exit_code, 2);
 }
@@ -364,6 +365,37 @@ TEST_F(JobFollowTest, WaitForCreatedAndDeleted) {
   EXPECT_EQ(missing.exit_code, 3);
   EXPECT_THAT(missing.err, HasSubstr("tfjobs.kubeflow.org \"later\" not found"));
   EXPECT_EQ(run("wait later --for=created").exit_code, 2);  // no --kind for a job not there
+}
+
+// kubectl's spellings of --for, and the job given as TYPE/NAME, which also stands for --kind when
+// the job does not exist yet.
+TEST_F(JobFollowTest, WaitTakesKubectlsConditionSpellingsAndTypeSlashName) {
+  create_job("mnist");
+  set_status("mnist", "Succeeded");
+  RunResult met = run("wait tfjob.kubeflow.org/mnist --for=condition=Succeeded");
+  EXPECT_EQ(met.exit_code, 0) << met.err;
+  EXPECT_EQ(met.out, "tfjob.kubeflow.org/mnist condition met\n");
+  RunResult other = run("wait tfjobs/mnist --for=condition=Failed");
+  EXPECT_EQ(other.exit_code, 1) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("tfjob.kubeflow.org/mnist succeeded"));
+  EXPECT_EQ(run("wait TFJob/mnist --for=condition=succeeded=true").exit_code, 0);
+
+  auto created = start("wait tfjob/later --for=created --timeout 20s");  // no --kind needed
+  EXPECT_EQ(created.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  create_job("later");
+  RunResult c = finish(created);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+
+  auto deleted = start("wait tfjob/later --for=delete --timeout 20s");
+  EXPECT_EQ(deleted.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  client().remove(kube::resources::job(api::JobKind::TFJob), "default", "later");
+  RunResult d = finish(deleted);
+  EXPECT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, "tfjob.kubeflow.org/later condition met\n");
+
+  RunResult bogus = run("wait mnist --for=condition=Exploded");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_THAT(bogus.err, HasSubstr("condition=Exploded"));
 }
 
 // ---- submit --wait ----

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/background_command.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
@@ -184,6 +185,30 @@ TEST_F(JobVerbsTest, ListShowsOneRowPerJobWithStatusReplicasQueueAndDuration) {
               ContainsRegex("^horovod +MPIJob +Pending +Worker:0/3 +<none> +[0-9]+s +<none>$"));
   EXPECT_THAT(third,
               ContainsRegex("^mnist +TFJob +Running +Worker:2/2 +team-a +[0-9]+s +(89|9[0-9])s$"));
+}
+
+// list -w, as kubectl get -w: the table, then a row each time a job changes, until Ctrl-C.
+TEST_F(JobVerbsTest, ListWatchPrintsARowEachTimeAJobChanges) {
+  json job = create_job({.name = "mnist"});
+  testing::BackgroundCommand watch(
+      {TRAINCTL_BINARY, "--kubeconfig", local_.sandbox().kubeconfig_path().string(), "list", "-w"});
+  ASSERT_TRUE(watch.wait_for("Pending", std::chrono::seconds(10))) << watch.output();
+  job["status"] = running_status(2);
+  client().update_status(resource_of("TFJob"), "default", job);
+  ASSERT_TRUE(watch.wait_for("Running", std::chrono::seconds(10))) << watch.output();
+  create_job({.kind = "PyTorchJob", .name = "bert"});
+  ASSERT_TRUE(watch.wait_for("bert", std::chrono::seconds(10))) << watch.output();
+  const int status = watch.stop(SIGINT);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  const std::string out = watch.output();
+  EXPECT_THAT(out, ContainsRegex("^NAME +KIND +STATUS +REPLICAS +QUEUE +AGE +DURATION\n"
+                                 "mnist +TFJob +Pending +"));
+  EXPECT_THAT(out, ContainsRegex("\nmnist +TFJob +Running +"));
+  EXPECT_THAT(out, ContainsRegex("\nbert +PyTorchJob +"));
+  EXPECT_EQ(out.find("NAME"), out.rfind("NAME"));  // the headers once
+
+  RunResult filtered = run("list -w --kind mpijob --status Bogus");
+  EXPECT_EQ(filtered.exit_code, 2);  // validated before watching
 }
 
 TEST_F(JobVerbsTest, ListAllNamespacesAddsTheNamespaceColumn) {
@@ -408,6 +433,61 @@ TEST_F(JobVerbsTest, GetWithoutPodsOrEventsSaysNone) {
   EXPECT_THAT(r.out, Not(HasSubstr("PodGroup")));
 }
 
+// kubectl's TYPE/NAME: the kind in any case, singular or plural, with or without its group, as
+// `-o name` prints it, so that output can be piped back in.
+TEST_F(JobVerbsTest, GetTakesTypeSlashNameInEveryForm) {
+  create_job({.name = "dup"});
+  create_job({.kind = "PyTorchJob", .name = "dup"});
+  for (const char* arg : {"pytorchjob/dup", "pytorchjobs/dup", "PyTorchJob/dup",
+                          "pytorchjob.kubeflow.org/dup", "pytorchjobs.kubeflow.org/dup"}) {
+    RunResult r = run(fmt::format("get {} -o name", arg));
+    EXPECT_EQ(r.exit_code, 0) << arg << ": " << r.err;
+    EXPECT_EQ(r.out, "pytorchjob.kubeflow.org/dup\n") << arg;
+  }
+  RunResult round_trip =
+      run("get $(" + std::string(TRAINCTL_BINARY) + " --kubeconfig " +
+          local_.sandbox().kubeconfig_path().string() + " get tfjob/dup -o name)");
+  EXPECT_EQ(round_trip.exit_code, 0) << round_trip.err;
+  EXPECT_THAT(round_trip.out, ContainsRegex("Kind: +TFJob\n"));
+}
+
+TEST_F(JobVerbsTest, TypeSlashNameThatContradictsKindOrNamesNoJobTypeIsAUsageError) {
+  create_job({.kind = "PyTorchJob", .name = "x"});
+  for (const char* verb : {"get", "delete", "suspend", "resume", "logs", "wait --for=created"}) {
+    RunResult r = run(fmt::format("{} --kind tfjob pytorchjob/x", verb));
+    EXPECT_EQ(r.exit_code, 2) << verb << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("\"pytorchjob/x\" names a PyTorchJob but --kind is tfjob"))
+        << verb;
+  }
+  RunResult pod = run("get pod/x");
+  EXPECT_EQ(pod.exit_code, 2);
+  EXPECT_THAT(pod.err, HasSubstr("\"pod\" is not a job type"));
+  EXPECT_EQ(run("get tfjob.example.com/x").exit_code, 2);  // another group's tfjob
+  EXPECT_EQ(run("get pytorchjob/").exit_code, 2);
+  EXPECT_TRUE(exists(kube::resources::job(api::JobKind::PyTorchJob), "x"));  // nothing deleted
+}
+
+TEST_F(JobVerbsTest, GetShowsSeveralJobsAndReportsAMissingOneAfterThem) {
+  create_job({.name = "a"});
+  create_job({.kind = "MPIJob", .name = "b"});
+  RunResult names = run("get a mpijob/b -o name");
+  EXPECT_EQ(names.exit_code, 0) << names.err;
+  EXPECT_EQ(names.out, "tfjob.kubeflow.org/a\nmpijob.kubeflow.org/b\n");
+  RunResult described = run("get a b");
+  EXPECT_EQ(described.exit_code, 0) << described.err;
+  EXPECT_THAT(described.out, ContainsRegex("Name: +a\n(.|\n)*\n\nName: +b\n"));
+  RunResult list = run("get a b -o json");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const json doc = json::parse(list.out);
+  EXPECT_EQ(doc["kind"], "List");
+  ASSERT_EQ(doc["items"].size(), 2u);
+  EXPECT_EQ(doc["items"][1]["kind"], "MPIJob");
+  RunResult missing = run("get a ghost b -o name");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_EQ(missing.out, "tfjob.kubeflow.org/a\nmpijob.kubeflow.org/b\n");
+  EXPECT_THAT(missing.err, HasSubstr("\"ghost\" not found"));
+}
+
 // ---- delete, suspend, resume ----
 
 TEST_F(JobVerbsTest, DeleteByNameAndIgnoreNotFound) {
@@ -424,6 +504,10 @@ TEST_F(JobVerbsTest, DeleteByNameAndIgnoreNotFound) {
   RunResult again = run("delete mnist");
   EXPECT_EQ(again.exit_code, 3);
   EXPECT_THAT(again.err, HasSubstr("\"mnist\" not found"));
+  create_job({.name = "typed"});
+  RunResult typed = run("delete TFJob/typed");
+  EXPECT_EQ(typed.exit_code, 0) << typed.err;
+  EXPECT_EQ(typed.out, "tfjob.kubeflow.org \"typed\" deleted\n");
   RunResult ignored = run("delete mnist --ignore-not-found");
   EXPECT_EQ(ignored.exit_code, 0) << ignored.err;
   EXPECT_EQ(ignored.out, "");
@@ -495,6 +579,9 @@ TEST_F(JobVerbsTest, SuspendAndResumePatchRunPolicySuspend) {
   EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
   RunResult missing = run("suspend ghost");
   EXPECT_EQ(missing.exit_code, 3);
+  RunResult typed = run("suspend pytorchjobs/bert");
+  EXPECT_EQ(typed.exit_code, 0) << typed.err;
+  EXPECT_EQ(typed.out, "pytorchjob.kubeflow.org/bert suspended\n");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ using nlohmann::json;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 class QueueCliTest : public testing::SandboxTest {
  protected:
@@ -38,7 +39,7 @@ class QueueCliTest : public testing::SandboxTest {
 
 TEST_F(QueueCliTest, CreateWritesAVolcanoQueueWithItsCapability) {
   const auto created =
-      run("queue create team-a --cpu 64 --memory 512Gi --gpu 16 --capability amd.com/gpu=4 "
+      run("queue create team-a --cpu 64 --memory 512Gi --gpus 16 --capability amd.com/gpu=4 "
           "--weight 3 --no-reclaimable");
   ASSERT_EQ(created.exit_code, 0) << created.err;
   EXPECT_EQ(created.out, "queue.scheduling.volcano.sh/team-a created\n");
@@ -49,30 +50,44 @@ TEST_F(QueueCliTest, CreateWritesAVolcanoQueueWithItsCapability) {
   EXPECT_EQ(q["spec"]["weight"], 3);
   EXPECT_EQ(q["spec"]["reclaimable"], false);
 
-  const auto again = run("queue create team-a --gpu 1");
+  const auto again = run("queue create team-a --gpus 1");
   EXPECT_EQ(again.exit_code, 3);
   EXPECT_THAT(again.err, HasSubstr("already exists"));
 }
 
 TEST_F(QueueCliTest, CreateRejectsBadQuantitiesBeforeAnyRequest) {
-  const auto bad_gpu = run("queue create team-a --gpu 1.5");
+  const auto bad_gpu = run("queue create team-a --gpus 1.5");
   EXPECT_EQ(bad_gpu.exit_code, 2);
-  EXPECT_THAT(bad_gpu.err, HasSubstr("invalid --gpu \"1.5\": GPUs are whole"));
+  EXPECT_THAT(bad_gpu.err, HasSubstr("invalid --gpus \"1.5\": GPUs are whole"));
   const auto bad_memory = run("queue create team-a --memory 2GB");
   EXPECT_EQ(bad_memory.exit_code, 2);
   EXPECT_THAT(bad_memory.err, HasSubstr("invalid --memory \"2GB\""));
   const auto bad_capability = run("queue create team-a --capability gpu");
   EXPECT_EQ(bad_capability.exit_code, 2);
   EXPECT_THAT(bad_capability.err, HasSubstr("use RESOURCE=QUANTITY"));
-  const auto dry = run("queue create team-a --gpu 2 --dry-run -o json");
+  const auto dry = run("queue create team-a --gpus 2 --dry-run -o json");
   EXPECT_EQ(dry.exit_code, 0) << dry.err;
   EXPECT_EQ(json::parse(dry.out)["spec"]["capability"]["nvidia.com/gpu"], "2");
   EXPECT_EQ(run("queue get team-a").exit_code, 3);  // nothing was created
 }
 
+// --gpus, as submit (and Arena) spell it; the old --gpu still works, hidden, with a warning.
+TEST_F(QueueCliTest, GpuIsADeprecatedAliasOfGpus) {
+  const auto old = run("queue create team-a --gpu 4 --dry-run -o json");
+  EXPECT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_EQ(json::parse(old.out)["spec"]["capability"]["nvidia.com/gpu"], "4");
+  EXPECT_EQ(old.err, "trainctl: warning: --gpu is deprecated, use --gpus\n");
+  ASSERT_EQ(run("queue create team-a --gpus 4").exit_code, 0);
+  const auto updated = run("queue update team-a --gpu 8");
+  EXPECT_EQ(updated.exit_code, 0) << updated.err;
+  EXPECT_THAT(updated.err, HasSubstr("--gpu is deprecated, use --gpus"));
+  EXPECT_EQ(queue("team-a")["spec"]["capability"]["nvidia.com/gpu"], "8");
+  EXPECT_THAT(run("queue create --help").out, Not(HasSubstr("--gpu ")));
+}
+
 TEST_F(QueueCliTest, ListShowsStateQuotaAndUsage) {
   EXPECT_THAT(run("queue list").err, HasSubstr("No queues found."));
-  ASSERT_EQ(run("queue create team-a --gpu 16").exit_code, 0);
+  ASSERT_EQ(run("queue create team-a --gpus 16").exit_code, 0);
   ASSERT_EQ(run("queue create team-b --cpu 8").exit_code, 0);
   set_status("team-a", {{"state", "Open"},
                         {"allocated", {{"nvidia.com/gpu", "12"}}},
@@ -99,7 +114,7 @@ TEST_F(QueueCliTest, ListShowsStateQuotaAndUsage) {
 }
 
 TEST_F(QueueCliTest, GetPrintsOneQueueInEveryFormat) {
-  ASSERT_EQ(run("queue create team-a --gpu 16").exit_code, 0);
+  ASSERT_EQ(run("queue create team-a --gpus 16").exit_code, 0);
   const auto table = run("queue get team-a");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, ContainsRegex("\nteam-a +Open +1 +nvidia.com/gpu=16 "));
@@ -115,8 +130,8 @@ TEST_F(QueueCliTest, GetPrintsOneQueueInEveryFormat) {
 }
 
 TEST_F(QueueCliTest, UpdateChangesOnlyWhatItIsGiven) {
-  ASSERT_EQ(run("queue create team-a --cpu 64 --gpu 16 --weight 2").exit_code, 0);
-  const auto updated = run("queue update team-a --gpu 32 --capability cpu- --reclaimable");
+  ASSERT_EQ(run("queue create team-a --cpu 64 --gpus 16 --weight 2").exit_code, 0);
+  const auto updated = run("queue update team-a --gpus 32 --capability cpu- --reclaimable");
   ASSERT_EQ(updated.exit_code, 0) << updated.err;
   EXPECT_EQ(updated.out, "queue.scheduling.volcano.sh/team-a configured\n");
   const json q = queue("team-a");
@@ -132,7 +147,7 @@ TEST_F(QueueCliTest, UpdateChangesOnlyWhatItIsGiven) {
   EXPECT_EQ(nothing.exit_code, 2);
   EXPECT_THAT(nothing.err, HasSubstr("update needs at least one of"));
   EXPECT_EQ(run("queue update team-a --weight 0").exit_code, 2);
-  EXPECT_EQ(run("queue update nope --gpu 1").exit_code, 3);
+  EXPECT_EQ(run("queue update nope --gpus 1").exit_code, 3);
 }
 
 TEST_F(QueueCliTest, CloseAndOpenSetTheStateTheAdmitterReads) {

@@ -15,6 +15,7 @@
 #include "error.h"
 #include "kube/resource.h"
 #include "tests/support/background_command.h"
+#include "tests/support/exec_kubeconfig.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
@@ -260,6 +261,24 @@ TEST(RenderTest, AMissingImageIsSaidInFlagTerms) {
   EXPECT_EQ(per_role.exit_code, 0) << per_role.err;
 }
 
+// Duration flags take Go durations as kubectl's do, and plain integers as seconds.
+TEST(RenderTest, DurationFlagsTakeGoDurationsOrSeconds) {
+  RunResult r = run_submit(
+      "render tfjob --name d --image i --active-deadline 2h --ttl 15m -o json -- python t.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["spec"]["runPolicy"]["activeDeadlineSeconds"], 7200);
+  EXPECT_EQ(job["spec"]["runPolicy"]["ttlSecondsAfterFinished"], 900);
+  RunResult seconds =
+      run_submit("render tfjob --name d --image i --ttl 600 -o json -- python t.py");
+  ASSERT_EQ(seconds.exit_code, 0) << seconds.err;
+  EXPECT_EQ(parse_json(seconds)["spec"]["runPolicy"]["ttlSecondsAfterFinished"], 600);
+  RunResult bad = run_submit("render tfjob --name d --image i --ttl soon -- python t.py");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--ttl"));
+  EXPECT_THAT(bad.err, HasSubstr("\"soon\" is not a duration"));
+}
+
 TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
   RunResult r = run_submit("render tfjob --name a --image i --toleration k=v:Sometimes");
   EXPECT_EQ(r.exit_code, 2);
@@ -483,6 +502,31 @@ TEST_F(SubmitTest, WithoutANameTheServerGeneratesOne) {
   RunResult r = trainctl("submit tfjob --image reg/tf:1 -o name -- python train.py");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, MatchesRegex("tfjob\\.kubeflow\\.org/tfjob-[a-z0-9]{5}\n"));
+}
+
+// One command resolves its kubeconfig once and keeps one client: the exec credential plugin runs
+// once for the whole of submit --wait (it ran twice when --wait made a second client).
+TEST_F(SubmitTest, AnExecCredentialPluginRunsOnceForSubmitWait) {
+  const auto runs = dir_.path() / "plugin-runs";
+  const auto plugin =
+      dir_.write("plugin.sh",
+                 fmt::format("#!/bin/sh\necho run >> {}\nprintf '{{\"apiVersion\": "
+                             "\"client.authentication.k8s.io/v1\", \"kind\": \"ExecCredential\", "
+                             "\"status\": {{\"token\": \"{}\"}}}}'\n",
+                             runs.string(), local_.sandbox().admin_token()),
+                 true);
+  const auto ca = dir_.write("ca.crt", local_.sandbox().admin_config().tls.ca_pem);
+  const auto config = dir_.write(
+      "exec-config",
+      testing::exec_plugin_kubeconfig(local_.sandbox().server_url(), plugin.string(), ca.string()));
+  // No operator runs the job, so --wait gives up after 1s: create, then watch job and pods.
+  RunResult r =
+      run_submit(fmt::format("--kubeconfig {} submit tfjob --name once --image reg/tf:1 "
+                             "--wait --timeout 1s -- python train.py",
+                             config.string()));
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/once created\n"));
+  EXPECT_EQ(testing::TempDir::read(runs), "run\n");
 }
 
 TEST_F(SubmitTest, DryRunClientSendsNoRequestAndPrintsJson) {
