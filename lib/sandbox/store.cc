@@ -16,6 +16,7 @@
 #include "api/well_known.h"
 #include "json_access.h"
 #include "sandbox/field_errors.h"
+#include "sandbox/strategy.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -23,6 +24,12 @@ namespace trainctl::sandbox {
 using json = nlohmann::json;
 using kube::WatchEventType;
 using SharedJson = std::shared_ptr<const json>;
+
+ResourceInfo::ResourceInfo(std::string group, std::string version, std::string plural,
+                           std::string kind, bool namespaced, bool status_subresource)
+    : kube::Resource{std::move(group), std::move(version), std::move(plural), namespaced,
+                     std::move(kind)},
+      status_subresource(status_subresource) {}
 
 // ---------------------------------------------------------------------------------------------
 // Errors shaped like the server's
@@ -112,7 +119,7 @@ constexpr std::string_view kOptimisticLockMsg =
     "the object has been modified; please apply your changes to the latest version and try again";
 constexpr std::string_view kFinalizerOrphan = "orphan";
 constexpr std::string_view kFinalizerForeground = "foregroundDeletion";
-constexpr std::string_view kNamespaceFinalizer = "kubernetes";
+constexpr const char* kNamespaces = "namespaces";
 constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
 
 const json& meta(const json& object) {
@@ -256,35 +263,21 @@ std::string uid_precondition_failed(std::string_view precondition, std::string_v
 }
 
 /// The etcd key the real server keeps an object under, as its storage errors quote it: the
-/// resource's storage prefix (a few built-ins have historical ones; custom resources and the
-/// aggregated API servers' types are filed under their group) then namespace and name.
-std::string etcd_key(const ResourceInfo& info, const std::string& ns, const std::string& name) {
-  static const std::map<std::string, std::string> kPrefixes = {
-      {"services", "services/specs"},
-      {"endpoints", "services/endpoints"},
-      {"nodes", "minions"},
-      {"replicationcontrollers", "controllers"},
-      {"events.events.k8s.io", "events"},
-      {"ingresses.networking.k8s.io", "ingress"},
-  };
-  const std::string gr = info.group_resource();
-  std::string prefix = info.plural;
-  if (auto it = kPrefixes.find(gr); it != kPrefixes.end())
-    prefix = it->second;
-  else if (!is_builtin_group(info.group) || info.group == "apiextensions.k8s.io" ||
-           info.group == "apiregistration.k8s.io")
-    prefix = info.group + "/" + info.plural;
-  return "/registry/" + prefix + "/" + (info.namespaced ? ns + "/" : "") + name;
+/// resource's storage prefix, then namespace and name.
+std::string etcd_key(const ResourceStrategy& strategy, const ResourceInfo& info,
+                     const std::string& ns, const std::string& name) {
+  return "/registry/" + strategy.storage_prefix() + "/" + (info.namespaced ? ns + "/" : "") + name;
 }
 
 /// What GuaranteedUpdate's failed precondition becomes (storage.NewInvalidObjError through
 /// InterpretUpdateError): 409 Conflict naming the etcd key.
-ApiError storage_precondition_conflict(const ResourceInfo& info, const std::string& ns,
-                                       const std::string& name, std::string_view message) {
+ApiError storage_precondition_conflict(const ResourceStrategy& strategy, const ResourceInfo& info,
+                                       const std::string& ns, const std::string& name,
+                                       std::string_view message) {
   return conflict(info.plural, info.group, name,
                   fmt::format("StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, "
                               "AdditionalErrorMsg: {}",
-                              etcd_key(info, ns, name), message));
+                              etcd_key(strategy, info, ns, name), message));
 }
 
 ApiError gone(std::string message) {
@@ -298,69 +291,6 @@ FieldError immutable(std::string field, const std::string& quoted_value) {
 ApiError invalid(const ResourceInfo& info, const std::string& name,
                  const std::vector<FieldError>& errs) {
   return sandbox::invalid(info.group, info.kind, name, errs);
-}
-
-// ---------------------------------------------------------------------------------------------
-// What differs between resource types
-
-bool is_custom(const ResourceInfo& info) {
-  return !is_builtin_group(info.group);
-}
-
-bool tracks_generation(const ResourceInfo& info) {
-  static const std::set<std::string> kBuiltinWithGeneration = {
-      "pods",
-      "replicationcontrollers",
-      "jobs.batch",
-      "cronjobs.batch",
-      "deployments.apps",
-      "replicasets.apps",
-      "statefulsets.apps",
-      "daemonsets.apps",
-      "customresourcedefinitions.apiextensions.k8s.io",
-      "poddisruptionbudgets.policy",
-      "ingresses.networking.k8s.io",
-      "networkpolicies.networking.k8s.io",
-      "validatingwebhookconfigurations.admissionregistration.k8s.io",
-      "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-  };
-  return is_custom(info) || kBuiltinWithGeneration.count(info.group_resource()) > 0;
-}
-
-bool allows_create_on_update(const ResourceInfo& info) {
-  static const std::set<std::string> kTypes = {
-      "services", "endpoints", "events", "events.events.k8s.io", "leases.coordination.k8s.io"};
-  return kTypes.count(info.group_resource()) > 0;
-}
-
-// Custom resources refuse a PUT without resourceVersion; built-ins fill it in.
-bool allows_unconditional_update(const ResourceInfo& info) {
-  return !is_custom(info);
-}
-
-// batch/v1 Jobs orphan their pods unless told otherwise, for backwards compatibility.
-bool orphans_by_default(const ResourceInfo& info) {
-  return info.group_resource() == "jobs.batch";
-}
-
-std::vector<std::string> name_errors(const ResourceInfo& info, std::string_view name) {
-  const std::string gr = info.group_resource();
-  if (gr == "namespaces")
-    return validation::dns1123_label(name);
-  if (gr == "services")
-    return validation::dns1035_label(name);
-  if (info.group == "rbac.authorization.k8s.io") {
-    // Path segment names: "system:controller:x" is fine.
-    std::vector<std::string> errs;
-    if (name == "." || name == "..")
-      errs.push_back(fmt::format("may not be '{}'", name));
-    for (std::string_view bad : {"/", "%"}) {
-      if (name.find(bad) != std::string_view::npos)
-        errs.push_back(fmt::format("may not contain '{}'", bad));
-    }
-    return errs;
-  }
-  return validation::dns1123_subdomain(name);
 }
 
 // ValidateObjectMetaAccessor's checks on labels, annotations, owner references, finalizers.
@@ -444,99 +374,6 @@ std::string mask_trailing_dash(const std::string& name) {
   if (name.size() > 1 && name.back() == '-')
     return name.substr(0, name.size() - 2) + "a";
   return name;
-}
-
-std::string quantity_text(const json& v) {
-  if (v.is_string())
-    return v.get<std::string>();
-  if (v.is_number())
-    return v.dump();
-  return "";
-}
-
-// The pod's QoS class as the API server computes it at creation.
-std::string pod_qos(const json& pod) {
-  bool any = false;
-  bool guaranteed = true;
-  const json& spec = member(pod, "spec");
-  for (const char* list : {"containers", "initContainers"}) {
-    const json& containers = member(spec, list);
-    if (!containers.is_array())
-      continue;
-    for (const auto& c : containers) {
-      const json& resources = member(c, "resources");
-      const json& requests = member(resources, "requests");
-      const json& limits = member(resources, "limits");
-      for (const char* r : {"cpu", "memory"}) {
-        const std::string req = quantity_text(member(requests, r));
-        const std::string lim = quantity_text(member(limits, r));
-        const bool has_req = !req.empty() && req != "0";
-        const bool has_lim = !lim.empty() && lim != "0";
-        any |= has_req || has_lim;
-        if (!has_lim || (has_req && req != lim))
-          guaranteed = false;
-      }
-    }
-  }
-  if (!any)
-    return "BestEffort";
-  return guaranteed ? "Guaranteed" : "Burstable";
-}
-
-// The Job registry's create as in v1.26 (pkg/registry/batch/job/strategy.go): PrepareForCreate
-// marks the job as tracked with pod finalizers; Validate generates the selector from the uid
-// unless spec.manualSelector, labelling the pod template controller-uid and job-name (v1.26's
-// unprefixed labels only; the batch.kubernetes.io/ ones came in 1.27). A job without labels takes
-// its template's (SetDefaults_Job, which the server applies again as it decodes what it stored:
-// so they include the two generated labels).
-void prepare_job_for_create(json& job) {
-  json& md = ensure_object(job, "metadata");
-  ensure_object(md, "annotations")[std::string(api::finalizers::job_tracking)] = "";
-  json& spec = ensure_object(job, "spec");
-  json& template_meta = ensure_object(ensure_object(spec, "template"), "metadata");
-  if (member(spec, "manualSelector") != json(true)) {
-    json& template_labels = ensure_object(template_meta, "labels");
-    if (!template_labels.contains("job-name"))
-      template_labels["job-name"] = name_of(job);
-    if (!template_labels.contains("controller-uid"))
-      template_labels["controller-uid"] = uid_of(job);
-    json& match_labels = ensure_object(ensure_object(spec, "selector"), "matchLabels");
-    if (!match_labels.contains("controller-uid"))
-      match_labels["controller-uid"] = uid_of(job);
-  }
-  const json& labels = member(md, "labels");
-  const json& template_labels = member(template_meta, "labels");
-  if ((!labels.is_object() || labels.empty()) && template_labels.is_object() &&
-      !template_labels.empty())
-    md["labels"] = template_labels;
-}
-
-// The strategies' PrepareForCreate, for what is visible in the stored object.
-void prepare_for_create(const ResourceInfo& info, json& obj) {
-  const std::string gr = info.group_resource();
-  if (gr == "jobs.batch")
-    prepare_job_for_create(obj);
-  if (gr == "pods") {
-    obj["status"] = {{"phase", "Pending"}, {"qosClass", pod_qos(obj)}};
-  } else if (gr == "namespaces") {
-    obj["status"] = {{"phase", "Active"}};
-    json& finalizers = obj["spec"]["finalizers"];
-    if (!finalizers.is_array())
-      finalizers = json::array();
-    if (std::find(finalizers.begin(), finalizers.end(), json(kNamespaceFinalizer)) ==
-        finalizers.end())
-      finalizers.push_back(kNamespaceFinalizer);
-  } else if (gr == "services") {
-    obj["status"] = {{"loadBalancer", json::object()}};
-  } else if (info.status_subresource && gr != "nodes") {
-    // Custom resources drop the status; built-ins reset it to its zero value.
-    if (is_custom(info))
-      obj.erase("status");
-    else
-      obj["status"] = json::object();
-  }
-  if (gr == "namespaces")
-    obj["metadata"]["labels"][std::string(api::labels::namespace_name)] = name_of(obj);
 }
 
 // Whether anything but metadata (and a status kept by its own subresource) changed.
@@ -646,6 +483,7 @@ struct Ref {
 
 struct Table {
   ResourceInfo info;
+  StrategyPtr strategy;                       // strategy_for(info)
   std::map<std::string, SharedJson> objects;  // by "ns/name" (or "name"): etcd's key order
   std::vector<std::weak_ptr<WatchStream>> watchers;
 };
@@ -880,7 +718,7 @@ struct StoreCore {
 
   void check_namespace_admission(const ResourceInfo& info, const std::string& ns,
                                  const std::string& name) {
-    auto& namespaces = tables.at("namespaces");
+    auto& namespaces = tables.at(kNamespaces);
     auto it = namespaces.objects.find(ns);
     if (it == namespaces.objects.end())
       throw not_found(namespaces.info, ns);
@@ -928,11 +766,11 @@ struct StoreCore {
     md.erase("deletionGracePeriodSeconds");
     md["uid"] = new_uid();
     md["creationTimestamp"] = now_text();
-    if (tracks_generation(info))
+    if (t.strategy->tracks_generation())
       md["generation"] = 1;
     else
       md.erase("generation");
-    prepare_for_create(info, obj);
+    t.strategy->prepare_for_create(obj);
 
     const std::string generate_name = string_member(md, "generateName");
     const bool generating = requested_name.empty() && !generate_name.empty();
@@ -940,11 +778,10 @@ struct StoreCore {
     for (int attempt = 0;; ++attempt) {
       if (generating) {
         md["name"] = generate_name.substr(0, 58) + random_suffix();
-        if (info.group_resource() == "namespaces")
-          obj["metadata"]["labels"][std::string(api::labels::namespace_name)] = md["name"];
+        t.strategy->name_generated(obj);
       }
       const std::string name = string_member(md, "name");
-      validate_create(info, obj);
+      validate_create(t, obj);
       const std::string key = key_of(info, ns, name);
       auto existing = t.objects.find(key);
       if (existing == t.objects.end())
@@ -961,12 +798,13 @@ struct StoreCore {
     return stored;
   }
 
-  void validate_create(const ResourceInfo& info, const json& obj) {
+  void validate_create(const Table& t, const json& obj) {
+    const ResourceInfo& info = t.info;
     const json& md = meta(obj);
     std::vector<FieldError> errs;
     const std::string generate_name = string_member(md, "generateName");
     if (!generate_name.empty()) {
-      for (const auto& msg : name_errors(info, mask_trailing_dash(generate_name))) {
+      for (const auto& msg : t.strategy->name_errors(mask_trailing_dash(generate_name))) {
         errs.push_back(
             invalid_value("metadata.generateName", validation::go_quote(generate_name), msg));
       }
@@ -975,7 +813,7 @@ struct StoreCore {
     if (name.empty()) {
       errs.push_back(required_value("metadata.name", "name or generateName is required"));
     } else {
-      for (const auto& msg : name_errors(info, name))
+      for (const auto& msg : t.strategy->name_errors(name))
         errs.push_back(invalid_value("metadata.name", validation::go_quote(name), msg));
     }
     if (info.namespaced) {
@@ -1015,25 +853,8 @@ struct StoreCore {
       throw conflict(info.plural, info.group, name, kOptimisticLockMsg);
     }
 
-    json next;
-    if (part == WritePart::Status) {
-      next = old;
-      if (obj.contains("status"))
-        next["status"] = std::move(obj["status"]);
-      else
-        next.erase("status");
-      if (info.group_resource() == "pods" && !member(next["status"], "qosClass").is_string() &&
-          member(member(old, "status"), "qosClass").is_string())
-        next["status"]["qosClass"] = old["status"]["qosClass"];
-    } else {
-      next = std::move(obj);
-      if (info.status_subresource) {
-        if (old.contains("status"))
-          next["status"] = old["status"];
-        else
-          next.erase("status");
-      }
-    }
+    json next = std::move(obj);
+    t.strategy->prepare_for_update(old, next, part);
 
     std::vector<FieldError> errs;
     json& md = next["metadata"];
@@ -1064,14 +885,7 @@ struct StoreCore {
       else
         md.erase(f);
     }
-    if (part == WritePart::Main && info.group_resource() == "namespaces") {
-      md["labels"][std::string(api::labels::namespace_name)] = name;
-      if (member(old, "spec").contains("finalizers"))
-        next["spec"]["finalizers"] = old["spec"]["finalizers"];
-      else if (next.contains("spec") && next["spec"].is_object())
-        next["spec"].erase("finalizers");
-    }
-    if (part == WritePart::Main && tracks_generation(info) && spec_changed(info, old, next))
+    if (part == WritePart::Main && t.strategy->tracks_generation() && spec_changed(info, old, next))
       md["generation"] = old_md.value("generation", 0) + 1;
 
     if (part == WritePart::Main) {
@@ -1135,24 +949,25 @@ struct StoreCore {
     const std::string uid = uid_of(obj);
     const std::string stored_uid = existing == t.objects.end() ? "" : uid_of(*existing->second);
     if (!uid.empty() && uid != stored_uid)
-      throw storage_precondition_conflict(info, ns, name, uid_precondition_failed(uid, stored_uid));
-    const bool may_create = part == WritePart::Main && allows_create_on_update(info);
+      throw storage_precondition_conflict(*t.strategy, info, ns, name,
+                                          uid_precondition_failed(uid, stored_uid));
+    const bool may_create = part == WritePart::Main && t.strategy->allows_create_on_update();
     if (existing == t.objects.end() && !may_create)
       throw not_found(info, name);
     if (existing == t.objects.end()) {
       obj["metadata"].erase("resourceVersion");
       return create(t, std::move(obj), dry_run);
     }
-    return update(t, key, std::move(obj), part, dry_run, allows_unconditional_update(info));
+    return update(t, key, std::move(obj), part, dry_run, t.strategy->allows_unconditional_update());
   }
 
   // --- delete --------------------------------------------------------------------------------
 
-  void check_preconditions(const ResourceInfo& info, const json& cur, const DeleteRequest& req) {
+  void check_preconditions(const Table& t, const json& cur, const DeleteRequest& req) {
+    const ResourceInfo& info = t.info;
     const std::string name = name_of(cur);
     const std::string rv_now = string_member(meta(cur), "resourceVersion");
-    const std::string gr = info.group_resource();
-    if (gr == "namespaces" || gr == "customresourcedefinitions.apiextensions.k8s.io") {
+    if (t.strategy->checks_delete_preconditions_in_storage()) {
       // Their registries check before deleting, in the storage layer's words.
       if (req.precondition_uid && *req.precondition_uid != uid_of(cur)) {
         throw conflict(info.plural, info.group, name,
@@ -1191,7 +1006,7 @@ struct StoreCore {
                                           {"Foreground", "Background", "Orphan"})});
   }
 
-  static bool should_orphan(const ResourceInfo& info, const std::string& policy,
+  static bool should_orphan(const ResourceStrategy& strategy, const std::string& policy,
                             const std::vector<std::string>& finalizers) {
     if (policy == "Orphan")
       return true;
@@ -1203,7 +1018,7 @@ struct StoreCore {
       if (f == kFinalizerForeground)
         return false;
     }
-    return orphans_by_default(info);
+    return strategy.orphans_dependents_by_default();
   }
 
   static bool should_delete_dependents(const std::string& policy,
@@ -1234,8 +1049,8 @@ struct StoreCore {
   std::pair<SharedJson, bool> remove(Table& t, const std::string& key, const DeleteRequest& req) {
     validate_policy(req.propagation_policy);
     const SharedJson cur = t.objects.at(key);
-    check_preconditions(t.info, *cur, req);
-    if (t.info.group_resource() == "namespaces")
+    check_preconditions(t, *cur, req);
+    if (t.strategy->delete_flow() == DeleteFlow::NamespaceLifecycle)
       return remove_namespace(t, key, req);
 
     const auto finalizers = finalizers_of(*cur);
@@ -1244,7 +1059,7 @@ struct StoreCore {
       if (f != kFinalizerOrphan && f != kFinalizerForeground)
         next_finalizers.push_back(f);
     }
-    if (should_orphan(t.info, req.propagation_policy, finalizers))
+    if (should_orphan(*t.strategy, req.propagation_policy, finalizers))
       next_finalizers.emplace_back(kFinalizerOrphan);
     if (should_delete_dependents(req.propagation_policy, finalizers))
       next_finalizers.emplace_back(kFinalizerForeground);
@@ -1311,7 +1126,7 @@ struct StoreCore {
         tasks.push_back({TaskKind::Finalize, owner});
     }
     if (t.info.namespaced) {
-      auto& namespaces = tables.at("namespaces");
+      auto& namespaces = tables.at(kNamespaces);
       auto ns = namespaces.objects.find(namespace_of(removed));
       if (ns != namespaces.objects.end() && terminating(*ns->second))
         tasks.push_back({TaskKind::FinishNamespace, ns->first});
@@ -1472,7 +1287,7 @@ struct StoreCore {
   }
 
   void finish_namespace(const std::string& name) {
-    auto& namespaces = tables.at("namespaces");
+    auto& namespaces = tables.at(kNamespaces);
     auto it = namespaces.objects.find(name);
     if (it == namespaces.objects.end() || !terminating(*it->second) || ns_counts.count(name))
       return;
@@ -1703,13 +1518,9 @@ Store::Store(std::size_t window) : Store(StoreOptions{.window = window}) {}
 
 Store::Store(StoreOptions options) : core_(std::make_shared<StoreCore>(std::move(options))) {
   Table namespaces;
-  namespaces.info = ResourceInfo{.group = "",
-                                 .version = "v1",
-                                 .plural = "namespaces",
-                                 .kind = "Namespace",
-                                 .namespaced = false,
-                                 .status_subresource = true};
-  core_->tables.emplace("namespaces", std::move(namespaces));
+  namespaces.strategy = builtin_strategy(kNamespaces);
+  namespaces.info = namespaces.strategy->info();
+  core_->tables.emplace(kNamespaces, std::move(namespaces));
 }
 
 Store::~Store() {
@@ -1724,14 +1535,16 @@ Store::~Store() {
 
 void Store::register_resource(const ResourceInfo& info) {
   std::lock_guard lock(core_->mu);
-  core_->tables[info.group_resource()].info = info;
+  Table& t = core_->tables[info.group_resource()];
+  t.info = info;
+  t.strategy = strategy_for(info);
 }
 
 void Store::unregister_resource(const std::string& group_resource) {
   std::lock_guard lock(core_->mu);
   auto& core = *core_;
   core.deleted_now.clear();
-  if (group_resource == "namespaces")
+  if (group_resource == kNamespaces)
     throw bad_request("the namespaces resource cannot be removed");
   Table& t = core.table(group_resource);
   std::vector<std::string> keys;
@@ -1767,7 +1580,7 @@ std::vector<ResourceInfo> Store::resources() const {
 
 void Store::ensure_namespace(const std::string& name) {
   std::lock_guard lock(core_->mu);
-  Table& t = core_->tables.at("namespaces");
+  Table& t = core_->tables.at(kNamespaces);
   if (t.objects.count(name))
     return;
   core_->create(t, json{{"metadata", {{"name", name}}}}, false);
@@ -1958,13 +1771,7 @@ DeleteResult Store::remove_detailed(const std::string& group_resource, const std
     auto& core = *core_;
     core.deleted_now.clear();
     Table& t = core.table(group_resource);
-    if (group_resource == "namespaces" &&
-        (name == "default" || name == "kube-system" || name == "kube-public")) {
-      throw ApiError(ErrorKind::Forbidden, 403, "Forbidden",
-                     fmt::format("namespaces {} is forbidden: this namespace may not be deleted",
-                                 validation::go_quote(name)),
-                     resource_details(t.info, name));
-    }
+    t.strategy->check_deletable(name);
     const std::string key = StoreCore::key_of(t.info, ns, name);
     if (!t.objects.count(key))
       throw not_found(t.info, name);
