@@ -429,7 +429,8 @@ bool ApiServer::serve_discovery(const Request& request, ResponseWriter& response
     group = seg[1];
     version = seg[2];
   } else if (seg.size() == 2 && seg[0] == "apis") {
-    for (const auto& g : served_.group_list()["groups"]) {
+    const json groups = served_.group_list();
+    for (const auto& g : groups["groups"]) {
       if (g["name"] == seg[1]) {
         json doc = g;
         doc["kind"] = "APIGroup";

@@ -127,8 +127,8 @@ class ResourceStrategy {
   virtual std::vector<PrintColumn> columns(const std::string& version) const;
   /// Subresources beyond status and scale.
   virtual std::vector<Subresource> subresources() const;
-  /// The scale subresource of `version` (a CRD's subresources.scale: specReplicasPath,
-  /// statusReplicasPath, labelSelectorPath); null when it has none.
+  /// The scale subresource of `version` as a CRD's subresources.scale gives it
+  /// (specReplicasPath, statusReplicasPath, labelSelectorPath); null when it has none.
   virtual const nlohmann::json* scale(const std::string& version) const;
   /// Called after a write through the API changed an object (not for dry runs), with the object
   /// the response will show, which the hook may refresh: the CRD strategy serves what the

@@ -1,5 +1,6 @@
 // Built-in types the sandbox stores and serves but no simulated controller acts on: service
-// accounts, priority classes, and deployments (so `trainctl install` can be tested here).
+// accounts, priority classes, and deployments (so `trainctl install` and `kubectl autoscale` can
+// be tested here).
 
 #include "sandbox/strategies/builtin.h"
 
@@ -13,6 +14,13 @@ class DeploymentStrategy final : public ResourceStrategy {
       : ResourceStrategy({"apps", "v1", "deployments", "Deployment", true, true}, {"deploy"}) {}
 
   bool tracks_generation() const override { return true; }
+
+  // The scale subresource (`kubectl scale`, and what `kubectl autoscale` looks for in discovery).
+  const nlohmann::json* scale(const std::string&) const override {
+    static const nlohmann::json paths = {{"specReplicasPath", ".spec.replicas"},
+                                         {"statusReplicasPath", ".status.replicas"}};
+    return &paths;
+  }
 };
 
 }  // namespace
