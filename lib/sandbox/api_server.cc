@@ -1,3 +1,6 @@
+// The API server: authentication, fault injection, routing a path to a served resource and its
+// verb, errors as Status objects; the verbs themselves are in api_server_*.cc.
+
 #include "sandbox/api_server.h"
 
 #include <fmt/format.h>
@@ -13,6 +16,7 @@
 #include "json_access.h"
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
+#include "sandbox/api_server_internal.h"
 #include "sandbox/field_errors.h"
 #include "sandbox/patch.h"
 #include "sandbox/table.h"
@@ -23,28 +27,7 @@ namespace trainctl::sandbox {
 
 using nlohmann::json;
 
-namespace {
-
-constexpr std::string_view kJson = "application/json";
-constexpr const char* kServerVersion = "v1.31.0";
-
-/// The openapi_v2.Document {swagger: "2.0", info: {title, version}} in protobuf wire format.
-std::string openapi_v2_protobuf() {
-  auto field = [](int number, std::string_view bytes) {
-    std::string out;
-    out.push_back(static_cast<char>(number << 3 | 2));  // length-delimited
-    out.push_back(static_cast<char>(bytes.size()));     // every field here is < 128 bytes
-    out.append(bytes);
-    return out;
-  };
-  return field(1, "2.0") + field(2, field(1, "Kubernetes") + field(2, kServerVersion));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Status objects
-
-json failure_status(int code, std::string_view reason, std::string_view message,
-                    json details = nullptr) {
+json failure_status(int code, std::string_view reason, std::string_view message, json details) {
   json status = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
                  {"status", "Failure"}, {"message", message}, {"reason", reason},
                  {"code", code}};
@@ -60,16 +43,15 @@ json success_status() {
           {"status", "Success"}};
 }
 
-void respond_json(ResponseWriter& w, int code, const json& body, const HeaderList& extra = {}) {
+void respond_json(ResponseWriter& w, int code, const json& body, const HeaderList& extra) {
   w.respond(code, kJson, body.dump(), extra);
 }
 
 void respond_status(ResponseWriter& w, int code, std::string_view reason, std::string_view message,
-                    json details = nullptr) {
+                    json details) {
   respond_json(w, code, failure_status(code, reason, message, std::move(details)));
 }
 
-/// errors.NewInternalError: what the real server answers for a failure that is no API error.
 void respond_internal_error(ResponseWriter& w, std::string_view what) {
   respond_status(w, 500, "InternalError", fmt::format("Internal error occurred: {}", what),
                  {{"causes", json::array({{{"message", what}}})}});
@@ -79,7 +61,6 @@ void respond_internal_error(ResponseWriter& w, std::string_view what) {
   throw Error(kind, std::move(message), code);
 }
 
-/// The request body as JSON, whether the client sent JSON or YAML.
 json parse_body(const Request& request) {
   const std::string type = to_lower(request.header("content-type"));
   if (request.body.empty())
@@ -110,8 +91,6 @@ bool dry_run(const Request& request) {
   return true;
 }
 
-}  // namespace
-
 const std::vector<ResourceInfo>& builtin_resources() {
   static const std::vector<ResourceInfo> infos = [] {
     std::vector<ResourceInfo> v;
@@ -138,9 +117,6 @@ void install_builtin_resources(Store& store) {
     }
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Faults
 
 json Faults::to_json() const {
   return {{"latencyMilliseconds", latency.count()},
@@ -177,23 +153,6 @@ Faults Faults::from_json(const json& doc) {
     fail(ErrorKind::BadRequest, 400, fmt::format("faults: {}", e.what()));
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// ApiServer
-
-struct ApiServer::Route {
-  ResourceInfo info;  // as served in `version`
-  StrategyPtr strategy;
-  std::string group;
-  std::string version;
-  std::string ns;
-  std::string name;
-  std::string subresource;
-
-  std::string api_version() const { return group.empty() ? version : group + "/" + version; }
-  /// A stored object as this version shows it.
-  json present(json stored) const { return strategy->to_version(std::move(stored), version); }
-};
 
 ApiServer::ApiServer(Store& store, ApiServerOptions options)
     : store_(store), options_(std::move(options)), served_(store) {}
@@ -369,90 +328,6 @@ void ApiServer::serve(const Request& request, ResponseWriter& response, const Us
   serve_resource(request, response, *r);
 }
 
-// --- Discovery --------------------------------------------------------------------------------
-
-bool ApiServer::serve_discovery(const Request& request, ResponseWriter& response) {
-  const std::string& path = request.path;
-  if (request.method != "GET")
-    return false;
-  if (path == "/version") {
-    respond_json(response, 200,
-                 {{"major", "1"},
-                  {"minor", "31"},
-                  {"gitVersion", std::string(kServerVersion) + "-trainctl-sandbox"},
-                  {"gitCommit", "0000000000000000000000000000000000000000"},
-                  {"gitTreeState", "clean"},
-                  {"buildDate", "2026-11-01T00:00:00Z"},
-                  {"goVersion", "n/a (C++20)"},
-                  {"compiler", "gc"},
-                  {"platform", "linux/amd64"}});
-    return true;
-  }
-  if (path == "/openapi/v2") {
-    // An empty document: no schema, so kubectl's client-side validation has nothing to reject
-    // and its field-validation probe finds the parameter unsupported. kubectl asks for protobuf.
-    if (request.header("accept").find("protobuf") != std::string::npos) {
-      response.respond(200, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
-                       openapi_v2_protobuf());
-    } else {
-      respond_json(response, 200,
-                   {{"swagger", "2.0"},
-                    {"info", {{"title", "Kubernetes"}, {"version", kServerVersion}}},
-                    {"paths", json::object()},
-                    {"definitions", json::object()}});
-    }
-    return true;
-  }
-  if (path == "/api") {
-    respond_json(
-        response, 200,
-        {{"kind", "APIVersions"},
-         {"versions", {"v1"}},
-         {"serverAddressByClientCIDRs",
-          {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", options_.advertise_address}}}}});
-    return true;
-  }
-  if (path == "/apis") {
-    respond_json(response, 200, served_.group_list());
-    return true;
-  }
-  std::vector<std::string> seg;
-  std::istringstream in(path);
-  for (std::string s; std::getline(in, s, '/');) {
-    if (!s.empty())
-      seg.push_back(s);
-  }
-  std::string group, version;
-  if (seg.size() == 2 && seg[0] == "api") {
-    version = seg[1];
-  } else if (seg.size() == 3 && seg[0] == "apis") {
-    group = seg[1];
-    version = seg[2];
-  } else if (seg.size() == 2 && seg[0] == "apis") {
-    const json groups = served_.group_list();
-    for (const auto& g : groups["groups"]) {
-      if (g["name"] == seg[1]) {
-        json doc = g;
-        doc["kind"] = "APIGroup";
-        doc["apiVersion"] = "v1";
-        respond_json(response, 200, doc);
-        return true;
-      }
-    }
-    respond_status(response, 404, "NotFound", "the server could not find the requested resource");
-    return true;
-  } else {
-    return false;
-  }
-  json list = served_.resource_list(group, version);
-  if (list.is_null()) {
-    respond_status(response, 404, "NotFound", "the server could not find the requested resource");
-  } else {
-    respond_json(response, 200, list);
-  }
-  return true;
-}
-
 std::optional<ApiServer::Route> ApiServer::route(const std::string& path) const {
   std::vector<std::string> seg;
   std::istringstream in(path);
@@ -494,8 +369,6 @@ std::optional<ApiServer::Route> ApiServer::route(const std::string& path) const 
     r.subresource = rest[2];
   return r;
 }
-
-// --- Verbs ------------------------------------------------------------------------------------
 
 void ApiServer::serve_resource(const Request& request, ResponseWriter& response, Route& route) {
   const std::string& m = request.method;
@@ -570,40 +443,6 @@ void ApiServer::serve_resource(const Request& request, ResponseWriter& response,
   respond_status(response, 404, "NotFound", "the server could not find the requested resource");
 }
 
-void ApiServer::serve_list(const Request& request, ResponseWriter& response, const Route& route) {
-  ListRequest list;
-  list.ns = route.ns;
-  list.labels = LabelSelector::parse(request.param("labelSelector"));
-  list.fields = FieldSelector::parse(request.param("fieldSelector"));
-  list.fields.check_supported(route.info.group_resource());
-  const std::string limit = request.param("limit");
-  if (!limit.empty()) {
-    try {
-      list.limit = std::stoll(limit);
-    } catch (const std::exception&) {
-      fail(ErrorKind::BadRequest, 400, fmt::format("invalid limit {:?}", limit));
-    }
-  }
-  list.continue_token = request.param("continue");
-  list.resource_version = request.param("resourceVersion");
-  list.resource_version_match = request.param("resourceVersionMatch");
-  list.stop = response.stop_token();
-  ListPage page = store_.list(route.info.group_resource(), list);
-  json meta = {{"resourceVersion", page.resource_version}};
-  if (!page.continue_token.empty())
-    meta["continue"] = page.continue_token;
-  if (page.remaining_item_count)
-    meta["remainingItemCount"] = *page.remaining_item_count;
-  json items = json::array();
-  for (auto& item : page.items)
-    items.push_back(route.present(std::move(item)));
-  respond_objects(request, response, route,
-                  {{"kind", route.info.kind + "List"},
-                   {"apiVersion", route.api_version()},
-                   {"metadata", meta},
-                   {"items", std::move(items)}});
-}
-
 void ApiServer::respond_objects(const Request& request, ResponseWriter& response,
                                 const Route& route, json body) {
   if (!wants_table(request.header("accept"))) {
@@ -625,582 +464,6 @@ void ApiServer::respond_objects(const Request& request, ResponseWriter& response
     table["metadata"] = body["metadata"];
   respond_json(response, 200, table);
 }
-
-void ApiServer::serve_watch(const Request& request, ResponseWriter& response, const Route& route) {
-  const LabelSelector labels = LabelSelector::parse(request.param("labelSelector"));
-  const FieldSelector fields = FieldSelector::parse(request.param("fieldSelector"));
-  fields.check_supported(route.info.group_resource());
-  const std::string rv = request.param("resourceVersion");
-  const bool bookmarks = request.param("allowWatchBookmarks") == "true";
-  int timeout_seconds = 1800;
-  if (const std::string t = request.param("timeoutSeconds"); !t.empty()) {
-    try {
-      timeout_seconds = std::stoi(t);
-    } catch (const std::exception&) {
-      fail(ErrorKind::BadRequest, 400, fmt::format("invalid timeoutSeconds {:?}", t));
-    }
-  }
-  const Faults f = faults();
-  const bool as_table = wants_table(request.header("accept"));
-  const std::string include = request.param("includeObject");
-  const std::vector<PrintColumn> columns =
-      as_table ? route.strategy->columns(route.version) : std::vector<PrintColumn>();
-  auto error_event = [](int code, const std::string& reason, const std::string& message) {
-    return json{{"type", "ERROR"}, {"object", failure_status(code, reason, message)}}.dump() + "\n";
-  };
-  std::shared_ptr<WatchStream> stream;
-  try {
-    if (f.gone_on_watch_resume && !rv.empty() && rv != "0") {
-      throw Error(ErrorKind::Gone, fmt::format("too old resource version: {} (injected fault)", rv),
-                  410);
-    }
-    stream = store_.watch(route.info.group_resource(), route.ns, labels, fields, rv, bookmarks);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Gone)
-      throw;
-    // As the watch cache does: a 200 whose only event is an ERROR carrying 410 Expired.
-    response.begin_stream(200, kJson);
-    response.write_chunk(error_event(410, "Expired", e.message()));
-    response.end_stream();
-    return;
-  }
-  response.begin_stream(200, kJson);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
-  if (f.drop_watches_after.count() > 0) {
-    deadline = std::min(deadline, std::chrono::steady_clock::now() + f.drop_watches_after);
-  }
-  const std::stop_token stop = response.stop_token();
-  while (std::chrono::steady_clock::now() < deadline && !stop.stop_requested() &&
-         response.client_connected()) {
-    auto event = stream->next(std::chrono::milliseconds(250));
-    if (!event) {
-      if (stream->closed())
-        break;
-      continue;
-    }
-    const bool row = as_table && event->type != kube::WatchEventType::Error &&
-                     event->type != kube::WatchEventType::Bookmark;
-    if (row) {
-      event->object = to_table(columns, {route.present(std::move(event->object))},
-                               include.empty() ? "Metadata" : include, store_.now());
-    } else if (event->type != kube::WatchEventType::Error) {
-      event->object = route.present(std::move(event->object));
-    }
-    const std::string line =
-        json{{"type", kube::to_string(event->type)}, {"object", std::move(event->object)}}.dump() +
-        "\n";
-    if (!response.write_chunk(line))
-      break;
-  }
-  stream->close();
-  response.end_stream();
-}
-
-void ApiServer::serve_create(const Request& request, ResponseWriter& response, const Route& route) {
-  json obj = parse_body(request);
-  if (!obj.is_object())
-    fail(ErrorKind::BadRequest, 400, "the request body is not an object");
-  const std::string api_version = obj.value("apiVersion", route.api_version());
-  if (api_version != route.api_version()) {
-    fail(
-        ErrorKind::BadRequest, 400,
-        fmt::format("the API version in the data ({}) does not match the expected API version ({})",
-                    api_version, route.api_version()));
-  }
-  const std::string kind = obj.value("kind", route.info.kind);
-  if (kind != route.info.kind) {
-    fail(ErrorKind::BadRequest, 400,
-         fmt::format("the kind in the data ({}) does not match the expected kind ({})", kind,
-                     route.info.kind));
-  }
-  obj["apiVersion"] = route.info.api_version();
-  obj["kind"] = route.info.kind;
-  obj = route.strategy->from_version(std::move(obj), route.version);
-  json& meta = obj["metadata"];
-  if (!meta.is_object())
-    meta = json::object();
-  if (route.info.namespaced) {
-    const std::string ns = meta.value("namespace", route.ns);
-    if (ns != route.ns) {
-      fail(ErrorKind::BadRequest, 400,
-           "the namespace of the provided object does not match the namespace sent on the request");
-    }
-    meta["namespace"] = route.ns;
-  } else {
-    meta.erase("namespace");
-  }
-  route.strategy->admit(obj, admission_context());
-  const bool dry = dry_run(request);
-  json created = store_.create(route.info.group_resource(), std::move(obj), dry);
-  if (!dry)
-    route.strategy->after_write(created, WriteVerb::Create, served_);
-  respond_json(response, 201, route.present(std::move(created)));
-}
-
-void ApiServer::serve_update(const Request& request, ResponseWriter& response, const Route& route) {
-  if (faults().conflict_on_update) {
-    fail(ErrorKind::Conflict, 409,
-         fmt::format("Operation cannot be fulfilled on {} {:?}: the object has been modified; "
-                     "please apply your changes to the latest version and try again "
-                     "(injected fault)",
-                     route.info.group_resource(), route.name));
-  }
-  json obj = parse_body(request);
-  json& meta = obj["metadata"];
-  if (!meta.is_object())
-    meta = json::object();
-  const std::string name = meta.value("name", "");
-  if (name != route.name) {
-    fail(ErrorKind::BadRequest, 400,
-         fmt::format("the name of the object ({}) does not match the name on the URL ({})", name,
-                     route.name));
-  }
-  if (route.info.namespaced) {
-    if (meta.value("namespace", route.ns) != route.ns) {
-      fail(ErrorKind::BadRequest, 400,
-           "the namespace of the provided object does not match the namespace sent on the request");
-    }
-    meta["namespace"] = route.ns;
-  }
-  obj["apiVersion"] = route.info.api_version();
-  obj["kind"] = route.info.kind;
-  obj = route.strategy->from_version(std::move(obj), route.version);
-  const WritePart part = route.subresource == "status" ? WritePart::Status : WritePart::Main;
-  const bool dry = dry_run(request);
-  json updated = store_.update(route.info.group_resource(), std::move(obj), part, dry);
-  if (!dry)
-    route.strategy->after_write(updated, WriteVerb::Update, served_);
-  respond_json(response, 200, route.present(std::move(updated)));
-}
-
-void ApiServer::serve_patch(const Request& request, ResponseWriter& response, const Route& route) {
-  if (faults().conflict_on_update) {
-    fail(ErrorKind::Conflict, 409,
-         fmt::format("Operation cannot be fulfilled on {} {:?}: the object has been modified "
-                     "(injected fault)",
-                     route.info.group_resource(), route.name));
-  }
-  const std::string gr = route.info.group_resource();
-  const std::string content_type = request.header("content-type");
-  const std::optional<PatchType> type = patch_type_for(content_type);
-  if (!type || (*type == PatchType::StrategicMerge && !strategic_merge_supported(route.info))) {
-    throw unsupported_patch_type(route.info);
-  }
-  PatchRequest patch_request;
-  patch_request.type = *type;
-  patch_request.body = parse_body(request);
-  patch_request.part = route.subresource == "status" ? WritePart::Status : WritePart::Main;
-  patch_request.field_manager = request.param("fieldManager");
-  patch_request.force = request.param("force") == "true";
-  patch_request.dry_run = dry_run(request);
-  if (*type == PatchType::Apply && patch_request.field_manager.empty()) {
-    fail(ErrorKind::BadRequest, 400, "PATCH, application/apply-patch+yaml requires fieldManager");
-  }
-  if (route.version != route.strategy->info().version) {
-    // The patch applies to the object as the client's version shows it.
-    patch_request.to_served = [&route](json stored) { return route.present(std::move(stored)); };
-    patch_request.from_served = [&route](json served) {
-      return route.strategy->from_version(std::move(served), route.version);
-    };
-  }
-  PatchResult result = patch(store_, gr, route.ns, route.name, patch_request);
-  if (!patch_request.dry_run)
-    route.strategy->after_write(result.object, WriteVerb::Patch, served_);
-  respond_json(response, result.created ? 201 : 200, route.present(std::move(result.object)));
-}
-
-namespace {
-
-DeleteRequest delete_request(const Request& request) {
-  DeleteRequest del;
-  if (!request.body.empty()) {
-    json opts = json::parse(request.body, nullptr, false);
-    if (!opts.is_object())
-      fail(ErrorKind::BadRequest, 400, "DeleteOptions must be an object");
-    del.propagation_policy = opts.value("propagationPolicy", "");
-    if (opts.contains("preconditions")) {
-      const json& p = opts["preconditions"];
-      if (p.contains("uid"))
-        del.precondition_uid = p["uid"].get<std::string>();
-      if (p.contains("resourceVersion")) {
-        del.precondition_resource_version = p["resourceVersion"].get<std::string>();
-      }
-    }
-    if (opts.contains("dryRun"))
-      del.dry_run = !opts["dryRun"].empty();
-  }
-  if (const std::string p = request.param("propagationPolicy"); !p.empty()) {
-    del.propagation_policy = p;
-  }
-  if (!del.propagation_policy.empty() && del.propagation_policy != "Background" &&
-      del.propagation_policy != "Foreground" && del.propagation_policy != "Orphan") {
-    fail(ErrorKind::Invalid, 422,
-         fmt::format("propagationPolicy: Unsupported value: {:?}: supported values: "
-                     "\"Foreground\", \"Background\", \"Orphan\"",
-                     del.propagation_policy));
-  }
-  del.dry_run = del.dry_run || dry_run(request);
-  return del;
-}
-
-}  // namespace
-
-void ApiServer::serve_delete(const Request& request, ResponseWriter& response, const Route& route) {
-  const std::string gr = route.info.group_resource();
-  const DeleteRequest del = delete_request(request);
-  json deleted = store_.remove(gr, route.ns, route.name, del);
-  if (!del.dry_run)  // a dry run changes nothing
-    route.strategy->after_write(deleted, WriteVerb::Delete, served_);
-  respond_json(response, 200, route.present(std::move(deleted)));
-}
-
-void ApiServer::serve_delete_collection(const Request& request, ResponseWriter& response,
-                                        const Route& route) {
-  ListRequest list;
-  list.ns = route.ns;
-  list.labels = LabelSelector::parse(request.param("labelSelector"));
-  list.fields = FieldSelector::parse(request.param("fieldSelector"));
-  const DeleteRequest del = delete_request(request);
-  const std::string gr = route.info.group_resource();
-  json items = json::array();
-  for (const auto& item : store_.list(gr, list).items) {
-    try {
-      json deleted =
-          store_.remove(gr, item["metadata"].value("namespace", ""), item["metadata"]["name"], del);
-      if (!del.dry_run)
-        route.strategy->after_write(deleted, WriteVerb::Delete, served_);
-      items.push_back(std::move(deleted));
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;  // deleted meanwhile
-    }
-  }
-  respond_json(response, 200,
-               {{"kind", route.info.kind + "List"},
-                {"apiVersion", route.api_version()},
-                {"metadata", {{"resourceVersion", store_.current_resource_version()}}},
-                {"items", items}});
-}
-
-namespace {
-
-/// A scale path (".spec.pytorchReplicaSpecs.Worker.replicas") as a JSON pointer.
-json::json_pointer scale_pointer(const std::string& path) {
-  json::json_pointer pointer;
-  std::string_view rest = path;
-  if (rest.starts_with("."))
-    rest.remove_prefix(1);
-  while (!rest.empty()) {
-    const std::size_t dot = rest.find('.');
-    pointer /= std::string(rest.substr(0, dot));
-    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
-  }
-  return pointer;
-}
-
-/// The integer at `path` of `object`; nullopt when absent, 500 when it is not an integer (the
-/// apiextensions server's NestedInt64 error).
-std::optional<std::int64_t> scale_int_at(const json& object, const std::string& path) {
-  const json::json_pointer pointer = scale_pointer(path);
-  if (path.empty() || !object.contains(pointer))
-    return std::nullopt;
-  const json& value = object.at(pointer);
-  if (!value.is_number_integer())
-    throw ApiError(ErrorKind::ServerError, 500, "InternalError",
-                   fmt::format("Internal error occurred: {} accessor error: {} is of the type {}, "
-                               "expected int64",
-                               path, value.dump(), value.type_name()));
-  return value.get<std::int64_t>();
-}
-
-/// autoscaling/v1 Scale of a custom resource (apiextensions' scaleFromCustomResource).
-json scale_of(const json& object, const json& paths) {
-  const json& meta = object.at("metadata");
-  json scale_meta = json::object();
-  for (const char* field : {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}) {
-    if (meta.contains(field))
-      scale_meta[field] = meta[field];
-  }
-  json status = {
-      {"replicas", scale_int_at(object, paths.value("statusReplicasPath", "")).value_or(0)}};
-  const std::string selector_path = paths.value("labelSelectorPath", "");
-  if (!selector_path.empty() && object.contains(scale_pointer(selector_path)) &&
-      object.at(scale_pointer(selector_path)).is_string())
-    status["selector"] = object.at(scale_pointer(selector_path));
-  return {{"kind", "Scale"},
-          {"apiVersion", "autoscaling/v1"},
-          {"metadata", std::move(scale_meta)},
-          {"spec",
-           {{"replicas", scale_int_at(object, paths.value("specReplicasPath", "")).value_or(0)}}},
-          {"status", std::move(status)}};
-}
-
-}  // namespace
-
-void ApiServer::serve_scale(const Request& request, ResponseWriter& response, const Route& route) {
-  const json* scale_paths = route.strategy->scale(route.info.version);
-  if (scale_paths == nullptr) {
-    respond_status(response, 404, "NotFound", "the server could not find the requested resource");
-    return;
-  }
-  const json& paths = *scale_paths;
-  const std::string gr = route.info.group_resource();
-  const std::string spec_path = paths.value("specReplicasPath", "");
-  json object = store_.get(gr, route.ns, route.name);
-  const bool replicas_set = scale_int_at(object, spec_path).has_value();
-  if (request.method == "GET") {
-    if (!replicas_set)
-      throw ApiError(ErrorKind::ServerError, 500, "InternalError",
-                     fmt::format("Internal error occurred: the spec replicas field {:?} does not "
-                                 "exist",
-                                 spec_path));
-    respond_json(response, 200, scale_of(object, paths));
-    return;
-  }
-  json scale;
-  if (request.method == "PUT") {
-    scale = parse_body(request);
-  } else {
-    const std::optional<PatchType> type = patch_type_for(request.header("content-type"));
-    json current = scale_of(object, paths);
-    if (!replicas_set)
-      current["spec"]["replicas"] = nullptr;
-    switch (type.value_or(PatchType::Apply)) {
-      case PatchType::Json:
-        scale = apply_json_patch(std::move(current), parse_body(request));
-        break;
-      case PatchType::Merge:
-      case PatchType::StrategicMerge:  // Scale has no lists: strategic merge is a merge
-        scale = apply_merge_patch(std::move(current), parse_body(request));
-        break;
-      case PatchType::Apply:
-        throw unsupported_patch_type(route.info);
-    }
-  }
-  const json& replicas = member(object_member(scale, "spec"), "replicas");
-  if (replicas.is_null())
-    throw bad_request(fmt::format("the spec replicas field {:?} cannot be empty", spec_path));
-  if (!replicas.is_number_integer())
-    throw bad_request("Scale.spec.replicas: expected an integer");
-  if (replicas.get<std::int64_t>() < 0) {
-    const std::string qualified = route.info.kind + "." + route.info.group;
-    throw ApiError(
-        ErrorKind::Invalid, 422, "Invalid",
-        fmt::format("{} {:?} is invalid: {}: Invalid value: {}: should be a "
-                    "non-negative integer",
-                    qualified, route.name, spec_path, replicas.get<std::int64_t>()),
-        {{"name", route.name},
-         {"group", route.info.group},
-         {"kind", route.info.kind},
-         {"causes",
-          {{{"reason", "FieldValueInvalid"},
-            {"message", fmt::format("Invalid value: {}: should be a non-negative integer",
-                                    replicas.get<std::int64_t>())},
-            {"field", spec_path}}}}});
-  }
-  object[scale_pointer(spec_path)] = replicas;
-  // A resourceVersion in the Scale is the client's precondition; without one the write is
-  // against what was just read.
-  const std::string precondition =
-      object_member(scale, "metadata").value("resourceVersion", std::string());
-  if (!precondition.empty())
-    object["metadata"]["resourceVersion"] = precondition;
-  const json updated = store_.update(gr, std::move(object), WritePart::Main, dry_run(request));
-  respond_json(response, 200, scale_of(updated, paths));
-}
-
-void ApiServer::serve_binding(const Request& request, ResponseWriter& response,
-                              const Route& route) {
-  const json binding = parse_body(request);
-  const std::string node = binding.value("target", json::object()).value("name", "");
-  if (node.empty())
-    fail(ErrorKind::Invalid, 422, "target.name: Required value");
-  store_.modify(route.info.group_resource(), route.ns, route.name, WritePart::Main, [&](json& pod) {
-    const std::string current = pod["spec"].value("nodeName", "");
-    if (!current.empty()) {
-      fail(ErrorKind::Conflict, 409,
-           fmt::format("Operation cannot be fulfilled on pods/binding {:?}: pod {} is already "
-                       "assigned to node {:?}",
-                       route.name, route.name, current));
-    }
-    pod["spec"]["nodeName"] = node;
-  });
-  json ok = success_status();
-  ok["code"] = 201;
-  respond_json(response, 201, ok);
-}
-
-// --- pods/log and pods/exec -------------------------------------------------------------------
-
-namespace {
-
-/// The container a log or exec request addresses: the named one, or the pod's only one.
-std::string pick_container(const json& pod, const std::string& requested) {
-  std::vector<std::string> names;
-  for (const auto& c : pod["spec"].value("containers", json::array())) {
-    names.push_back(c.value("name", ""));
-  }
-  const std::string pod_name = pod["metadata"]["name"];
-  if (!requested.empty()) {
-    bool known = std::find(names.begin(), names.end(), requested) != names.end();
-    for (const auto& c : pod["spec"].value("initContainers", json::array())) {
-      known = known || c.value("name", "") == requested;
-    }
-    if (!known) {
-      fail(ErrorKind::BadRequest, 400,
-           fmt::format("container {} is not valid for pod {}", requested, pod_name));
-    }
-    return requested;
-  }
-  if (names.size() == 1)
-    return names[0];
-  std::string list;
-  for (const auto& n : names)
-    list += (list.empty() ? "" : " ") + n;
-  fail(ErrorKind::BadRequest, 400,
-       fmt::format("a container name must be specified for pod {}, choose one of: [{}]", pod_name,
-                   list));
-}
-
-std::optional<std::int64_t> int_param(const Request& request, const char* name) {
-  const std::string v = request.param(name);
-  if (v.empty())
-    return std::nullopt;
-  try {
-    return std::stoll(v);
-  } catch (const std::exception&) {
-    fail(ErrorKind::BadRequest, 400, fmt::format("invalid {} {:?}", name, v));
-  }
-}
-
-}  // namespace
-
-void ApiServer::serve_logs(const Request& request, ResponseWriter& response, const Route& route) {
-  const json pod = store_.get(route.info.group_resource(), route.ns, route.name);
-  const std::string container = pick_container(pod, request.param("container"));
-  if (cluster_ == nullptr) {
-    respond_status(response, 503, "ServiceUnavailable", "no kubelet serves this sandbox");
-    return;
-  }
-  LogOptions options;
-  options.previous = request.param("previous") == "true";
-  options.timestamps = request.param("timestamps") == "true";
-  options.tail_lines = int_param(request, "tailLines");
-  if (auto since = int_param(request, "sinceSeconds")) {
-    options.since_time = store_.now() - std::chrono::seconds(*since);
-  }
-  auto text = [](const LogChunk& chunk) {
-    std::string out;
-    for (const auto& line : chunk.lines)
-      out += line + "\n";
-    return out;
-  };
-  LogChunk chunk = cluster_->read_logs(route.ns, route.name, container, options);
-  if (request.param("follow") != "true" || options.previous) {
-    response.respond(200, "text/plain", text(chunk));
-    return;
-  }
-  response.begin_stream(200, "text/plain");
-  options.tail_lines.reset();  // the tail applies to what was there when the follow began
-  options.since_time.reset();
-  const std::stop_token stop = response.stop_token();
-  while (true) {
-    const std::string data = text(chunk);
-    if (!data.empty() && !response.write_chunk(data))
-      return;
-    if (!chunk.running || stop.stop_requested() || !response.client_connected())
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    chunk = cluster_->read_logs(route.ns, route.name, container, options, chunk.next);
-  }
-  response.end_stream();
-}
-
-void ApiServer::serve_exec(const Request& request, ResponseWriter& response, const Route& route) {
-  const json pod = store_.get(route.info.group_resource(), route.ns, route.name);
-  const std::string container = pick_container(pod, request.param("container"));
-  std::vector<std::string> argv;
-  for (auto [it, end] = request.params.equal_range("command"); it != end; ++it) {
-    argv.push_back(it->second);
-  }
-  if (argv.empty())
-    fail(ErrorKind::BadRequest, 400, "you must specify at least 1 command");
-  if (to_lower(request.header("upgrade")) != "websocket") {
-    fail(ErrorKind::BadRequest, 400,
-         "Upgrade request required: this sandbox speaks pods/exec over WebSocket "
-         "(v5.channel.k8s.io, v4.channel.k8s.io), not SPDY");
-  }
-  std::string protocol;
-  for (std::string_view wanted : {kube::kExecProtocolV5, kube::kExecProtocolV4}) {
-    for (const auto& offered : request.header_values("sec-websocket-protocol")) {
-      std::istringstream in(offered);
-      for (std::string p; std::getline(in, p, ',');) {
-        if (trim(p) == wanted && protocol.empty())
-          protocol = std::string(wanted);
-      }
-    }
-  }
-  if (protocol.empty()) {
-    fail(ErrorKind::BadRequest, 400,
-         "no supported subprotocol: offer v5.channel.k8s.io or v4.channel.k8s.io");
-  }
-  if (pod.value("status", json::object()).value("phase", "") != "Running") {
-    fail(ErrorKind::BadRequest, 400,
-         fmt::format("unable to upgrade connection: pod {} is not running", route.name));
-  }
-  if (cluster_ == nullptr) {
-    respond_status(response, 503, "ServiceUnavailable", "no kubelet serves this sandbox");
-    return;
-  }
-  auto stream =
-      response.upgrade({{"Upgrade", "websocket"},
-                        {"Connection", "Upgrade"},
-                        {"Sec-WebSocket-Accept",
-                         kube::ws::websocket_accept_key(request.header("sec-websocket-key"))},
-                        {"Sec-WebSocket-Protocol", protocol}});
-  const ExecResult result = cluster_->exec(route.ns, route.name, container, argv);
-  json status = success_status();
-  if (result.exit_code != 0) {
-    std::string command;
-    for (const auto& a : argv)
-      command += (command.empty() ? "" : " ") + a;
-    status = failure_status(
-        500, "NonZeroExitCode",
-        fmt::format("command terminated with non-zero exit code: error "
-                    "executing command [{}], exit code {}",
-                    command, result.exit_code),
-        {{"causes", {{{"reason", "ExitCode"}, {"message", std::to_string(result.exit_code)}}}}});
-    status.erase("code");
-  }
-  auto send = [&](kube::ExecChannel channel, std::string_view data) {
-    stream->write_all(kube::ws::encode_frame(
-        {true, kube::ws::Opcode::Binary, kube::encode_channel(channel, data)}, std::nullopt));
-  };
-  if (!result.stdout_text.empty())
-    send(kube::ExecChannel::Stdout, result.stdout_text);
-  if (!result.stderr_text.empty())
-    send(kube::ExecChannel::Stderr, result.stderr_text);
-  send(kube::ExecChannel::Error, status.dump());
-  stream->write_all(kube::ws::encode_frame(
-      {true, kube::ws::Opcode::Close, kube::ws::encode_close_payload(kube::ws::kCloseNormal, "")},
-      std::nullopt));
-  // Wait for the client's Close so the last frames are not cut off by a reset.
-  kube::ws::FrameDecoder decoder({.expect_masked = true});
-  char buf[4096];
-  try {
-    while (std::size_t n = stream->read_some(buf, sizeof buf)) {
-      decoder.feed(std::string_view(buf, n));
-      while (auto frame = decoder.next()) {
-        if (frame->opcode == kube::ws::Opcode::Close)
-          return;
-      }
-    }
-  } catch (const Error&) {
-    // The client went away first: nothing left to deliver.
-  }
-}
-
-// --- Admission --------------------------------------------------------------------------------
 
 AdmissionContext ApiServer::admission_context() {
   return {.allocate_cluster_ip = [this] {
