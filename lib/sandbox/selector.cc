@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "error.h"
+#include "sandbox/strategy.h"
 
 namespace trainctl::sandbox {
 
@@ -633,32 +634,15 @@ std::string FieldSelector::single_namespace() const {
 }
 
 void FieldSelector::check_supported(const std::string& group_resource, bool namespaced) const {
-  static const std::map<std::string, std::set<std::string>> kTypeFields = {
-      {"pods",
-       {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-        "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-        "status.podIP", "status.podIPs", "status.nominatedNodeName", "spec.host"}},
-      {"nodes", {"metadata.name", "spec.unschedulable"}},
-      {"replicationcontrollers", {"metadata.name", "metadata.namespace", "status.replicas"}},
-      {"events",
-       {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
-        "metadata.namespace", "metadata.name"}},
-      {"namespaces", {"status.phase", "metadata.name"}},
-      {"secrets", {"type", "metadata.namespace", "metadata.name"}},
-      {"services", {"metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"}},
-      {"jobs.batch", {"metadata.name", "metadata.namespace", "status.successful"}},
-      {"replicasets.apps", {"metadata.name", "metadata.namespace", "status.replicas"}},
-  };
+  const StrategyPtr builtin = builtin_strategy(group_resource);
+  const std::vector<std::string> typed =
+      builtin ? builtin->field_labels() : std::vector<std::string>();
   const auto dot = group_resource.find('.');
   const std::string group = dot == std::string::npos ? "" : group_resource.substr(dot + 1);
-  auto typed =
-      kTypeFields.find(group_resource == "events.events.k8s.io" ? "events" : group_resource);
   for (const auto& r : requirements_) {
     const std::string& f = r.field;
-    if (typed != kTypeFields.end()) {
-      if (!typed->second.count(f))
+    if (!typed.empty()) {
+      if (std::find(typed.begin(), typed.end(), f) == typed.end())
         reject_selector("field label not supported: " + f);
     } else if (!is_builtin_group(group)) {
       if (f != "metadata.name" && !(namespaced && f == "metadata.namespace"))

@@ -104,6 +104,10 @@ std::vector<PrintColumn> ResourceStrategy::columns(const std::string&) const {
   return {name_column(), age_column()};
 }
 
+std::vector<std::string> ResourceStrategy::field_labels() const {
+  return {};
+}
+
 std::vector<Subresource> ResourceStrategy::subresources() const {
   return {};
 }

@@ -125,6 +125,9 @@ class ResourceStrategy {
 
   /// The Table columns of `version`, NAME first (NAME and AGE by default).
   virtual std::vector<PrintColumn> columns(const std::string& version) const;
+  /// The fields a field selector may name (its field label conversion); empty for the default,
+  /// metadata.name and metadata.namespace.
+  virtual std::vector<std::string> field_labels() const;
   /// Subresources beyond status and scale.
   virtual std::vector<Subresource> subresources() const;
   /// The scale subresource of `version` as a CRD's subresources.scale gives it

@@ -30,6 +30,10 @@ class SecretStrategy final : public ResourceStrategy {
  public:
   SecretStrategy() : ResourceStrategy({"", "v1", "secrets", "Secret", true, false}) {}
 
+  std::vector<std::string> field_labels() const override {
+    return {"type", "metadata.namespace", "metadata.name"};
+  }
+
   std::vector<PrintColumn> columns(const std::string&) const override {
     return {name_column(),
             {"Type", "string", "The type of the secret.", 0,

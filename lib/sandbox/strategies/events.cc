@@ -12,6 +12,22 @@ class EventStrategy final : public ResourceStrategy {
   explicit EventStrategy(std::string group)
       : ResourceStrategy({std::move(group), "v1", "events", "Event", true, false}, {"ev"}) {}
 
+  // Both groups' events select on the core type's fields.
+  std::vector<std::string> field_labels() const override {
+    return {"involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "metadata.namespace",
+            "metadata.name"};
+  }
   bool allows_create_on_update() const override { return true; }
   std::string storage_prefix() const override { return "events"; }
 };

@@ -112,6 +112,10 @@ class JobStrategy final : public ResourceStrategy {
     ResourceStrategy::prepare_for_create(job);
   }
 
+  std::vector<std::string> field_labels() const override {
+    return {"metadata.name", "metadata.namespace", "status.successful"};
+  }
+
   std::vector<PrintColumn> columns(const std::string&) const override {
     return {
         name_column(),

@@ -81,6 +81,10 @@ class NamespaceStrategy final : public ResourceStrategy {
 
   DeleteFlow delete_flow() const override { return DeleteFlow::NamespaceLifecycle; }
 
+  std::vector<std::string> field_labels() const override {
+    return {"status.phase", "metadata.name"};
+  }
+
   std::vector<PrintColumn> columns(const std::string&) const override {
     return {name_column(),
             {"Status", "string", "The status of the namespace", 0,

@@ -19,6 +19,10 @@ class NodeStrategy final : public ResourceStrategy {
   void prepare_for_create(json&) const override {}
   std::string storage_prefix() const override { return "minions"; }
 
+  std::vector<std::string> field_labels() const override {
+    return {"metadata.name", "spec.unschedulable"};
+  }
+
   std::vector<PrintColumn> columns(const std::string&) const override {
     auto info_string = [](const char* key) {
       return [key](const json& node, TablePrintTime) {

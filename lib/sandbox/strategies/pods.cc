@@ -202,6 +202,21 @@ class PodStrategy final : public ResourceStrategy {
     };
   }
 
+  std::vector<std::string> field_labels() const override {
+    return {"metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+            "spec.host"};
+  }
+
   std::vector<Subresource> subresources() const override {
     return {{"log", "Pod", {"get"}},
             {"exec", "PodExecOptions", {"create", "get"}},

@@ -124,6 +124,10 @@ class ServiceStrategy final : public ResourceStrategy {
     service["status"] = {{"loadBalancer", json::object()}};
   }
 
+  std::vector<std::string> field_labels() const override {
+    return {"metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"};
+  }
+
   std::vector<PrintColumn> columns(const std::string&) const override {
     auto spec_string = [](const char* key) {
       return [key](const json& svc, TablePrintTime) {
