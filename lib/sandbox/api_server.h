@@ -12,6 +12,7 @@
 
 #include "sandbox/cluster.h"
 #include "sandbox/http_server.h"
+#include "sandbox/served_resources.h"
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
@@ -48,9 +49,10 @@ struct ApiServerOptions {
   std::function<void(std::string_view)> error_log;
 };
 
-/// The Kubernetes REST API over a Store: discovery, the verbs on every registered resource,
-/// CustomResourceDefinitions that start (and stop) serving their resources, errors as Status
-/// objects, watches, pods/log and pods/exec, authentication and fault injection.
+/// The Kubernetes REST API over a Store: discovery, the verbs on every served resource (each
+/// resource's behaviour is its ResourceStrategy's), CustomResourceDefinitions that start (and
+/// stop) serving their resources, errors as Status objects, watches, pods/log and pods/exec,
+/// authentication and fault injection.
 class ApiServer {
  public:
   ApiServer(Store& store, ApiServerOptions options);
@@ -95,30 +97,17 @@ class ApiServer {
   void log_failure(const Request& request, std::string_view what) const;
   bool inject_fault(ResponseWriter& response);
   std::optional<Route> route(const std::string& path) const;
-  nlohmann::json resource_list(const std::string& group, const std::string& version) const;
-  nlohmann::json group_list() const;
   /// Answers with `body`, or with it printed as a Table when the client asked for one.
   void respond_objects(const Request& request, ResponseWriter& response, const Route& route,
                        nlohmann::json body);
-  nlohmann::json printer_columns(const Route& route) const;
-
-  /// Keeps discovery in step with CustomResourceDefinitions.
-  void crd_created(const nlohmann::json& crd);
-  void crd_deleted(const nlohmann::json& crd);
-  /// Fills in what the real server defaults and rejects what it rejects for built-in kinds.
-  void admit(const ResourceInfo& info, nlohmann::json& object) const;
+  /// What admission needs from the server (the ClusterIP allocator).
+  AdmissionContext admission_context();
 
   Store& store_;
   ApiServerOptions options_;
   SimulatedCluster* cluster_ = nullptr;
+  ServedResources served_;
   mutable std::mutex mu_;
-  /// Served (group, version, plural) → how the store files it.
-  std::map<std::tuple<std::string, std::string, std::string>, ResourceInfo> served_;
-  std::map<std::string, std::vector<std::string>> short_names_;  // group_resource → short names
-  /// "<group_resource>/<version>" → a CRD version's additionalPrinterColumns.
-  std::map<std::string, nlohmann::json> printer_columns_;
-  /// "<group_resource>/<version>" → a CRD version's subresources.scale.
-  std::map<std::string, nlohmann::json> scale_paths_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::uint32_t next_cluster_ip_ = 1;
 };
@@ -132,7 +121,8 @@ void admit_pod(nlohmann::json& pod);
 /// Registers the built-in resources the sandbox serves and creates the initial namespaces.
 void install_builtin_resources(Store& store);
 
-/// The built-in resource types (core, coordination, scheduling, batch, apiextensions, events).
+/// The built-in resource types (core, coordination, scheduling, batch, apiextensions, events) in
+/// their storage versions.
 const std::vector<ResourceInfo>& builtin_resources();
 
 }  // namespace trainctl::sandbox

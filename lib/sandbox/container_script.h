@@ -192,6 +192,10 @@ struct ExecContext {
   bool proxy_running = false;
 };
 
+/// The exit code `text` names ("3", " 0 "), as a script's `exit N` or the exit-code annotation
+/// gives it; nullopt when it is no integer.
+std::optional<int> parse_exit_code(std::string_view text);
+
 /// The commands a simulated container knows: echo, true, false, hostname, cat (of files mounted
 /// from ConfigMaps/Secrets), env/printenv, sleep, exit, `sh -c` / `bash -c` with `;`, `&&` and
 /// `||`, and Istio's quit (`pilot-agent request POST quitquitquit`, `curl -X POST

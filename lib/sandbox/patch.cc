@@ -705,26 +705,28 @@ PatchResult patch(Store& store, const std::string& group_resource, const std::st
   }
 
   const std::string time = api::format_timestamp(store.now());
-  auto mutate = [&](json& obj) {
+  auto mutate = [&](json& stored) {  // a copy of the stored object
+    json obj = request.to_served ? request.to_served(std::move(stored)) : std::move(stored);
     json patched;
     switch (request.type) {
       case PatchType::Merge:
-        patched = apply_merge_patch(obj, request.body);
+        patched = apply_merge_patch(std::move(obj), request.body);
         break;
       case PatchType::Json:
-        patched = apply_json_patch(obj, request.body);
+        patched = apply_json_patch(std::move(obj), request.body);
         break;
       case PatchType::StrategicMerge:
-        patched = apply_strategic_merge_patch(obj, request.body);
+        patched = apply_strategic_merge_patch(std::move(obj), request.body);
         break;
       case PatchType::Apply:
-        patched = merge_applied_configuration(obj, request.body, is_builtin_group(info->group));
+        patched = merge_applied_configuration(std::move(obj), request.body,
+                                              is_builtin_group(info->group));
         record_apply_manager(patched, *info, request.field_manager, request.body, time,
                              request.part);
         break;
     }
     check_identity(patched, *info, ns, name);
-    obj = std::move(patched);
+    stored = request.from_served ? request.from_served(std::move(patched)) : std::move(patched);
   };
 
   for (int attempt = 0;; ++attempt) {
@@ -741,6 +743,8 @@ PatchResult patch(Store& store, const std::string& group_resource, const std::st
     json created = request.body;
     check_identity(created, *info, ns, name);
     record_apply_manager(created, *info, request.field_manager, request.body, time, request.part);
+    if (request.from_served)
+      created = request.from_served(std::move(created));
     try {
       return {store.create(group_resource, std::move(created), request.dry_run), true};
     } catch (const Error& e) {

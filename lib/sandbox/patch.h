@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -72,6 +73,10 @@ struct PatchRequest {
   std::string field_manager;  // required for Apply
   bool force = false;         // Apply only
   bool dry_run = false;
+  /// For a version other than the storage version: the stored object as the client's version
+  /// shows it (the patch applies to that) and back. Empty = the storage version.
+  std::function<nlohmann::json(nlohmann::json)> to_served;
+  std::function<nlohmann::json(nlohmann::json)> from_served;
 };
 
 struct PatchResult {

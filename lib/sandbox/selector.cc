@@ -1,3 +1,6 @@
+// Label and field selectors: parsing as the server does (labels.Parse, fields.ParseSelector),
+// matching objects, and which fields each type supports.
+
 #include "sandbox/selector.h"
 
 #include <fmt/format.h>
@@ -11,230 +14,9 @@
 #include <tuple>
 
 #include "error.h"
+#include "sandbox/strategy.h"
 
 namespace trainctl::sandbox {
-
-// ---------------------------------------------------------------------------------------------
-// Name and label syntax
-
-namespace validation {
-
-namespace {
-
-bool is_lower_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-bool is_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-// [a-z0-9]([-a-z0-9]*[a-z0-9])?
-bool matches_dns1123_label(std::string_view s) {
-  if (s.empty() || !is_lower_alnum(s.front()) || !is_lower_alnum(s.back()))
-    return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return is_lower_alnum(c) || c == '-'; });
-}
-
-// dns1123 labels joined by '.'
-bool matches_dns1123_subdomain(std::string_view s) {
-  while (true) {
-    const auto dot = s.find('.');
-    if (!matches_dns1123_label(s.substr(0, dot)))
-      return false;
-    if (dot == std::string_view::npos)
-      return true;
-    s.remove_prefix(dot + 1);
-  }
-}
-
-// ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]
-bool matches_qualified_name_part(std::string_view s) {
-  if (s.empty() || !is_alnum(s.front()) || !is_alnum(s.back()))
-    return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return is_alnum(c) || c == '-' || c == '_' || c == '.'; });
-}
-
-std::string max_len_error(int n) {
-  return fmt::format("must be no more than {} characters", n);
-}
-
-// apimachinery's RegexError: "msg (e.g. 'a',  or 'b', regex used for validation is 're')".
-std::string regex_error(std::string_view msg, std::string_view re,
-                        std::initializer_list<std::string_view> examples) {
-  std::string out(msg);
-  if (examples.size() == 0)
-    return out + " (regex used for validation is '" + std::string(re) + "')";
-  out += " (e.g. ";
-  bool first = true;
-  for (auto example : examples) {
-    if (!first)
-      out += " or ";
-    first = false;
-    out += "'" + std::string(example) + "', ";
-  }
-  return out + "regex used for validation is '" + std::string(re) + "')";
-}
-
-constexpr std::string_view kDns1123LabelFmt = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-constexpr std::string_view kDns1123SubdomainFmt =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-constexpr std::string_view kQualifiedNameFmt = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-constexpr std::string_view kQualifiedNameErrMsg =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character";
-
-}  // namespace
-
-std::vector<std::string> dns1123_label(std::string_view value) {
-  std::vector<std::string> errs;
-  if (value.size() > 63)
-    errs.push_back(max_len_error(63));
-  if (!matches_dns1123_label(value)) {
-    if (matches_dns1123_subdomain(value)) {
-      errs.push_back("must not contain dots");
-    } else {
-      errs.push_back(regex_error(
-          "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-          "and must start and end with an alphanumeric character",
-          kDns1123LabelFmt, {"my-name", "123-abc"}));
-    }
-  }
-  return errs;
-}
-
-std::vector<std::string> dns1123_subdomain(std::string_view value) {
-  std::vector<std::string> errs;
-  if (value.size() > 253)
-    errs.push_back(max_len_error(253));
-  if (!matches_dns1123_subdomain(value)) {
-    errs.push_back(regex_error(
-        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
-        "or '.', and must start and end with an alphanumeric character",
-        kDns1123SubdomainFmt, {"example.com"}));
-  }
-  return errs;
-}
-
-std::vector<std::string> dns1035_label(std::string_view value) {
-  std::vector<std::string> errs;
-  if (value.size() > 63)
-    errs.push_back(max_len_error(63));
-  const bool ok = !value.empty() && value.front() >= 'a' && value.front() <= 'z' &&
-                  matches_dns1123_label(value);
-  if (!ok) {
-    errs.push_back(regex_error(
-        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
-        "an alphabetic character, and end with an alphanumeric character",
-        "[a-z]([-a-z0-9]*[a-z0-9])?", {"my-name", "abc-123"}));
-  }
-  return errs;
-}
-
-std::vector<std::string> qualified_name(std::string_view value) {
-  std::vector<std::string> errs;
-  std::string_view name = value;
-  const auto slash = value.find('/');
-  if (slash != std::string_view::npos) {
-    if (value.find('/', slash + 1) != std::string_view::npos) {
-      errs.push_back(
-          "a qualified name " +
-          regex_error(kQualifiedNameErrMsg, kQualifiedNameFmt, {"MyName", "my.name", "123-abc"}) +
-          " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
-      return errs;
-    }
-    const auto prefix = value.substr(0, slash);
-    name = value.substr(slash + 1);
-    if (prefix.empty()) {
-      errs.push_back("prefix part must be non-empty");
-    } else {
-      for (const auto& msg : dns1123_subdomain(prefix))
-        errs.push_back("prefix part " + msg);
-    }
-  }
-  if (name.empty())
-    errs.push_back("name part must be non-empty");
-  else if (name.size() > 63)
-    errs.push_back("name part " + max_len_error(63));
-  if (!matches_qualified_name_part(name)) {
-    errs.push_back("name part " + regex_error(kQualifiedNameErrMsg, kQualifiedNameFmt,
-                                              {"MyName", "my.name", "123-abc"}));
-  }
-  return errs;
-}
-
-std::vector<std::string> label_value(std::string_view value) {
-  std::vector<std::string> errs;
-  if (value.size() > 63)
-    errs.push_back(max_len_error(63));
-  if (!value.empty() && !matches_qualified_name_part(value)) {
-    errs.push_back(regex_error(
-        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-        "or '.', and must start and end with an alphanumeric character",
-        "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", {"MyValue", "my_value", "12345"}));
-  }
-  return errs;
-}
-
-std::string go_quote(std::string_view value) {
-  std::string out = "\"";
-  for (unsigned char c : value) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f)
-          out += fmt::format("\\x{:02x}", c);
-        else
-          out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace validation
-
-bool is_builtin_group(std::string_view group) {
-  static const std::set<std::string_view> kGroups = {
-      "",
-      "admissionregistration.k8s.io",
-      "apiextensions.k8s.io",
-      "apiregistration.k8s.io",
-      "apps",
-      "authentication.k8s.io",
-      "authorization.k8s.io",
-      "autoscaling",
-      "batch",
-      "certificates.k8s.io",
-      "coordination.k8s.io",
-      "discovery.k8s.io",
-      "events.k8s.io",
-      "flowcontrol.apiserver.k8s.io",
-      "internal.apiserver.k8s.io",
-      "networking.k8s.io",
-      "node.k8s.io",
-      "policy",
-      "rbac.authorization.k8s.io",
-      "resource.k8s.io",
-      "scheduling.k8s.io",
-      "storage.k8s.io",
-      "storagemigration.k8s.io",
-  };
-  return kGroups.count(group) > 0;
-}
 
 namespace {
 
@@ -852,32 +634,15 @@ std::string FieldSelector::single_namespace() const {
 }
 
 void FieldSelector::check_supported(const std::string& group_resource, bool namespaced) const {
-  static const std::map<std::string, std::set<std::string>> kTypeFields = {
-      {"pods",
-       {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-        "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-        "status.podIP", "status.podIPs", "status.nominatedNodeName", "spec.host"}},
-      {"nodes", {"metadata.name", "spec.unschedulable"}},
-      {"replicationcontrollers", {"metadata.name", "metadata.namespace", "status.replicas"}},
-      {"events",
-       {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
-        "metadata.namespace", "metadata.name"}},
-      {"namespaces", {"status.phase", "metadata.name"}},
-      {"secrets", {"type", "metadata.namespace", "metadata.name"}},
-      {"services", {"metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"}},
-      {"jobs.batch", {"metadata.name", "metadata.namespace", "status.successful"}},
-      {"replicasets.apps", {"metadata.name", "metadata.namespace", "status.replicas"}},
-  };
+  const StrategyPtr builtin = builtin_strategy(group_resource);
+  const std::vector<std::string> typed =
+      builtin ? builtin->field_labels() : std::vector<std::string>();
   const auto dot = group_resource.find('.');
   const std::string group = dot == std::string::npos ? "" : group_resource.substr(dot + 1);
-  auto typed =
-      kTypeFields.find(group_resource == "events.events.k8s.io" ? "events" : group_resource);
   for (const auto& r : requirements_) {
     const std::string& f = r.field;
-    if (typed != kTypeFields.end()) {
-      if (!typed->second.count(f))
+    if (!typed.empty()) {
+      if (std::find(typed.begin(), typed.end(), f) == typed.end())
         reject_selector("field label not supported: " + f);
     } else if (!is_builtin_group(group)) {
       if (f != "metadata.name" && !(namespaced && f == "metadata.namespace"))

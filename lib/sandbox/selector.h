@@ -77,8 +77,9 @@ class FieldSelector {
   bool empty() const { return requirements_.empty(); }
   const std::vector<FieldRequirement>& requirements() const { return requirements_; }
   /// Throws Error(BadRequest) as the server does when a field is not selectable for the resource
-  /// ("field label not supported: f" for types with their own field list, "\"f\" is not a known
-  /// field selector: only ..." for the others). `namespaced` matters for custom resources only.
+  /// ("field label not supported: f" for types whose strategy lists its fields (field_labels()),
+  /// "\"f\" is not a known field selector: only ..." for the other built-ins). `namespaced`
+  /// matters for custom resources only.
   void check_supported(const std::string& group_resource, bool namespaced = true) const;
   /// The value `metadata.namespace=` pins, when the selector names exactly one namespace.
   std::string single_namespace() const;

@@ -14,28 +14,26 @@
 #include <vector>
 
 #include "error.h"
+#include "kube/resource.h"
 #include "kube/watch.h"
 #include "sandbox/selector.h"
 
 namespace trainctl::sandbox {
 
-/// How the store treats one resource type: where it lives and which parts of an object a write
-/// may change. Behaviour that differs between built-in and custom resources (generation, status
-/// reset on create, unconditional updates, create-on-update, strategic merge) is derived from the
-/// group: see is_builtin_group().
-struct ResourceInfo {
-  std::string group;  // "" for core
-  std::string version;
-  std::string plural;
-  std::string kind;
-  bool namespaced = true;
+/// How the store treats one resource type: kube::Resource (where it lives) and whether it has a
+/// status subresource. What else differs between types (defaults, validation, the status split,
+/// generation, printing) is its ResourceStrategy's (sandbox/strategy.h).
+struct ResourceInfo : kube::Resource {
+  ResourceInfo() = default;
+  ResourceInfo(std::string group, std::string version, std::string plural, std::string kind,
+               bool namespaced = true, bool status_subresource = false);
+
   /// With a status subresource, a main-resource write keeps the stored status and a status
   /// write keeps everything but the status.
   bool status_subresource = false;
 
   /// "pods", "tfjobs.kubeflow.org": the key the store files objects under.
   std::string group_resource() const { return group.empty() ? plural : plural + "." + group; }
-  std::string api_version() const { return group.empty() ? version : group + "/" + version; }
 };
 
 /// Which part of an object an update writes.

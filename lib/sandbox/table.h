@@ -1,12 +1,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sandbox/store.h"
+#include "sandbox/strategy.h"
 
 namespace trainctl::sandbox {
 
@@ -21,6 +23,27 @@ bool wants_table(std::string_view accept);
 nlohmann::json to_table(const ResourceInfo& info, const std::vector<nlohmann::json>& objects,
                         const nlohmann::json& printer_columns, std::string_view include_object,
                         std::chrono::system_clock::time_point now);
+
+/// The Table for `objects` printed with `columns` (a strategy's).
+nlohmann::json to_table(const std::vector<PrintColumn>& columns,
+                        const std::vector<nlohmann::json>& objects, std::string_view include_object,
+                        std::chrono::system_clock::time_point now);
+
+/// A CRD version's additionalPrinterColumns as Table columns: NAME, then each column's JSONPath
+/// (dates printed as ages), then AGE unless a column is named so.
+std::vector<PrintColumn> custom_columns(const nlohmann::json& printer_columns);
+
+// Cell helpers for the strategies' printers: a stored object's fields may come in any shape a
+// client wrote, and printing must not throw on them.
+
+/// The member `key` of `object` when it is an integer, else 0.
+std::int64_t integer_member(const nlohmann::json& object, std::string_view key);
+/// The member `key` of `object` when it is an array, else an empty array.
+const nlohmann::json& array_member(const nlohmann::json& object, std::string_view key);
+/// A string as is, null as "", anything else as JSON.
+std::string cell_text(const nlohmann::json& value);
+/// "<none>" for an empty string.
+std::string or_none(std::string s);
 
 /// Evaluates a printer column's simple JSONPath (`.status.phase`, `.spec.replicas`,
 /// `.status.conditions[0].type`, `.metadata.labels.team`) against an object; null when absent.

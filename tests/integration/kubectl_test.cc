@@ -483,5 +483,73 @@ spec:
   EXPECT_EQ(jsonpath("hpa/ddp", "{.spec.scaleTargetRef.kind}/{.spec.maxReplicas}"), "PyTorchJob/4");
 }
 
+// `kubectl autoscale` (Debian's kubectl 1.32) looks for the target's scale subresource in
+// discovery and posts an autoscaling/v1 HPA. The sandbox stores HPAs as autoscaling/v2 and serves
+// both versions, converting as the real server does (v1's targetCPUUtilizationPercentage is v2's
+// CPU Utilization metric); discovery lists both, v2 preferred.
+TEST_F(KubectlTest, AutoscaleCreatesAnHpaThatReadsBackInV1AndV2) {
+  ASSERT_EQ(kubectl({"create", "deployment", "autoscaled", "--image=nginx:1.27"}).exit_code, 0);
+  Output r =
+      kubectl({"autoscale", "deployment", "autoscaled", "--min=2", "--max=5", "--cpu-percent=70"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "horizontalpodautoscaler.autoscaling/autoscaled autoscaled\n");
+
+  EXPECT_EQ(jsonpath("hpa/autoscaled",
+                     "{.apiVersion} {.spec.minReplicas}-{.spec.maxReplicas} "
+                     "{.spec.metrics[0].type}/{.spec.metrics[0].resource.name} "
+                     "{.spec.metrics[0].resource.target.type}="
+                     "{.spec.metrics[0].resource.target.averageUtilization}"),
+            "autoscaling/v2 2-5 Resource/cpu Utilization=70");
+  EXPECT_EQ(jsonpath("horizontalpodautoscalers.v1.autoscaling/autoscaled",
+                     "{.apiVersion} {.spec.scaleTargetRef.kind}/{.spec.scaleTargetRef.name} "
+                     "{.spec.minReplicas}-{.spec.maxReplicas} "
+                     "{.spec.targetCPUUtilizationPercentage}"),
+            "autoscaling/v1 Deployment/autoscaled 2-5 70");
+
+  EXPECT_THAT(lines_of(kubectl({"api-versions"}).out),
+              ::testing::IsSupersetOf({"autoscaling/v1", "autoscaling/v2"}));
+  Output group = kubectl({"get", "--raw", "/apis/autoscaling"});
+  ASSERT_EQ(group.exit_code, 0) << group.err;
+  EXPECT_THAT(group.out,
+              HasSubstr(R"("preferredVersion":{"groupVersion":"autoscaling/v2","version":"v2"})"));
+}
+
+// What v1 cannot say (a memory metric) travels in the autoscaling.alpha.kubernetes.io/metrics
+// annotation, so a read-modify-write through autoscaling/v1 keeps the v2 object's metrics.
+TEST_F(KubectlTest, HpaWrittenBackThroughV1KeepsItsV2OnlyMetrics) {
+  Output created = kubectl({"create", "-f", manifest("hpa-memory.yaml", R"(
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: memory}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource: {name: memory, target: {type: AverageValue, averageValue: 1Gi}}
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
+)")});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  Output v1 = kubectl({"get", "horizontalpodautoscalers.v1.autoscaling/memory", "-o", "json"});
+  ASSERT_EQ(v1.exit_code, 0) << v1.err;
+  EXPECT_THAT(v1.out, HasSubstr(R"("targetCPUUtilizationPercentage": 50)"));
+  EXPECT_THAT(v1.out, HasSubstr("autoscaling.alpha.kubernetes.io/metrics"));
+
+  std::string edited = v1.out;
+  const std::string max = R"("maxReplicas": 3)";
+  ASSERT_NE(edited.find(max), std::string::npos) << edited;
+  edited.replace(edited.find(max), max.size(), R"("maxReplicas": 6)");
+  Output replaced = kubectl({"replace", "-f", manifest("hpa-memory-v1.json", edited)});
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
+
+  EXPECT_EQ(jsonpath("hpa/memory",
+                     "{.spec.maxReplicas} {.spec.metrics[*].resource.name} "
+                     "{.spec.metrics[0].resource.target.averageValue} "
+                     "{.metadata.annotations}"),
+            "6 memory cpu 1Gi ");
+}
+
 }  // namespace
 }  // namespace trainctl

@@ -1,0 +1,42 @@
+#pragma once
+
+// The built-in resources' strategies, one file each under strategies/ (registry.cc lists them),
+// and what several of them share.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sandbox/field_errors.h"
+#include "sandbox/strategy.h"
+
+namespace trainctl::sandbox {
+
+StrategyPtr namespace_strategy();
+StrategyPtr pod_strategy();
+StrategyPtr service_strategy();
+StrategyPtr configmap_strategy();
+StrategyPtr secret_strategy();
+StrategyPtr core_event_strategy();
+StrategyPtr events_k8s_io_strategy();
+StrategyPtr node_strategy();
+StrategyPtr service_account_strategy();
+StrategyPtr lease_strategy();
+StrategyPtr priority_class_strategy();
+StrategyPtr job_strategy();
+StrategyPtr horizontal_pod_autoscaler_strategy();
+StrategyPtr deployment_strategy();
+std::vector<StrategyPtr> rbac_strategies();
+StrategyPtr custom_resource_definition_strategy();
+
+/// SetDefaults_PodSpec and SetDefaults_Container with ValidatePodSpec's checks of them, for a
+/// pod's spec and a pod template's alike; `path` is where `spec` is ("spec",
+/// "spec.template.spec"). Defined with the pod strategy.
+void default_pod_spec(nlohmann::json& spec, const std::string& path, std::vector<FieldError>& errs);
+
+/// errors.NewInvalid for one field of `object` of the strategy's type, the cause's reason read
+/// from how `what` starts ("Required value", "Unsupported value", else FieldValueInvalid).
+[[noreturn]] void reject_field(const ResourceInfo& info, const nlohmann::json& object,
+                               const std::string& field, const std::string& what);
+
+}  // namespace trainctl::sandbox

@@ -1,0 +1,86 @@
+// Resources served from CustomResourceDefinitions: one strategy per definition, holding what
+// the definition says per version (printer columns, the scale subresource).
+
+#include "sandbox/strategies/custom_resources.h"
+
+#include <map>
+
+#include "sandbox/table.h"
+
+namespace trainctl::sandbox {
+
+using nlohmann::json;
+
+namespace {
+
+class CustomResourceStrategy final : public ResourceStrategy {
+ public:
+  CustomResourceStrategy(ResourceInfo storage, std::vector<std::string> short_names,
+                         std::vector<std::string> versions, std::map<std::string, json> columns,
+                         std::map<std::string, json> scales)
+      : ResourceStrategy(std::move(storage), std::move(short_names)),
+        versions_(std::move(versions)),
+        columns_(std::move(columns)),
+        scales_(std::move(scales)) {}
+
+  std::vector<std::string> served_versions() const override { return versions_; }
+
+  std::vector<PrintColumn> columns(const std::string& version) const override {
+    const auto it = columns_.find(version);
+    if (it == columns_.end() || !it->second.is_array() || it->second.empty())
+      return ResourceStrategy::columns(version);
+    return custom_columns(it->second);
+  }
+
+  const json* scale(const std::string& version) const override {
+    const auto it = scales_.find(version);
+    return it == scales_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::vector<std::string> versions_;
+  std::map<std::string, json> columns_;  // by version: additionalPrinterColumns
+  std::map<std::string, json> scales_;   // by version: subresources.scale
+};
+
+}  // namespace
+
+CustomResource custom_resource(const json& crd) {
+  const json& spec = crd.value("spec", json::object());
+  const std::string group = spec.value("group", "");
+  const json& names = spec.value("names", json::object());
+  const std::string plural = names.value("plural", "");
+  ResourceInfo storage;
+  CustomResource out;
+  std::vector<std::string> versions;
+  std::map<std::string, json> columns;
+  std::map<std::string, json> scales;
+  for (const auto& v : spec.value("versions", json::array())) {
+    ResourceInfo info{group,
+                      v.value("name", ""),
+                      plural,
+                      names.value("kind", ""),
+                      spec.value("scope", "Namespaced") == "Namespaced",
+                      v.value("subresources", json::object()).contains("status")};
+    if (v.value("storage", false))
+      storage = info;
+    if (v.value("served", false)) {
+      out.served.push_back(info);
+      versions.push_back(info.version);
+    }
+    if (v.contains("additionalPrinterColumns"))
+      columns[info.version] = v["additionalPrinterColumns"];
+    const json& scale = v.value("subresources", json::object()).value("scale", json());
+    if (scale.is_object())
+      scales[info.version] = scale;
+  }
+  std::vector<std::string> short_names;
+  for (const auto& s : names.value("shortNames", json::array()))
+    short_names.push_back(s);
+  out.strategy = std::make_shared<CustomResourceStrategy>(
+      std::move(storage), std::move(short_names), std::move(versions), std::move(columns),
+      std::move(scales));
+  return out;
+}
+
+}  // namespace trainctl::sandbox

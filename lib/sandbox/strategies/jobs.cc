@@ -1,0 +1,152 @@
+// batch/v1 jobs as v1.26's server keeps them (pkg/registry/batch/job/strategy.go and
+// pkg/apis/batch): SetDefaults_Job and ValidateJob, the selector and template labels generated
+// from the uid, pods orphaned by default, and kubectl's columns.
+
+#include <fmt/format.h>
+
+#include "api/well_known.h"
+#include "json_access.h"
+#include "sandbox/selector.h"
+#include "sandbox/strategies/builtin.h"
+#include "sandbox/table.h"
+
+namespace trainctl::sandbox {
+
+using nlohmann::json;
+
+namespace {
+
+/// Whether `obj` has `key` set to something other than null.
+bool has_field(const json& obj, const char* key) {
+  return !member(obj, key).is_null();
+}
+
+class JobStrategy final : public ResourceStrategy {
+ public:
+  JobStrategy() : ResourceStrategy({"batch", "v1", "jobs", "Job", true, true}) {}
+
+  /// SetDefaults_Job (pkg/apis/batch/v1/defaults.go), the template's pod defaults, and
+  /// ValidateJob's checks (pkg/apis/batch/validation) in its order. What needs the uid is
+  /// prepare_for_create's.
+  void admit(json& job, const AdmissionContext&) const override {
+    json& spec = ensure_object(job, "spec");
+    if (!has_field(spec, "completions") && !has_field(spec, "parallelism")) {
+      spec["completions"] = 1;
+      spec["parallelism"] = 1;
+    }
+    if (!has_field(spec, "parallelism"))
+      spec["parallelism"] = 1;
+    if (!has_field(spec, "backoffLimit"))
+      spec["backoffLimit"] = 6;
+    if (!has_field(spec, "completionMode"))
+      spec["completionMode"] = "NonIndexed";
+    if (!has_field(spec, "suspend"))
+      spec["suspend"] = false;
+    json& tmpl = ensure_object(spec, "template");
+    json& tmpl_meta = ensure_object(tmpl, "metadata");
+    if (!tmpl_meta.contains("creationTimestamp"))
+      tmpl_meta["creationTimestamp"] = nullptr;  // a zero metav1.Time, as Go prints it
+    json& pod_spec = ensure_object(tmpl, "spec");
+
+    std::vector<FieldError> errs;
+    for (const char* field : {"parallelism", "completions", "activeDeadlineSeconds", "backoffLimit",
+                              "ttlSecondsAfterFinished"}) {
+      const json& value = member(spec, field);
+      if (value.is_number() && value.get<double>() < 0) {
+        errs.push_back(invalid_value(fmt::format("spec.{}", field), value.dump(),
+                                     "must be greater than or equal to 0"));
+      }
+    }
+    const std::string mode = spec.value("completionMode", "");
+    if (mode != "NonIndexed" && mode != "Indexed") {
+      errs.push_back(not_supported("spec.completionMode", validation::go_quote(mode),
+                                   {"NonIndexed", "Indexed"}));
+    }
+    if (mode == "Indexed" && !has_field(spec, "completions"))
+      errs.push_back(required_value("spec.completions", "when completion mode is Indexed"));
+    default_pod_spec(pod_spec, "spec.template.spec", errs);
+    // The template's restartPolicy was defaulted to Always if missing, which a Job may not use.
+    const std::string restart = pod_spec.value("restartPolicy", "");
+    if (restart == "Always") {
+      errs.push_back(required_value("spec.template.spec.restartPolicy",
+                                    "valid values: \"OnFailure\", \"Never\""));
+    } else if (restart != "OnFailure" && restart != "Never") {
+      errs.push_back(not_supported("spec.template.spec.restartPolicy",
+                                   validation::go_quote(restart), {"OnFailure", "Never"}));
+    }
+    if (member(spec, "manualSelector") == json(true) && !has_field(spec, "selector"))
+      errs.push_back(required_value("spec.selector", ""));
+    if (!errs.empty())
+      throw invalid(info().group, info().kind, name_of(job), errs);
+  }
+
+  bool tracks_generation() const override { return true; }
+  // batch/v1 Jobs orphan their pods unless told otherwise, for backwards compatibility.
+  bool orphans_dependents_by_default() const override { return true; }
+
+  // PrepareForCreate marks the job as tracked with pod finalizers; Validate generates the
+  // selector from the uid unless spec.manualSelector, labelling the pod template controller-uid
+  // and job-name (v1.26's unprefixed labels only; the batch.kubernetes.io/ ones came in 1.27). A
+  // job without labels takes its template's (SetDefaults_Job, which the server applies again as
+  // it decodes what it stored: so they include the two generated labels).
+  void prepare_for_create(json& job) const override {
+    json& md = ensure_object(job, "metadata");
+    ensure_object(md, "annotations")[std::string(api::finalizers::job_tracking)] = "";
+    json& spec = ensure_object(job, "spec");
+    json& template_meta = ensure_object(ensure_object(spec, "template"), "metadata");
+    if (member(spec, "manualSelector") != json(true)) {
+      json& template_labels = ensure_object(template_meta, "labels");
+      if (!template_labels.contains("job-name"))
+        template_labels["job-name"] = name_of(job);
+      if (!template_labels.contains("controller-uid"))
+        template_labels["controller-uid"] = uid_of(job);
+      json& match_labels = ensure_object(ensure_object(spec, "selector"), "matchLabels");
+      if (!match_labels.contains("controller-uid"))
+        match_labels["controller-uid"] = uid_of(job);
+    }
+    const json& labels = member(md, "labels");
+    const json& template_labels = member(template_meta, "labels");
+    if ((!labels.is_object() || labels.empty()) && template_labels.is_object() &&
+        !template_labels.empty())
+      md["labels"] = template_labels;
+    ResourceStrategy::prepare_for_create(job);
+  }
+
+  std::vector<std::string> field_labels() const override {
+    return {"metadata.name", "metadata.namespace", "status.successful"};
+  }
+
+  std::vector<PrintColumn> columns(const std::string&) const override {
+    return {
+        name_column(),
+        {"Status", "string", "Status of the job.", 0,
+         [](const json& job, TablePrintTime) {
+           std::string state = "Running";
+           for (const auto& c : array_member(object_member(job, "status"), "conditions")) {
+             const std::string type = string_member(c, "type");
+             if (string_member(c, "status") == "True" && (type == "Complete" || type == "Failed"))
+               state = type;
+           }
+           return json(state);
+         }},
+        {"Completions", "string", "The completion status of the job.", 0,
+         [](const json& job, TablePrintTime) {
+           const json& completions = member(object_member(job, "spec"), "completions");
+           return json(
+               fmt::format("{}/{}", integer_member(object_member(job, "status"), "succeeded"),
+                           completions.is_number_integer() ? completions.get<std::int64_t>() : 1));
+         }},
+        {"Duration", "string", "Time required to complete the job.", 0,
+         [](const json&, TablePrintTime) { return json(""); }},
+        age_column()};
+  }
+};
+
+}  // namespace
+
+StrategyPtr job_strategy() {
+  static const StrategyPtr strategy = std::make_shared<JobStrategy>();
+  return strategy;
+}
+
+}  // namespace trainctl::sandbox

@@ -1,0 +1,120 @@
+// core/v1 namespaces: the "kubernetes" finalizer and Active phase, the name label, the system
+// namespaces that may not be deleted, deletion through the namespace lifecycle (the store
+// deletes the contents first), and the default ServiceAccount of a new namespace.
+
+#include <fmt/format.h>
+
+#include "api/well_known.h"
+#include "json_access.h"
+#include "sandbox/selector.h"
+#include "sandbox/served_resources.h"
+#include "sandbox/strategies/builtin.h"
+#include "sandbox/table.h"
+
+namespace trainctl::sandbox {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kNamespaceFinalizer = "kubernetes";
+
+class NamespaceStrategy final : public ResourceStrategy {
+ public:
+  NamespaceStrategy()
+      : ResourceStrategy({"", "v1", "namespaces", "Namespace", false, true}, {"ns"}) {}
+
+  void admit(json& ns, const AdmissionContext&) const override {
+    const std::string name = ns["metadata"].value("name", "");
+    if (!validation::dns1123_label(name).empty()) {
+      reject_field(info(), ns, "metadata.name",
+                   fmt::format("Invalid value: {:?}: a lowercase RFC 1123 label must consist of "
+                               "lower case alphanumeric characters or '-', and must start and end "
+                               "with an alphanumeric character",
+                               name));
+    }
+    ns["spec"]["finalizers"] = json::array({kNamespaceFinalizer});
+    ns["status"] = {{"phase", "Active"}};
+  }
+
+  std::vector<std::string> name_errors(std::string_view name) const override {
+    return validation::dns1123_label(name);
+  }
+
+  void prepare_for_create(json& ns) const override {
+    ns["status"] = {{"phase", "Active"}};
+    json& finalizers = ns["spec"]["finalizers"];
+    if (!finalizers.is_array())
+      finalizers = json::array();
+    if (std::find(finalizers.begin(), finalizers.end(), json(kNamespaceFinalizer)) ==
+        finalizers.end())
+      finalizers.push_back(kNamespaceFinalizer);
+    ns["metadata"]["labels"][std::string(api::labels::namespace_name)] = name_of(ns);
+  }
+
+  void name_generated(json& ns) const override {
+    ns["metadata"]["labels"][std::string(api::labels::namespace_name)] = ns["metadata"]["name"];
+  }
+
+  void prepare_for_update(const json& old, json& next, WritePart part) const override {
+    ResourceStrategy::prepare_for_update(old, next, part);
+    if (part != WritePart::Main)
+      return;
+    // The name label follows the name; spec.finalizers change only through /finalize.
+    next["metadata"]["labels"][std::string(api::labels::namespace_name)] = name_of(old);
+    if (member(old, "spec").contains("finalizers"))
+      next["spec"]["finalizers"] = old["spec"]["finalizers"];
+    else if (next.contains("spec") && next["spec"].is_object())
+      next["spec"].erase("finalizers");
+  }
+
+  bool checks_delete_preconditions_in_storage() const override { return true; }
+
+  void check_deletable(const std::string& name) const override {
+    if (name == "default" || name == "kube-system" || name == "kube-public") {
+      throw ApiError(ErrorKind::Forbidden, 403, "Forbidden",
+                     fmt::format("namespaces {} is forbidden: this namespace may not be deleted",
+                                 validation::go_quote(name)),
+                     {{"name", name}, {"kind", "namespaces"}});
+    }
+  }
+
+  DeleteFlow delete_flow() const override { return DeleteFlow::NamespaceLifecycle; }
+
+  std::vector<std::string> field_labels() const override {
+    return {"status.phase", "metadata.name"};
+  }
+
+  std::vector<PrintColumn> columns(const std::string&) const override {
+    return {name_column(),
+            {"Status", "string", "The status of the namespace", 0,
+             [](const json& ns, TablePrintTime) {
+               const std::string phase = string_member(object_member(ns, "status"), "phase");
+               return json(phase.empty() ? "Active" : phase);
+             }},
+            age_column()};
+  }
+
+  void after_write(json& ns, WriteVerb verb, ServedResources& served) const override {
+    if (verb != WriteVerb::Create)
+      return;
+    try {
+      served.store().create("serviceaccounts",
+                            {{"apiVersion", "v1"},
+                             {"kind", "ServiceAccount"},
+                             {"metadata", {{"name", "default"}, {"namespace", name_of(ns)}}}});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::AlreadyExists)
+        throw;
+    }
+  }
+};
+
+}  // namespace
+
+StrategyPtr namespace_strategy() {
+  static const StrategyPtr strategy = std::make_shared<NamespaceStrategy>();
+  return strategy;
+}
+
+}  // namespace trainctl::sandbox

@@ -1,0 +1,234 @@
+// core/v1 pods: admission defaults (SetDefaults_Pod, the service account and priority admission
+// plugins), the QoS class the registry computes at creation, kubectl's columns, and the log,
+// exec and binding subresources.
+
+#include <fmt/format.h>
+
+#include "json_access.h"
+#include "sandbox/api_server.h"
+#include "sandbox/selector.h"
+#include "sandbox/strategies/builtin.h"
+#include "sandbox/table.h"
+
+namespace trainctl::sandbox {
+
+using nlohmann::json;
+
+void default_pod_spec(json& spec, const std::string& path, std::vector<FieldError>& errs) {
+  json& containers = spec["containers"];
+  if (!containers.is_array() || containers.empty())
+    errs.push_back(required_value(path + ".containers", ""));
+  for (size_t i = 0; containers.is_array() && i < containers.size(); ++i) {
+    json& c = containers[i];
+    if (!c.is_object())
+      c = json::object();
+    const std::string name = c.value("name", "");
+    const std::string field = fmt::format("{}.containers[{}]", path, i);
+    if (name.empty()) {
+      errs.push_back(required_value(field + ".name", ""));
+    } else if (!validation::dns1123_label(name).empty()) {
+      errs.push_back(invalid_value(field + ".name", validation::go_quote(name),
+                                   "a lowercase RFC 1123 label must consist of lower case "
+                                   "alphanumeric characters or '-'"));
+    }
+    const std::string image = c.value("image", "");
+    if (image.empty())
+      errs.push_back(required_value(field + ".image", ""));
+    if (!c.contains("imagePullPolicy")) {
+      const bool latest = image.find(':') == std::string::npos || image.ends_with(":latest");
+      c["imagePullPolicy"] = latest ? "Always" : "IfNotPresent";
+    }
+    if (!c.contains("terminationMessagePath"))
+      c["terminationMessagePath"] = "/dev/termination-log";
+    if (!c.contains("terminationMessagePolicy"))
+      c["terminationMessagePolicy"] = "File";
+    if (!c.contains("resources"))
+      c["resources"] = json::object();
+  }
+  const std::string restart = spec.value("restartPolicy", "Always");
+  if (restart != "Always" && restart != "OnFailure" && restart != "Never") {
+    errs.push_back(not_supported(path + ".restartPolicy", validation::go_quote(restart),
+                                 {"Always", "OnFailure", "Never"}));
+  }
+  spec["restartPolicy"] = restart;
+  if (!spec.contains("schedulerName"))
+    spec["schedulerName"] = "default-scheduler";
+  if (!spec.contains("dnsPolicy"))
+    spec["dnsPolicy"] = "ClusterFirst";
+  if (!spec.contains("terminationGracePeriodSeconds"))
+    spec["terminationGracePeriodSeconds"] = 30;
+  if (!spec.contains("securityContext"))
+    spec["securityContext"] = json::object();
+}
+
+void admit_pod(json& pod) {
+  json& spec = ensure_object(pod, "spec");
+  std::vector<FieldError> errs;
+  default_pod_spec(spec, "spec", errs);
+  if (!errs.empty())
+    throw invalid("", "Pod", name_of(pod), errs);
+  if (!spec.contains("serviceAccountName"))
+    spec["serviceAccountName"] = "default";
+  if (!spec.contains("enableServiceLinks"))
+    spec["enableServiceLinks"] = true;
+  if (!spec.contains("priority"))
+    spec["priority"] = 0;
+  json& status = pod["status"];
+  if (!status.is_object() || !status.contains("phase"))
+    status = {{"phase", "Pending"}};
+  if (!status.contains("qosClass"))
+    status["qosClass"] = "BestEffort";
+}
+
+namespace {
+
+std::string quantity_text(const json& v) {
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_number())
+    return v.dump();
+  return "";
+}
+
+// The pod's QoS class as the API server computes it at creation.
+std::string pod_qos(const json& pod) {
+  bool any = false;
+  bool guaranteed = true;
+  const json& spec = member(pod, "spec");
+  for (const char* list : {"containers", "initContainers"}) {
+    const json& containers = member(spec, list);
+    if (!containers.is_array())
+      continue;
+    for (const auto& c : containers) {
+      const json& resources = member(c, "resources");
+      const json& requests = member(resources, "requests");
+      const json& limits = member(resources, "limits");
+      for (const char* r : {"cpu", "memory"}) {
+        const std::string req = quantity_text(member(requests, r));
+        const std::string lim = quantity_text(member(limits, r));
+        const bool has_req = !req.empty() && req != "0";
+        const bool has_lim = !lim.empty() && lim != "0";
+        any |= has_req || has_lim;
+        if (!has_lim || (has_req && req != lim))
+          guaranteed = false;
+      }
+    }
+  }
+  if (!any)
+    return "BestEffort";
+  return guaranteed ? "Guaranteed" : "Burstable";
+}
+
+/// What `kubectl get pods` shows in STATUS: the phase, or a container's waiting/terminated reason.
+std::string pod_status(const json& pod) {
+  const json& status = object_member(pod, "status");
+  std::string reason = string_member(status, "reason");
+  if (reason.empty())
+    reason = string_member(status, "phase");
+  if (reason.empty())
+    reason = "Unknown";
+  for (const auto& cs : array_member(status, "containerStatuses")) {
+    const json& state = object_member(cs, "state");
+    const json& waiting = object_member(state, "waiting");
+    if (!string_member(waiting, "reason").empty()) {
+      reason = string_member(waiting, "reason");
+    } else if (member(state, "terminated").is_object()) {
+      const json& t = object_member(state, "terminated");
+      reason = string_member(t, "reason");
+      if (reason.empty())
+        reason = fmt::format("ExitCode:{}", integer_member(t, "exitCode"));
+    }
+  }
+  if (object_member(pod, "metadata").contains("deletionTimestamp"))
+    reason = "Terminating";
+  return reason;
+}
+
+class PodStrategy final : public ResourceStrategy {
+ public:
+  PodStrategy() : ResourceStrategy({"", "v1", "pods", "Pod", true, true}, {"po"}) {}
+
+  void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
+  bool tracks_generation() const override { return true; }
+
+  void prepare_for_create(json& pod) const override {
+    pod["status"] = {{"phase", "Pending"}, {"qosClass", pod_qos(pod)}};
+  }
+
+  void prepare_for_update(const json& old, json& next, WritePart part) const override {
+    ResourceStrategy::prepare_for_update(old, next, part);
+    // The QoS class is fixed at creation: a status write without one keeps it.
+    if (part == WritePart::Status && !member(next["status"], "qosClass").is_string() &&
+        member(member(old, "status"), "qosClass").is_string())
+      next["status"]["qosClass"] = old["status"]["qosClass"];
+  }
+
+  std::vector<PrintColumn> columns(const std::string&) const override {
+    auto containers = [](const json& pod) {
+      std::int64_t ready = 0, restarts = 0;
+      for (const auto& cs : array_member(object_member(pod, "status"), "containerStatuses")) {
+        ready += member(cs, "ready") == json(true) ? 1 : 0;
+        restarts += integer_member(cs, "restartCount");
+      }
+      return std::pair{ready, restarts};
+    };
+    return {
+        name_column(),
+        {"Ready", "string", "The aggregate readiness state of this pod for accepting traffic.", 0,
+         [containers](const json& pod, TablePrintTime) {
+           const std::size_t total = array_member(object_member(pod, "spec"), "containers").size();
+           return json(fmt::format("{}/{}", containers(pod).first, total));
+         }},
+        {"Status", "string", "The aggregate status of the containers in this pod.", 0,
+         [](const json& pod, TablePrintTime) { return json(pod_status(pod)); }},
+        {"Restarts", "string",
+         "The number of times the containers in this pod have been restarted.", 0,
+         [containers](const json& pod, TablePrintTime) {
+           return json(std::to_string(containers(pod).second));
+         }},
+        age_column(),
+        {"IP", "string", "IP address allocated to the pod.", 1,
+         [](const json& pod, TablePrintTime) {
+           return json(or_none(string_member(object_member(pod, "status"), "podIP")));
+         }},
+        {"Node", "string", "Name of the Node this pod is assigned to.", 1,
+         [](const json& pod, TablePrintTime) {
+           return json(or_none(string_member(object_member(pod, "spec"), "nodeName")));
+         }},
+        {"Nominated Node", "string", "Name of the node nominated by the scheduler.", 1,
+         [](const json&, TablePrintTime) { return json("<none>"); }},
+        {"Readiness Gates", "string", "The readiness gates of the pod.", 1,
+         [](const json&, TablePrintTime) { return json("<none>"); }},
+    };
+  }
+
+  std::vector<std::string> field_labels() const override {
+    return {"metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+            "spec.host"};
+  }
+
+  std::vector<Subresource> subresources() const override {
+    return {{"log", "Pod", {"get"}},
+            {"exec", "PodExecOptions", {"create", "get"}},
+            {"binding", "Binding", {"create"}}};
+  }
+};
+
+}  // namespace
+
+StrategyPtr pod_strategy() {
+  static const StrategyPtr strategy = std::make_shared<PodStrategy>();
+  return strategy;
+}
+
+}  // namespace trainctl::sandbox

@@ -1,0 +1,166 @@
+// core/v1 services: the type, port and ClusterIP defaults, port validation, DNS-1035 names,
+// create on PUT, the historical etcd prefix and kubectl's columns.
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "json_access.h"
+#include "sandbox/selector.h"
+#include "sandbox/strategies/builtin.h"
+#include "sandbox/table.h"
+
+namespace trainctl::sandbox {
+
+using nlohmann::json;
+
+namespace {
+
+/// `kubectl get svc`'s PORT(S): "80/TCP", "80:30080/TCP" with a node port, comma-separated
+/// (the server's makePortString).
+std::string service_ports(const json& spec) {
+  std::string ports;
+  for (const auto& p : array_member(spec, "ports")) {
+    std::string protocol = string_member(p, "protocol");
+    if (protocol.empty())
+      protocol = "TCP";
+    const std::int64_t node_port = integer_member(p, "nodePort");
+    ports += ports.empty() ? "" : ",";
+    ports += node_port > 0 ? fmt::format("{}:{}/{}", integer_member(p, "port"), node_port, protocol)
+                           : fmt::format("{}/{}", integer_member(p, "port"), protocol);
+  }
+  return ports;
+}
+
+std::string join_strings(const json& values) {
+  std::string out;
+  for (const auto& v : values) {
+    if (v.is_string())
+      out += (out.empty() ? "" : ",") + v.get<std::string>();
+  }
+  return out;
+}
+
+/// `kubectl get svc`'s EXTERNAL-IP (the server's getServiceExternalIP, printed wide).
+std::string service_external_ip(const json& service) {
+  const json& spec = object_member(service, "spec");
+  const std::string type = string_member(spec, "type");
+  const std::string external_ips = join_strings(array_member(spec, "externalIPs"));
+  if (type == "ClusterIP" || type == "NodePort")
+    return or_none(external_ips);
+  if (type == "ExternalName")
+    return string_member(spec, "externalName");
+  if (type != "LoadBalancer")
+    return "<unknown>";
+  // loadBalancerStatusStringer: each ingress point's IP, else its hostname; sorted, unique.
+  std::set<std::string> points;
+  const json& lb = object_member(object_member(service, "status"), "loadBalancer");
+  for (const auto& i : array_member(lb, "ingress")) {
+    const std::string ip = string_member(i, "ip");
+    const std::string point = ip.empty() ? string_member(i, "hostname") : ip;
+    if (!point.empty())
+      points.insert(point);
+  }
+  std::string ingress;
+  for (const auto& p : points)
+    ingress += (ingress.empty() ? "" : ",") + p;
+  if (!external_ips.empty())
+    return ingress.empty() ? external_ips : ingress + "," + external_ips;
+  return ingress.empty() ? "<pending>" : ingress;
+}
+
+/// A label map as labels.FormatLabels prints it: "a=1,b=2" (sorted), "<none>" when empty.
+std::string format_labels(const json& labels) {
+  std::string out;
+  for (const auto& [k, v] : labels.items())
+    out += (out.empty() ? "" : ",") + k + "=" + cell_text(v);
+  return or_none(out);
+}
+
+class ServiceStrategy final : public ResourceStrategy {
+ public:
+  ServiceStrategy() : ResourceStrategy({"", "v1", "services", "Service", true, true}, {"svc"}) {}
+
+  void admit(json& service, const AdmissionContext& context) const override {
+    json& spec = service["spec"];
+    if (!spec.is_object())
+      spec = json::object();
+    if (!spec.contains("type"))
+      spec["type"] = "ClusterIP";
+    json& ports = spec["ports"];
+    if (!ports.is_array())
+      ports = json::array();
+    const bool headless = spec.value("clusterIP", "") == "None";
+    if (ports.empty() && !headless)
+      reject_field(info(), service, "spec.ports", "Required value");
+    for (size_t i = 0; i < ports.size(); ++i) {
+      json& p = ports[i];
+      const int port = p.value("port", 0);
+      if (port < 1 || port > 65535) {
+        reject_field(
+            info(), service, fmt::format("spec.ports[{}].port", i),
+            fmt::format("Invalid value: {}: must be between 1 and 65535, inclusive", port));
+      }
+      if (!p.contains("protocol"))
+        p["protocol"] = "TCP";
+      if (!p.contains("targetPort"))
+        p["targetPort"] = port;
+    }
+    if (!spec.contains("clusterIP"))
+      spec["clusterIP"] = context.allocate_cluster_ip();
+    spec["clusterIPs"] = json::array({spec["clusterIP"]});
+    if (!spec.contains("sessionAffinity"))
+      spec["sessionAffinity"] = "None";
+    service["status"] = {{"loadBalancer", json::object()}};
+  }
+
+  std::vector<std::string> name_errors(std::string_view name) const override {
+    return validation::dns1035_label(name);
+  }
+  bool allows_create_on_update() const override { return true; }
+  std::string storage_prefix() const override { return "services/specs"; }
+
+  void prepare_for_create(json& service) const override {
+    service["status"] = {{"loadBalancer", json::object()}};
+  }
+
+  std::vector<std::string> field_labels() const override {
+    return {"metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"};
+  }
+
+  std::vector<PrintColumn> columns(const std::string&) const override {
+    auto spec_string = [](const char* key) {
+      return [key](const json& svc, TablePrintTime) {
+        return json(string_member(object_member(svc, "spec"), key));
+      };
+    };
+    return {name_column(),
+            {"Type", "string", "The type of the service.", 0, spec_string("type")},
+            {"Cluster-IP", "string", "The cluster IP of the service.", 0,
+             [](const json& svc, TablePrintTime) {
+               // printService: the first of spec.clusterIPs ("None" for a headless service).
+               const json& ips = array_member(object_member(svc, "spec"), "clusterIPs");
+               return json(or_none(ips.empty() ? "" : cell_text(ips[0])));
+             }},
+            {"External-IP", "string", "The external IP of the service.", 0,
+             [](const json& svc, TablePrintTime) { return json(service_external_ip(svc)); }},
+            {"Port(s)", "string", "The ports of the service.", 0,
+             [](const json& svc, TablePrintTime) {
+               return json(or_none(service_ports(object_member(svc, "spec"))));
+             }},
+            age_column(),
+            {"Selector", "string", "The label selector of the service.", 1,
+             [](const json& svc, TablePrintTime) {
+               return json(format_labels(object_member(object_member(svc, "spec"), "selector")));
+             }}};
+  }
+};
+
+}  // namespace
+
+StrategyPtr service_strategy() {
+  static const StrategyPtr strategy = std::make_shared<ServiceStrategy>();
+  return strategy;
+}
+
+}  // namespace trainctl::sandbox

@@ -1,0 +1,47 @@
+// Built-in types the sandbox stores and serves but no simulated controller acts on: service
+// accounts, priority classes, and deployments (so `trainctl install` and `kubectl autoscale` can
+// be tested here).
+
+#include "sandbox/strategies/builtin.h"
+
+namespace trainctl::sandbox {
+
+namespace {
+
+class DeploymentStrategy final : public ResourceStrategy {
+ public:
+  DeploymentStrategy()
+      : ResourceStrategy({"apps", "v1", "deployments", "Deployment", true, true}, {"deploy"}) {}
+
+  bool tracks_generation() const override { return true; }
+
+  // The scale subresource (`kubectl scale`, and what `kubectl autoscale` looks for in discovery).
+  const nlohmann::json* scale(const std::string&) const override {
+    static const nlohmann::json paths = {{"specReplicasPath", ".spec.replicas"},
+                                         {"statusReplicasPath", ".status.replicas"}};
+    return &paths;
+  }
+};
+
+}  // namespace
+
+StrategyPtr service_account_strategy() {
+  static const StrategyPtr strategy = std::make_shared<const ResourceStrategy>(
+      ResourceInfo{"", "v1", "serviceaccounts", "ServiceAccount", true, false},
+      std::vector<std::string>{"sa"});
+  return strategy;
+}
+
+StrategyPtr priority_class_strategy() {
+  static const StrategyPtr strategy = std::make_shared<const ResourceStrategy>(
+      ResourceInfo{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, false},
+      std::vector<std::string>{"pc"});
+  return strategy;
+}
+
+StrategyPtr deployment_strategy() {
+  static const StrategyPtr strategy = std::make_shared<DeploymentStrategy>();
+  return strategy;
+}
+
+}  // namespace trainctl::sandbox
