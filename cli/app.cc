@@ -102,15 +102,18 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
     const auto rest = c->remaining();
     left.insert(left.begin(), rest.begin(), rest.end());
   }
+  // Only an argument no command took is a typo; other errors (a flag's value refused) say so.
+  const bool unparsed = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+                        dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
   std::string message;
-  if (const auto flag =
-          std::find_if(left.begin(), left.end(),
-                       [](const std::string& a) { return a.size() > 1 && a[0] == '-'; });
-      flag != left.end()) {
+  if (const auto flag = std::find_if(
+          left.begin(), left.end(),
+          [](const std::string& a) { return a.size() > 1 && a[0] == '-' && a != "--"; });
+      unparsed && flag != left.end()) {
     const std::string name = flag->substr(0, flag->find('='));
     message = fmt::format("unknown flag {:?} for {:?}{}", name, command_path(cmd),
                           name.starts_with("--") ? did_you_mean(name, flag_names(cmd)) : "");
-  } else if (!left.empty() && !subcommand_names(cmd).empty() &&
+  } else if (unparsed && !left.empty() && !subcommand_names(cmd).empty() &&
              find_subcommand(cmd, left.front()) == nullptr) {
     message = unknown_command(cmd, left.front()).message();
   } else if (left.empty() && cmd.get_require_subcommand_min() > 0 &&

@@ -10,8 +10,8 @@
 #include <iostream>
 
 #include "commands.h"
-#include "docs.h"
 #include "controller/manager.h"
+#include "docs.h"
 #include "duration.h"
 #include "error.h"
 #include "kube/cache/leader_election.h"
@@ -96,16 +96,13 @@ struct ControllerCommand {
     manager_options.metrics = parse_bind_address("--metrics-bind-address", metrics_address);
     manager_options.health = parse_bind_address("--health-probe-bind-address", health_address);
     if (leader_elect)
-      manager_options.leader_election =
-          kube::cache::LeaderElectionConfig{.namespace_ = leader_elect_namespace,
-                                            .name = leader_elect_id,
-                                            .identity = default_identity(),
-                                            .lease_duration = parse_duration_flag(
-                                                "--leader-elect-lease-duration", lease_duration),
-                                            .renew_deadline = parse_duration_flag(
-                                                "--leader-elect-renew-deadline", renew_deadline),
-                                            .retry_period = parse_duration_flag(
-                                                "--leader-elect-retry-period", retry_period)};
+      manager_options.leader_election = kube::cache::LeaderElectionConfig{
+          .namespace_ = leader_elect_namespace,
+          .name = leader_elect_id,
+          .identity = default_identity(),
+          .lease_duration = parse_duration_flag("--leader-elect-lease-duration", lease_duration),
+          .renew_deadline = parse_duration_flag("--leader-elect-renew-deadline", renew_deadline),
+          .retry_period = parse_duration_flag("--leader-elect-retry-period", retry_period)};
     controller_options.workers = workers;
     controller_options.plan.gang_scheduler = parse_gang_scheduler(gang_scheduler);
     controller_options.plan.cluster_domain = cluster_domain;
@@ -131,7 +128,6 @@ struct ControllerCommand {
     controller::add_reconcilers(manager, controller_options);
     manager.run(stop.get_token());
   }
-
 };
 
 }  // namespace
@@ -153,8 +149,9 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
       ->capture_default_str();
   cmd->add_option("--leader-elect-id", opts->leader_elect_id, "Name of the leader Lease")
       ->capture_default_str();
-  cmd->add_option("--leader-elect-lease-duration", opts->lease_duration,
-                  "How long a lease stays valid without renewal (15s, 1m; a plain number is seconds)")
+  cmd->add_option(
+         "--leader-elect-lease-duration", opts->lease_duration,
+         "How long a lease stays valid without renewal (15s, 1m; a plain number is seconds)")
       ->capture_default_str();
   cmd->add_option("--leader-elect-renew-deadline", opts->renew_deadline,
                   "How long the leader keeps trying to renew before it gives up")
@@ -188,7 +185,9 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--log-format", opts->log_format, "Log format: text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  add_examples(*cmd, R"(# Against the current kubeconfig context, every namespace (as the packaged Deployment runs)
+  add_examples(
+      *cmd,
+      R"(# Against the current kubeconfig context, every namespace (as the packaged Deployment runs)
 trainctl controller
 # One namespace, jobs admitted by Volcano's own scheduler, two replicas sharing a Lease
 trainctl controller -n team-a --gang-scheduler volcano --leader-elect

@@ -125,6 +125,10 @@ void add_logs_command(CLI::App& app, const GlobalFlags& flags) {
   auto* cmd = app.add_subcommand(
       "logs", "Print the logs of every replica of a job, each line prefixed with its replica");
   opts->target.add_to(*cmd, JobTarget::Args::One);
+  cmd->footer(
+      "Without -f, logs exits 3 when a selected replica has no log yet, as kubectl logs of a "
+      "container waiting to start does: the job has no pods yet, or replicas have not started "
+      "(their logs are printed first); -f waits for them.");
   add_examples(*cmd, R"(# Every replica's log, each line behind [worker-1]
 trainctl logs mnist
 # Follow the job until it finishes, new and restarted pods too
@@ -148,10 +152,6 @@ trainctl logs mnist --replica worker-1 --previous)");
   cmd->add_flag("--prefix,!--no-prefix", opts->prefix,
                 "Prefix each line with [<replica>], coloured on a terminal unless NO_COLOR is set "
                 "(default on; --no-prefix turns it off)");
-  cmd->footer(
-      "Without -f, logs exits 3 when a selected replica has no log yet, as kubectl logs of a "
-      "container waiting to start does: the job has no pods yet, or replicas have not started "
-      "(their logs are printed first); -f waits for them.");
   run_verb(*cmd, opts, flags);
 }
 

@@ -16,8 +16,8 @@
 #include "events.h"
 #include "job_lookup.h"
 #include "job_watch.h"
-#include "replicas.h"
 #include "queue_fit.h"
+#include "replicas.h"
 #include "text.h"
 #include "yaml_json.h"
 

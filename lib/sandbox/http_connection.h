@@ -37,8 +37,8 @@
 
 #include "error.h"
 #include "kube/websocket.h"
-#include "sandbox/http_server.h"
 #include "openssl_handles.h"
+#include "sandbox/http_server.h"
 #include "text.h"
 
 namespace trainctl::sandbox {

@@ -250,10 +250,10 @@ TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {
 
 TEST_F(ControllerProcessTest, ExactlyOneLeaderActsAndAStandbyTakesOver) {
   const auto replica = [&] {
-    return controller_argv({"--leader-elect", "--leader-elect-namespace", "default",
-                            "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline",
-                            "1500ms", "--leader-elect-retry-period", "200ms", "--metrics-bind-address",
-                            "127.0.0.1:0", "--health-probe-bind-address", "0"});
+    return controller_argv(
+        {"--leader-elect", "--leader-elect-namespace", "default", "--leader-elect-lease-duration",
+         "2s", "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "200ms",
+         "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0"});
   };
   auto a = std::make_unique<BackgroundCommand>(replica());
   auto b = std::make_unique<BackgroundCommand>(replica());
