@@ -100,4 +100,9 @@ kube::Client& Connection::client() {
   return *client_;
 }
 
+void ConnectedOutput::Complete(const GlobalFlags& flags) {
+  connection = Connection(flags);
+  format = parse_output_format(output);
+}
+
 }  // namespace trainctl::cli

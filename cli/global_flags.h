@@ -7,6 +7,7 @@
 
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
+#include "printer.h"
 
 namespace trainctl::cli {
 
@@ -38,6 +39,16 @@ class Connection {
   const GlobalFlags* flags_ = nullptr;
   std::optional<kube::RestConfig> config_;
   std::unique_ptr<kube::Client> client_;
+};
+
+/// What most verbs complete the same way: their Connection and their `-o` format. A verb's
+/// Options derive from it and register `output` as their -o option.
+struct ConnectedOutput {
+  std::string output;  // -o as given
+  Connection connection;
+  OutputFormat format = OutputFormat::Table;
+
+  void Complete(const GlobalFlags& flags);
 };
 
 /// Registers the global flags on the top-level app; subcommands inherit them.

@@ -172,17 +172,13 @@ struct QueueSpecFlags {
   }
 };
 
-struct QueueCreateOptions {
+struct QueueCreateOptions : ConnectedOutput {
   std::string name;
   QueueSpecFlags spec;
-  std::string output;
   bool dry_run = false;
-  Connection connection;
-  OutputFormat format = OutputFormat::Table;
 
   void Complete(const GlobalFlags& flags) {
-    connection = Connection(flags);
-    format = parse_output_format(output);
+    ConnectedOutput::Complete(flags);
     spec.complete();
   }
   void Validate() const { spec.validate(); }
@@ -201,16 +197,12 @@ struct QueueCreateOptions {
   }
 };
 
-struct QueueUpdateOptions {
+struct QueueUpdateOptions : ConnectedOutput {
   std::string name;
   QueueSpecFlags spec;
-  std::string output;
-  Connection connection;
-  OutputFormat format = OutputFormat::Table;
 
   void Complete(const GlobalFlags& flags) {
-    connection = Connection(flags);
-    format = parse_output_format(output);
+    ConnectedOutput::Complete(flags);
     spec.complete();
   }
 
@@ -243,16 +235,7 @@ struct QueueUpdateOptions {
   }
 };
 
-struct QueueListOptions {
-  std::string output;
-  Connection connection;
-  OutputFormat format = OutputFormat::Table;
-
-  void Complete(const GlobalFlags& flags) {
-    connection = Connection(flags);
-    format = parse_output_format(output);
-  }
-
+struct QueueListOptions : ConnectedOutput {
   void Run() {
     kube::Client& client = connection.client();
     json list;
@@ -287,16 +270,8 @@ struct QueueListOptions {
   }
 };
 
-struct QueueGetOptions {
+struct QueueGetOptions : ConnectedOutput {
   std::string name;
-  std::string output;
-  Connection connection;
-  OutputFormat format = OutputFormat::Table;
-
-  void Complete(const GlobalFlags& flags) {
-    connection = Connection(flags);
-    format = parse_output_format(output);
-  }
 
   void Run() {
     const json queue = connection.client().get(kube::resources::queues(), "", name);

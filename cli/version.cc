@@ -13,17 +13,8 @@
 namespace trainctl::cli {
 namespace {
 
-struct VersionOptions {
+struct VersionOptions : ConnectedOutput {
   bool client_only = false;
-  std::string output;
-
-  Connection connection;
-  OutputFormat format = OutputFormat::Table;
-
-  void Complete(const GlobalFlags& flags) {
-    connection = Connection(flags);
-    format = parse_output_format(output);
-  }
 
   void Run() {
     nlohmann::json doc = {{"clientVersion", {{"gitVersion", fmt::format("v{}", kVersion)}}}};
