@@ -16,6 +16,8 @@ void run_verb(CLI::App& cmd, std::shared_ptr<Options> opts, const GlobalFlags& f
   cmd.callback([opts, &flags] {
     if constexpr (requires { opts->Complete(flags); })
       opts->Complete(flags);
+    else if constexpr (requires { opts->Complete(); })
+      opts->Complete();
     if constexpr (requires { opts->Validate(); })
       opts->Validate();
     opts->Run();

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
@@ -155,7 +156,10 @@ struct SandboxUpOptions {
   bool detach = false;
   bool merge_kubeconfig = false;
 
-  void Complete() {
+  const GlobalFlags* flags = nullptr;  // for --merge-kubeconfig: the kubeconfig flags
+
+  void Complete(const GlobalFlags& global) {
+    flags = &global;
     where.dir = where.data_dir.empty() ? default_data_dir() : fs::absolute(where.data_dir);
   }
 
@@ -174,10 +178,10 @@ struct SandboxUpOptions {
     }
   }
 
-  void Run(const GlobalFlags& flags) const {
+  void Run() const {
     fs::create_directories(where.dir);
     if (!detach) {
-      serve(flags, /*foreground=*/true);
+      serve(/*foreground=*/true);
       return;
     }
     // The child says why it could not start through this pipe; it closes unused on success.
@@ -195,7 +199,7 @@ struct SandboxUpOptions {
       std::freopen(log.c_str(), "a", stdout);
       std::freopen(log.c_str(), "a", stderr);
       try {
-        serve(flags, /*foreground=*/false);
+        serve(/*foreground=*/false);
         std::_Exit(0);
       } catch (const std::exception& e) {
         std::cerr << "trainctl sandbox: " << e.what() << '\n';
@@ -235,7 +239,7 @@ struct SandboxUpOptions {
   }
 
   /// Runs the sandbox until SIGINT or SIGTERM; registered as running meanwhile.
-  void serve(const GlobalFlags& flags, bool foreground) const {
+  void serve(bool foreground) const {
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
@@ -245,7 +249,7 @@ struct SandboxUpOptions {
     sandbox::Sandbox sb(options());
     start(sb);
     if (merge_kubeconfig)
-      merge_into_user_kubeconfig(flags);
+      merge_into_user_kubeconfig();
     const fs::path registered = registry_dir() / std::to_string(::getpid());
     fs::create_directories(registry_dir());
     std::ofstream(registered) << where.dir.string() << '\n';
@@ -264,9 +268,9 @@ struct SandboxUpOptions {
       remove_merged_context(where.dir);
   }
 
-  void merge_into_user_kubeconfig(const GlobalFlags& flags) const {
+  void merge_into_user_kubeconfig() const {
     const auto paths =
-        kube::kubeconfig_search_paths(flags.overrides, kube::ConfigEnvironment::from_process());
+        kube::kubeconfig_search_paths(flags->overrides, kube::ConfigEnvironment::from_process());
     if (paths.empty())
       throw Error(ErrorKind::Config, "no kubeconfig path to merge into");
     std::ifstream in(where.dir / "kubeconfig");
@@ -409,36 +413,36 @@ void add_sandbox_command(CLI::App& app, const GlobalFlags& flags) {
                    "Run in the background; logs go to DATA_DIR/sandbox.log");
   up_cmd->add_flag("--merge-kubeconfig", up->merge_kubeconfig,
                    "Also add the trainctl-sandbox context to your kubeconfig (`down` removes it)");
-  up_cmd->callback([up, &flags] {
-    up->Complete();
-    up->Validate();
-    up->Run(flags);
-  });
+  add_examples(*up_cmd, R"(# Start it in the background, then point kubectl and trainctl at it
+trainctl sandbox up --detach
+export KUBECONFIG=~/.local/state/trainctl/sandbox/kubeconfig
+# Eight GPU nodes on a port of its own, added to your kubeconfig as context trainctl-sandbox
+trainctl sandbox up --detach --nodes 8 --node-gpus 8 --port 0 --merge-kubeconfig)");
+  run_verb(*up_cmd, up, flags);
 
   auto down = std::make_shared<SandboxDownOptions>();
   auto* down_cmd = sandbox->add_subcommand(
       "down", "Stop the sandbox and remove the context --merge-kubeconfig added");
   add_data_dir_flag(*down_cmd, down->where);
-  down_cmd->callback([down] {
-    down->Complete();
-    down->Run();
-  });
+  add_examples(*down_cmd, R"(# Stop the sandbox, wherever it was started from
+trainctl sandbox down
+# Stop the one using this data directory, when several run
+trainctl sandbox down --data-dir /tmp/sb)");
+  run_verb(*down_cmd, down, flags);
 
   auto status = std::make_shared<SandboxStatusOptions>();
   auto* status_cmd = sandbox->add_subcommand("status", "Show whether the sandbox runs, and where");
   add_data_dir_flag(*status_cmd, status->where);
-  status_cmd->callback([status] {
-    status->Complete();
-    status->Run();
-  });
+  add_examples(*status_cmd, R"(# Is a sandbox running, on which port, with which kubeconfig?
+trainctl sandbox status)");
+  run_verb(*status_cmd, status, flags);
 
   auto logs = std::make_shared<SandboxLogsOptions>();
   auto* logs_cmd = sandbox->add_subcommand("logs", "Print the detached sandbox's log");
   add_data_dir_flag(*logs_cmd, logs->where);
-  logs_cmd->callback([logs] {
-    logs->Complete();
-    logs->Run();
-  });
+  add_examples(*logs_cmd, R"(# What the detached sandbox logged
+trainctl sandbox logs)");
+  run_verb(*logs_cmd, logs, flags);
 }
 
 }  // namespace trainctl::cli

@@ -300,6 +300,10 @@ void add_why_command(CLI::App& app, const GlobalFlags& flags) {
       ->check(completes(ValueSource::Jobs));
   cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
       ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  add_examples(*cmd, R"(# Why is mnist not running? The likeliest blocker comes first
+trainctl why mnist
+# When two kinds share the name
+trainctl why bert --kind pytorchjob -n team-a)");
   run_verb(*cmd, opts, flags);
 }
 
