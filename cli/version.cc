@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "docs.h"
@@ -18,12 +19,12 @@ struct VersionOptions : ConnectedOutput {
 
   void Run() {
     nlohmann::json doc = {{"clientVersion", {{"gitVersion", fmt::format("v{}", kVersion)}}}};
-    std::string server_problem;
+    std::optional<Error> server_problem;
     if (!client_only) {
       try {
         doc["serverVersion"] = connection.client().server_version();
       } catch (const Error& e) {
-        server_problem = e.message();
+        server_problem = e;
       }
     }
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
@@ -35,9 +36,11 @@ struct VersionOptions : ConnectedOutput {
                   << '\n';
       }
     }
-    if (!server_problem.empty()) {
-      std::cerr << "trainctl: server version unavailable: " << server_problem << '\n';
-    }
+    // The client's version is out; the server's absence is still an API or connection error
+    // (exit 3), as kubectl's version exits non-zero.
+    if (server_problem)
+      throw Error(server_problem->kind(),
+                  "server version unavailable: " + std::string(server_problem->message()));
   }
 };
 

@@ -229,8 +229,10 @@ TEST_F(CliTest, MissingKubeconfigIsAConfigErrorNamingThePath) {
 TEST_F(CliTest, VersionSaysWhyTheServerIsUnreachable) {
   const std::string config = kubeconfig_for(kNoServer, "t");
   RunResult r = run_cli("version --kubeconfig " + config);
-  EXPECT_EQ(r.exit_code, 0);  // version still prints the client's, and says why not the server's
-  EXPECT_THAT(r.out, HasSubstr("server version unavailable"));
+  // The client's version is printed, then why not the server's: a connection error, exit 3.
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, HasSubstr("Client Version: v"));
+  EXPECT_THAT(r.out, HasSubstr("trainctl: server version unavailable: "));
 }
 
 // A credential plugin that fails is an authentication failure: exit code 3 (API or connection
