@@ -126,7 +126,7 @@ struct GetOptions {
   void describe(kube::Client& client, const FoundJob& found) const {
     const std::string job = name_of(found.object);
     const auto now = std::chrono::system_clock::now();
-    const json group = podgroup(client, job);
+    const json group = get_or_null(client, kube::resources::podgroups(), ns(), job);
     print_summary(found, group, now);
     print_conditions(found.object, now);
     const json pods =
@@ -184,17 +184,6 @@ struct GetOptions {
            api::human_duration_or_none(api::age_of(meta.value("creationTimestamp", json()), now))});
     }
     print_section(std::cout, "Pods", table);
-  }
-
-  /// The job's PodGroup, null when it has none or Volcano's CRDs are not installed.
-  json podgroup(kube::Client& client, const std::string& job) const {
-    try {
-      return client.get(kube::resources::podgroups(), ns(), job);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;
-      return nullptr;
-    }
   }
 
   void print_podgroup(const json& group, const std::string& job) const {

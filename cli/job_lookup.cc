@@ -107,4 +107,15 @@ void sort_jobs(std::vector<FoundJob>& jobs) {
             [&key](const FoundJob& a, const FoundJob& b) { return key(a) < key(b); });
 }
 
+json get_or_null(kube::Client& client, const kube::Resource& resource, std::string_view ns,
+                 std::string_view name) {
+  try {
+    return client.get(resource, ns, name);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)
+      throw;
+    return nullptr;
+  }
+}
+
 }  // namespace trainctl::cli

@@ -33,4 +33,9 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
                                 const std::string& label_selector,
                                 std::optional<api::JobKind> kind);
 
+/// The object, or null when it does not exist or its kind is not served (a job's PodGroup when
+/// Volcano's CRDs are not installed). Other errors are thrown.
+nlohmann::json get_or_null(kube::Client& client, const kube::Resource& resource,
+                           std::string_view ns, std::string_view name);
+
 }  // namespace trainctl::cli

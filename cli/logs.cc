@@ -104,7 +104,11 @@ struct LogsOptions {
       throw Error(ErrorKind::NotFound,
                   fmt::format("{} has no pods yet (status {}): no log to print; `trainctl logs -f "
                               "{}` waits for them",
-                              name, api::job_status(found.object), selection.job),
+                              name,
+                              api::display_status(found.object,
+                                                  get_or_null(client, kube::resources::podgroups(),
+                                                              selection.ns, selection.job)),
+                              selection.job),
                   404);
     }
     if (logs.not_started > 0) {

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 
+#include "api/job_view.h"
 #include "api/quantity.h"
 #include "api/status.h"
 #include "commands.h"
@@ -51,22 +52,12 @@ struct Finding {
   std::string text;
 };
 
-json get_or_null(kube::Client& client, const kube::Resource& r, std::string_view ns,
-                 std::string_view name) {
-  try {
-    return client.get(r, ns, name);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::NotFound)  // missing, or Volcano's CRDs not installed
-      throw;
-    return nullptr;
-  }
-}
-
-/// The job's current status condition as `Running (TFJobRunning: message)`.
-std::string status_line(const json& job) {
+/// The job's status as users see it (Queued while its gang waits) with its condition's detail:
+/// `Running (TFJobRunning: message)`.
+std::string status_line(const json& job, const json& podgroup) {
+  const std::string status = api::display_status(job, podgroup);
   const std::string detail = api::status_detail(job);
-  return detail.empty() ? api::job_status(job)
-                        : fmt::format("{} ({})", api::job_status(job), detail);
+  return detail.empty() ? status : fmt::format("{} ({})", status, detail);
 }
 
 /// What keeps `queue` from admitting a gang that needs `gang`'s spec.minResources (the observed
@@ -217,7 +208,7 @@ struct WhyOptions {
     if (job_finished(j)) {
       const json completion = j.value("status", json::object()).value("completionTime", json());
       std::cout << fmt::format(
-          "{} has finished: {}{}\n", name, status_line(j),
+          "{} has finished: {}{}\n", name, status_line(j, nullptr),
           completion.is_string() ? " at " + completion.get<std::string>() : "");
       return;
     }
@@ -226,10 +217,11 @@ struct WhyOptions {
                                             {.label_selector = replica_selector(job)})
                                  .value("items", json::array());
     std::sort(pods.begin(), pods.end(), replica_order);
-    std::vector<Finding> findings = diagnose(*client, j, pods);
+    const json podgroup = get_or_null(*client, kube::resources::podgroups(), namespace_, job);
+    std::vector<Finding> findings = diagnose(*client, j, pods, podgroup);
     std::stable_sort(findings.begin(), findings.end(),
                      [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
-    std::cout << fmt::format("{} is {}\n", name, status_line(j));
+    std::cout << fmt::format("{} is {}\n", name, status_line(j, podgroup));
     if (findings.empty()) {
       std::cout << (api::job_status(j) == "Running" ? "Nothing keeps it from running.\n"
                                                     : "No blocker found.\n");
@@ -241,18 +233,15 @@ struct WhyOptions {
       std::cout << fmt::format("  {}. {}\n", i + 1, findings[i].text);
   }
 
-  std::vector<Finding> diagnose(kube::Client& client, const json& j,
-                                const std::vector<json>& pods) const {
+  std::vector<Finding> diagnose(kube::Client& client, const json& j, const std::vector<json>& pods,
+                                const json& podgroup) const {
     std::vector<Finding> findings;
-    if (api::job_status(j) == "Suspended" || j.value("spec", json::object())
-                                                 .value("runPolicy", json::object())
-                                                 .value("suspend", false)) {
+    if (api::job_status(j) == "Suspended" || api::JobView(j).run_policy().suspend) {
       findings.push_back(
           {kSuspended, fmt::format("the job is suspended (spec.runPolicy.suspend): `trainctl "
                                    "resume {}` lets it run",
                                    job)});
     }
-    const json podgroup = get_or_null(client, kube::resources::podgroups(), namespace_, job);
     std::string queue_name = api::job_queue(j);
     if (podgroup.is_object()) {
       podgroup_findings(podgroup, findings);

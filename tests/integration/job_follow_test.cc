@@ -281,6 +281,16 @@ TEST_F(JobFollowTest, LogsOfAJobWithoutPodsSaysSoAndExits3) {
   EXPECT_THAT(r.err, HasSubstr("trainctl: tfjob.kubeflow.org \"queued\" has no pods yet (status "
                                "Created): no log to print; `trainctl logs -f queued` waits for "
                                "them\n"));
+  // Its gang waiting for admission is what the user sees in list and get: Queued.
+  client().create(kube::resources::podgroups(), "default",
+                  {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                   {"kind", "PodGroup"},
+                   {"metadata", {{"name", "queued"}}},
+                   {"spec", {{"minMember", 1}}},
+                   {"status", {{"phase", "Pending"}}}});
+  RunResult queued = run("logs queued");
+  EXPECT_EQ(queued.exit_code, 3);
+  EXPECT_THAT(queued.err, HasSubstr("has no pods yet (status Queued)"));
 }
 
 TEST_F(JobFollowTest, LogsPrintsTheStartedReplicasAndExits3ForOneThatHasNotStarted) {
@@ -612,7 +622,7 @@ TEST_F(JobFollowTest, WhyPutsAClosedOrFullQueueFirst) {
   }
   RunResult closed = run("why job-closed");
   ASSERT_EQ(closed.exit_code, 0) << closed.err;
-  EXPECT_THAT(closed.out, HasSubstr("tfjob.kubeflow.org/job-closed is Pending\n"
+  EXPECT_THAT(closed.out, HasSubstr("tfjob.kubeflow.org/job-closed is Queued\n"
                                     "Most likely blocker: queue \"closed\" is Closed: it admits no "
                                     "new jobs"));
   EXPECT_THAT(closed.out, HasSubstr("podgroup job-closed is Pending: its gang of 2 pods is not "
