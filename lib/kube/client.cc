@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iostream>
 #include <random>
 
 #include "error.h"
@@ -368,11 +369,23 @@ ExecOutcome Client::exec(std::string_view ns, std::string_view pod, const ExecOp
       }
     }
     ws::WebSocketClient socket(*stream);
+    // -v 6 logs the upgrade as any request: `GET URL 101 Switching Protocols in N milliseconds`.
+    const auto started = std::chrono::steady_clock::now();
+    const auto log_handshake = [&](const HttpResponse* response, std::string_view error) {
+      std::cerr << format_request_log(config_.verbosity, HttpRequest{.method = "GET", .path = path},
+                                      transport_.server() + path, headers, response, error,
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::steady_clock::now() - started))
+                << std::flush;
+    };
     try {
       // v5 can tell the server stdin is finished; v4 is what older servers speak.
       socket.handshake(host, path, headers,
                        {std::string(kExecProtocolV5), std::string(kExecProtocolV4)});
+      const HttpResponse switched{.status = 101};
+      log_handshake(&switched, "");
     } catch (const Error& e) {
+      log_handshake(nullptr, e.message());
       if (e.kind() == ErrorKind::Unauthorized && !refreshed &&
           credentials_->refresh_after_unauthorized(creds)) {
         refreshed = true;

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <functional>
+#include <iostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,6 +24,7 @@
 namespace trainctl::kube {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::ElementsAre;
 using testing::expect_error;
 using ::testing::HasSubstr;
@@ -134,6 +137,25 @@ TEST(ClientExecTest, ServerChoosingV5Works) {
   EXPECT_EQ(outcome.stdout_data, "from v5");
   finish(server);
   EXPECT_THAT(server.errors(), IsEmpty());
+}
+
+// -v 6 logs the exec upgrade like any request, the token masked from 7 on.
+TEST(ClientExecTest, VerbosityLogsTheUpgradeWithoutTheToken) {
+  WebSocketTestServer server(exec_server(kExecProtocolV5, [](ServerSession& s) {
+    s.send_status(testing::success_status());
+    read_until_close(s);
+  }));
+  RestConfig config = config_for(server);
+  config.verbosity = 7;
+  std::ostringstream log;
+  std::streambuf* const saved = std::cerr.rdbuf(log.rdbuf());
+  Client(config).exec("ns", "pod", kEcho);
+  std::cerr.rdbuf(saved);
+  finish(server);
+  EXPECT_THAT(log.str(), ContainsRegex("GET https://127.0.0.1:[0-9]+/api/v1/namespaces/ns/pods/"
+                                       "pod/exec\\?[^ ]* 101 [^\n]*in [0-9]+ milliseconds\n"));
+  EXPECT_THAT(log.str(), HasSubstr("Authorization: Bearer <masked>"));
+  EXPECT_THAT(log.str(), Not(HasSubstr(kToken)));
 }
 
 // --- Stdin -----------------------------------------------------------------------------------
