@@ -22,6 +22,9 @@ void declare_executor_metrics(MetricsRegistry& metrics) {
                           {"verb", "resource"});
   metrics.declare_counter("trainctl_events_total", "Kubernetes Events recorded, by reason.",
                           {"type", "reason"});
+  metrics.declare_counter("trainctl_events_dropped_total",
+                          "Kubernetes Events dropped because too many waited to be sent.",
+                          {"type", "reason"});
 }
 
 namespace {
@@ -48,7 +51,10 @@ bool object_is_gone(const Error& e) {
 
 Executor::Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log,
                    std::string component)
-    : client_(client), metrics_(metrics), log_(log), component_(std::move(component)) {}
+    : client_(client),
+      metrics_(metrics),
+      log_(log),
+      events_(client, metrics, log, std::move(component)) {}
 
 void Executor::count(std::string_view verb, const kube::Resource& resource) {
   metrics_.increment("trainctl_api_writes_total", {std::string(verb), resource.plural});
@@ -116,36 +122,6 @@ json Executor::write(const Action& action) {
   }
 }
 
-void Executor::record(const EventRecord& event) {
-  static std::atomic<std::uint64_t> sequence{0};
-  const auto now = std::chrono::system_clock::now();
-  const std::string ns = event.involved_object.value("namespace", "");
-  // client-go names events <object>.<unique hex>; the suffix only has to be unique.
-  const std::string name = fmt::format(
-      "{}.{:x}{:x}", event.involved_object.value("name", "object"),
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
-      sequence++);
-  const json object{{"apiVersion", "v1"},
-                    {"kind", "Event"},
-                    {"metadata", {{"name", name}, {"namespace", ns}}},
-                    {"involvedObject", event.involved_object},
-                    {"type", event.type},
-                    {"reason", event.reason},
-                    {"message", event.message},
-                    {"source", {{"component", component_}}},
-                    {"reportingComponent", component_},
-                    {"firstTimestamp", api::format_timestamp(now)},
-                    {"lastTimestamp", api::format_timestamp(now)},
-                    {"count", 1}};
-  try {
-    count("create", kube::resources::events());
-    client_.create(kube::resources::events(), ns, object);
-    metrics_.increment("trainctl_events_total", {event.type, event.reason});
-  } catch (const Error& e) {
-    log_.error("could not record event", {{"reason", event.reason}, {"error", e.what()}});
-  }
-}
-
 void Executor::perform_batched(const std::vector<Action>& actions, std::size_t first,
                                std::size_t last, std::vector<json>& results) {
   std::size_t batch = 1;
@@ -202,7 +178,7 @@ std::vector<json> Executor::apply(const Plan& plan) {
     i = end;
   }
   for (const auto& event : plan.events)
-    record(event);
+    events_.record(event);
   return results;
 }
 

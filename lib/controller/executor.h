@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "controller/event_recorder.h"
 #include "controller/metrics.h"
 #include "controller/plan.h"
 #include "controller/sidecar.h"
@@ -22,15 +23,15 @@ class Executor {
   /// `component` is the event source (reportingController).
   Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log, std::string component);
 
-  /// Performs the actions in order, then records the events. A run of consecutive creates and
-  /// deletes (distinct objects, so their order does not matter) is sent concurrently in
-  /// slow-start batches of 1, 2, 4, ... as the Kubernetes Job controller does: a batch with an
-  /// error ends the run, so a bad template costs one request, not the whole job's. Throws the
-  /// first error (in action order) that is not "already done" (a Conflict means the cache was
-  /// stale: the caller retries); a write to an object that is gone (NotFound, or a Conflict on
-  /// its uid: deleted, perhaps re-created under the same name) is done too. Events that cannot be
-  /// recorded are logged, never fatal. Returns what the server returned for each action (null
-  /// for one that was already done).
+  /// Performs the actions in order, then queues the events (sent off this thread, in order). A run
+  /// of consecutive creates and deletes (distinct objects, so their order does not matter) is sent
+  /// concurrently in slow-start batches of 1, 2, 4, ... as the Kubernetes Job controller does: a
+  /// batch with an error ends the run, so a bad template costs one request, not the whole job's.
+  /// Throws the first error (in action order) that is not "already done" (a Conflict means the
+  /// cache was stale: the caller retries); a write to an object that is gone (NotFound, or a
+  /// Conflict on its uid: deleted, perhaps re-created under the same name) is done too. Events that
+  /// cannot be recorded are logged, never fatal. Returns what the server returned for each action
+  /// (null for one that was already done).
   std::vector<nlohmann::json> apply(const Plan& plan);
 
   /// Asks an Istio sidecar to quit (pods/exec) and marks the pod so it is asked only once.
@@ -43,13 +44,12 @@ class Executor {
                        std::vector<nlohmann::json>& results);
   /// Sends an Update, UpdateStatus or Patch.
   nlohmann::json write(const Action& action);
-  void record(const EventRecord& event);
   void count(std::string_view verb, const kube::Resource& resource);
 
   kube::Client& client_;
   MetricsRegistry& metrics_;
   Logger& log_;
-  std::string component_;
+  EventRecorder events_;
 };
 
 }  // namespace trainctl::controller

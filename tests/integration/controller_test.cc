@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/status.h"
+#include "controller/event_recorder.h"
 #include "controller/executor.h"
 #include "controller/objects.h"
 #include "json_access.h"
@@ -595,6 +596,44 @@ TEST_F(ControllerTest, ExecutorSendsCreatesInSlowStartBatchesAndStopsAtTheFirstE
   ASSERT_EQ(results.size(), 8u);
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(results[i]["metadata"]["name"], "good-" + std::to_string(i));  // in action order
+}
+
+// Events leave the reconcile path: record() returns at once, flush() waits until they are sent,
+// in order; past the queue's capacity they are dropped and counted, never blocking a worker.
+TEST_F(ControllerTest, EventRecorderSendsInOrderOffTheCallersThreadAndDropsPastItsCapacity) {
+  controller::declare_executor_metrics(metrics_);
+  const auto event = [](int i) {
+    return controller::EventRecord{
+        .type = "Normal",
+        .reason = "Tick",
+        .message = "tick " + std::to_string(i),
+        .involved_object = {{"kind", "TFJob"}, {"namespace", "default"}, {"name", "clock"}}};
+  };
+  {
+    controller::EventRecorder recorder(*controller_client_, metrics_, log_, "test-controller");
+    for (int i = 0; i < 20; ++i)
+      recorder.record(event(i));
+    recorder.flush();
+  }
+  std::vector<json> events =
+      client().list_all(kube::resources::events(), "default")["items"].get<std::vector<json>>();
+  std::erase_if(events, [](const json& e) { return e["reason"] != "Tick"; });
+  ASSERT_EQ(events.size(), 20u);
+  const auto version = [](const json& e) {
+    return std::stoll(e["metadata"]["resourceVersion"].get<std::string>());
+  };
+  std::sort(events.begin(), events.end(),
+            [&](const json& a, const json& b) { return version(a) < version(b); });
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(events[i]["message"], "tick " + std::to_string(i));  // created in order
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Tick"}), 20);
+
+  controller::EventRecorder full(*controller_client_, metrics_, log_, "test-controller",
+                                 /*capacity=*/0);
+  full.record(event(99));
+  full.flush();
+  EXPECT_EQ(metrics_.value("trainctl_events_dropped_total", {"Normal", "Tick"}), 1);
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Tick"}), 20);
 }
 
 // A finished job's PodGroup may be deleted (and re-created) while admission still holds the old
