@@ -147,6 +147,18 @@ void add_help_command(CLI::App& app) {
 
 }  // namespace
 
+/// A repeatable flag takes one value per occurrence (`--label a=b --label c=d`), as kubectl's
+/// string-array flags do: CLI11 would otherwise let `--label a=b` swallow the words after it,
+/// and lose a `--` that follows it, so `--label a=b -- sh -c true` failed on `-c`.
+void one_value_per_flag(CLI::App& cmd) {
+  for (CLI::Option* option : cmd.get_options()) {
+    if (!option->get_lnames().empty() || !option->get_snames().empty())
+      option->allow_extra_args(false);
+  }
+  for (CLI::App* sub : cmd.get_subcommands({}))
+    one_value_per_flag(*sub);
+}
+
 Application make_application() {
   Application result{
       std::make_unique<CLI::App>("trainctl: submit and run distributed training jobs on Kubernetes",
@@ -174,6 +186,7 @@ Application make_application() {
   add_install_command(app, flags);
   add_completion_command(app, flags);
   add_help_command(app);
+  one_value_per_flag(app);
   return result;
 }
 

@@ -134,6 +134,8 @@ TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
   }
   EXPECT_EQ(tf_config["task"], (json{{"type", "worker"}, {"index", 1}}));
   EXPECT_EQ(tf_config["cluster"]["ps"], json::array({"mnist-ps-0.default.svc:2222"}));
+  // Creates go out concurrently (slow-start batches): a replica's service may follow its pod.
+  ASSERT_TRUE(wait_until([&] { return exists(kube::resources::services(), "mnist-ps-0"); }));
   const json service = client().get(kube::resources::services(), "default", "mnist-ps-0");
   EXPECT_EQ(service["spec"]["clusterIP"], "None");
 

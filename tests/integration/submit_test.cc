@@ -262,6 +262,20 @@ TEST(RenderTest, AMissingImageIsSaidInFlagTerms) {
 }
 
 // Duration flags take Go durations as kubectl's do, and plain integers as seconds.
+// A repeatable flag takes one value per occurrence, as kubectl's: the `--` after it still starts
+// the command, whose own flags (-c) are not trainctl's.
+TEST(RenderTest, ARepeatableFlagBeforeTheCommandTakesOneValue) {
+  RunResult r = run_submit(
+      "render tfjob --name d --image i -o json --label a=b --annotation x=y -- sh -c true");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"],
+            json::array({"sh", "-c", "true"}));
+  EXPECT_EQ(job["metadata"]["labels"]["a"], "b");
+  RunResult extra = run_submit("render tfjob --name d --image i --label a=b c=d -- true");
+  EXPECT_EQ(extra.exit_code, 2);
+}
+
 TEST(RenderTest, DurationFlagsTakeGoDurationsOrSeconds) {
   RunResult r = run_submit(
       "render tfjob --name d --image i --active-deadline 2h --ttl 15m -o json -- python t.py");
