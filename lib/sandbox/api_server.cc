@@ -469,8 +469,9 @@ json ApiServer::resource_list(const std::string& group, const std::string& versi
     if (sn != short_names_.end() && !sn->second.empty())
       entry["shortNames"] = sn->second;
     resources.push_back(entry);
-    auto sub = [&](const std::string& name, const std::string& kind,
-                   std::vector<std::string> verbs) {
+    // `info` is captured explicitly: clang before 16 cannot capture a structured binding.
+    auto sub = [&, &info = info](const std::string& name, const std::string& kind,
+                                 std::vector<std::string> verbs) {
       resources.push_back({{"name", info.plural + "/" + name},
                            {"singularName", ""},
                            {"namespaced", info.namespaced},
