@@ -7,6 +7,7 @@
 #include "api/manifest.h"
 #include "api/validation.h"
 #include "error.h"
+#include "json_access.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace api = trainctl::api;
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   for (auto& m : manifests) {
-    (void)m.object.value("kind", "");
+    (void)trainctl::string_member(m.object, "kind");  // as `submit -f` reads it
     try {
       api::validate_job(m);
     } catch (const trainctl::Error&) {
