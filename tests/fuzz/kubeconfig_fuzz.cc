@@ -28,5 +28,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)kube::resolve_rest_config(config, {}, env);
   } catch (const trainctl::Error&) {
   }
+  std::filesystem::remove(file);
   return 0;
 }
