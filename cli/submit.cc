@@ -54,7 +54,8 @@ std::vector<json> read_jobs(const std::vector<std::string>& files) {
   std::vector<std::string> problems;
   for (const auto& file : files) {
     for (auto& m : api::parse_manifests(read_input(file), file)) {
-      const std::string kind = m.object.value("kind", "");
+      // string_member: `kind:` left empty (null) or a number must be this error, not a throw.
+      const std::string kind = string_member(m.object, "kind");
       if (!api::job_kind_from_name(kind)) {
         problems.push_back(fmt::format("{}:{}: kind: \"{}\" is not a TFJob, PyTorchJob or MPIJob",
                                        m.source.file, m.source.line_of("kind"), kind));

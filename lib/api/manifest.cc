@@ -1,9 +1,13 @@
 #include "api/manifest.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <optional>
+#include <sstream>
+#include <utility>
 
 #include "error.h"
 #include "text.h"
@@ -82,6 +86,39 @@ void require_utf8(std::string_view text, const std::string& file) {
                   other_encoding ? " (a UTF-16 byte order mark: save the file as UTF-8)" : ""));
 }
 
+/// yaml-cpp 0.7's LoadAll never returns on a token no node can start with, such as a `,` outside
+/// a flow collection (`"a", "b"`): its parser reports an empty document there without consuming
+/// the token, again and again, allocating each time (jbeder/yaml-cpp#1040, fixed after 0.8.0).
+/// Walks the documents' events first and rejects a document that starts where the previous one
+/// did, in the words of Go's YAML parser (kubectl's).
+void require_progress(const std::string& text, const std::string& file) {
+  struct DocumentStarts : YAML::EventHandler {
+    std::optional<YAML::Mark> previous, current;
+    void OnDocumentStart(const YAML::Mark& mark) override {
+      previous = std::exchange(current, mark);
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } starts;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  while (parser.HandleNextDocument(starts)) {
+    if (starts.previous && starts.previous->pos == starts.current->pos)
+      throw Error(ErrorKind::Validation,
+                  fmt::format("{}:{}:{}: did not find expected node content", file,
+                              starts.current->line + 1, starts.current->column + 1));
+  }
+}
+
 }  // namespace
 
 std::string field_path(std::string_view parent, std::string_view key) {
@@ -124,7 +161,9 @@ std::vector<Manifest> parse_manifests(std::string_view text, std::string file) {
   require_utf8(text, file);
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    const std::string input(text);
+    require_progress(input, file);
+    documents = YAML::LoadAll(input);
   } catch (const YAML::Exception& e) {
     throw Error(ErrorKind::Validation,
                 fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));

@@ -123,6 +123,14 @@ TEST(ParseManifests, SyntaxErrorsNameFileLineAndColumn) {
   EXPECT_EQ(parse_error(R"({"kind": "TFJob",)"), "jobs.yaml:1:1: end of map flow not found");
 }
 
+// yaml-cpp 0.7 loops forever, allocating, on a token that cannot start a node (found by
+// tests/fuzz/manifest_fuzz.cc); it must be a syntax error at that token instead.
+TEST(ParseManifests, AStrayCommaIsASyntaxErrorNotAHang) {
+  EXPECT_EQ(parse_error("\"x\", \"y\"\n"), "jobs.yaml:1:4: did not find expected node content");
+  EXPECT_EQ(parse_error("kind: TFJob\n---\n\"a\", b\n"),
+            "jobs.yaml:3:4: did not find expected node content");
+}
+
 TEST(ParseManifests, DocumentsThatAreNotMappingsAreNamed) {
   EXPECT_EQ(parse_error("kind: TFJob\n---\n- a\n- b\n"),
             "jobs.yaml:3: document 2: expected a mapping (a Kubernetes object), got a list");

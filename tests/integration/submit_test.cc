@@ -372,6 +372,21 @@ TEST(SubmitFileTest, BytesThatAreNotUtf8AreAValidationErrorAtTheirLineNotACrash)
   EXPECT_EQ(piped.err, "trainctl: -:13: invalid UTF-8 byte 0xff at column 28\n");
 }
 
+// Found by tests/fuzz/manifest_fuzz.cc: `kind:` with no value read as a string threw a JSON
+// type error, which the CLI reported as exit 3 with nlohmann's message.
+TEST(SubmitFileTest, AnEmptyOrNonStringKindIsAValidationErrorAtItsLine) {
+  testing::TempDir dir;
+  for (const char* kind : {"", " 5", " [TFJob]"}) {
+    const std::string file =
+        dir.write("job.yaml", fmt::format("apiVersion: kubeflow.org/v1\nkind:{}\n", kind)).string();
+    RunResult r = run_submit(fmt::format("submit -f {} --dry-run=client", file));
+    EXPECT_EQ(r.exit_code, 2) << kind << "\n" << r.err;
+    EXPECT_EQ(r.err, fmt::format(
+                         "trainctl: {}:2: kind: \"\" is not a TFJob, PyTorchJob or MPIJob\n", file))
+        << kind;
+  }
+}
+
 // ---- template ----
 
 TEST(TemplateTest, ListShowsTheShippedTemplates) {
