@@ -68,14 +68,19 @@ int first_line(const YAML::Node& node) {
 
 /// Rejects text that is not UTF-8 (JSON, and so the API, takes nothing else) as
 /// `file:line: invalid UTF-8 byte 0xff at column 12`, the column counted in bytes from 1.
+/// The 1-based line and column of byte `offset` of `text`.
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) {
+  const std::string_view before = text.substr(0, offset);
+  const auto line = static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+  const std::size_t newline = before.rfind('\n');
+  return {line, newline == std::string_view::npos ? offset + 1 : offset - newline};
+}
+
 void require_utf8(std::string_view text, const std::string& file) {
   const auto offset = invalid_utf8_offset(text);
   if (!offset)
     return;
-  const std::string_view before = text.substr(0, *offset);
-  const auto line = std::count(before.begin(), before.end(), '\n') + 1;
-  const std::size_t newline = before.rfind('\n');
-  const std::size_t column = newline == std::string_view::npos ? *offset + 1 : *offset - newline;
+  const auto [line, column] = line_and_column(text, *offset);
   const auto byte = static_cast<unsigned char>(text[*offset]);
   // yaml-cpp would read UTF-16, though not always into valid UTF-8; kubectl reads only UTF-8.
   const bool other_encoding =
@@ -84,6 +89,23 @@ void require_utf8(std::string_view text, const std::string& file) {
       ErrorKind::Validation,
       fmt::format("{}:{}: invalid UTF-8 byte {:#04x} at column {}{}", file, line, byte, column,
                   other_encoding ? " (a UTF-16 byte order mark: save the file as UTF-8)" : ""));
+}
+
+/// YAML allows no control characters but tab, line feed and carriage return (its c-printable);
+/// yaml-cpp 0.7 reads a NUL into a key that is not UTF-8. Go's parser (kubectl's) refuses them.
+void require_printable(std::string_view text, const std::string& file) {
+  const auto control = std::find_if(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return (byte < 0x20 && c != '\t' && c != '\n' && c != '\r') || byte == 0x7f;
+  });
+  if (control == text.end())
+    return;
+  const auto offset = static_cast<std::size_t>(control - text.begin());
+  const auto [line, column] = line_and_column(text, offset);
+  throw Error(ErrorKind::Validation,
+              fmt::format("{}:{}: control character {:#04x} at column {}: YAML does not allow "
+                          "control characters",
+                          file, line, static_cast<unsigned char>(*control), column));
 }
 
 /// yaml-cpp 0.7's LoadAll never returns on a token no node can start with, such as a `,` outside
@@ -159,6 +181,7 @@ void SourceMap::rename_prefix(std::string_view from, std::string_view to) {
 
 std::vector<Manifest> parse_manifests(std::string_view text, std::string file) {
   require_utf8(text, file);
+  require_printable(text, file);
   std::vector<YAML::Node> documents;
   try {
     const std::string input(text);

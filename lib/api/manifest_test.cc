@@ -131,6 +131,19 @@ TEST(ParseManifests, AStrayCommaIsASyntaxErrorNotAHang) {
             "jobs.yaml:3:4: did not find expected node content");
 }
 
+// Found by fuzz_manifest: a NUL byte became a key that is not UTF-8, and printing the job threw.
+TEST(ParseManifests, ControlCharactersAreRejectedAtTheirLineAndColumn) {
+  EXPECT_EQ(parse_error(std::string("#\n\0N:", 5)),
+            "jobs.yaml:2: control character 0x00 at column 1: YAML does not allow control "
+            "characters");
+  EXPECT_EQ(parse_error("kind: TFJob\nmetadata: {name: a\x07"
+                        "b}\n"),
+            "jobs.yaml:2: control character 0x07 at column 19: YAML does not allow control "
+            "characters");
+  EXPECT_EQ(parse_error("kind: TFJob\r\nspec:\n\tx: 1\n").find("control character"),
+            std::string::npos);  // CR, LF and tab are allowed (tab then fails as YAML indentation)
+}
+
 TEST(ParseManifests, DocumentsThatAreNotMappingsAreNamed) {
   EXPECT_EQ(parse_error("kind: TFJob\n---\n- a\n- b\n"),
             "jobs.yaml:3: document 2: expected a mapping (a Kubernetes object), got a list");
