@@ -16,6 +16,7 @@
 #include "error.h"
 #include "events.h"
 #include "job_lookup.h"
+#include "job_target.h"
 #include "job_watch.h"
 #include "queue_fit.h"
 #include "replicas.h"
@@ -186,23 +187,22 @@ void missing_pod_findings(const json& job, const std::vector<json>& pods, const 
 }
 
 struct WhyOptions {
-  std::string job;
-  std::string kind_flag;
+  JobTarget target;
 
   Connection connection;
+  std::string job;  // its name, once completed
   std::string namespace_;
-  std::optional<api::JobKind> kind;
 
   void Complete(const GlobalFlags& flags) {
     connection = Connection(flags);
-    namespace_ = connection.namespace_();
-    if (!kind_flag.empty())
-      kind = parse_kind_flag(kind_flag);
+    target.Complete(connection);
+    job = target.job().name;
+    namespace_ = target.namespace_();
   }
 
   void Run() {
     kube::Client* client = &connection.client();
-    const FoundJob found = find_job(*client, namespace_, job, kind);
+    const FoundJob found = target.find(*client, target.job());
     const json& j = found.object;
     const std::string name = fmt::format("{}/{}", api::kind_resource_name(found.kind), job);
     if (job_finished(j)) {
@@ -284,15 +284,12 @@ void add_why_command(CLI::App& app, const GlobalFlags& flags) {
       "why",
       "Explain why a job is not running: its conditions, PodGroup and queue admission, "
       "unschedulable or stuck pods, missing pods and Warning events, likeliest blocker first");
-  cmd->add_option("job", opts->job, "The job's name")
-      ->required()
-      ->check(completes(ValueSource::Jobs));
-  cmd->add_option("--kind", opts->kind_flag, "Only look for this kind: tfjob, pytorchjob, mpijob")
-      ->check(one_of({"tfjob", "pytorchjob", "mpijob"}));
+  opts->target.add_to(*cmd, JobTarget::Args::One);
   add_examples(*cmd, R"(# Why is mnist not running? The likeliest blocker comes first
 trainctl why mnist
 # When two kinds share the name
-trainctl why bert --kind pytorchjob -n team-a)");
+trainctl why bert --kind pytorchjob -n team-a
+trainctl why pytorchjob/bert)");
   run_verb(*cmd, opts, flags);
 }
 

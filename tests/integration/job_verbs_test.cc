@@ -453,7 +453,8 @@ TEST_F(JobVerbsTest, GetTakesTypeSlashNameInEveryForm) {
 
 TEST_F(JobVerbsTest, TypeSlashNameThatContradictsKindOrNamesNoJobTypeIsAUsageError) {
   create_job({.kind = "PyTorchJob", .name = "x"});
-  for (const char* verb : {"get", "delete", "suspend", "resume", "logs", "wait --for=created"}) {
+  for (const char* verb :
+       {"get", "delete", "suspend", "resume", "logs", "wait --for=created", "why"}) {
     RunResult r = run(fmt::format("{} --kind tfjob pytorchjob/x", verb));
     EXPECT_EQ(r.exit_code, 2) << verb << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr("\"pytorchjob/x\" names a PyTorchJob but --kind is tfjob"))
@@ -465,6 +466,10 @@ TEST_F(JobVerbsTest, TypeSlashNameThatContradictsKindOrNamesNoJobTypeIsAUsageErr
   EXPECT_EQ(run("get tfjob.example.com/x").exit_code, 2);  // another group's tfjob
   EXPECT_EQ(run("get pytorchjob/").exit_code, 2);
   EXPECT_TRUE(exists(kube::resources::job(api::JobKind::PyTorchJob), "x"));  // nothing deleted
+  // why takes the same forms (found on a real control plane: it refused kind.group/NAME).
+  RunResult why = run("why pytorchjob.kubeflow.org/x");
+  EXPECT_EQ(why.exit_code, 0) << why.err;
+  EXPECT_THAT(why.out, HasSubstr("pytorchjob.kubeflow.org/x is "));
 }
 
 TEST_F(JobVerbsTest, GetShowsSeveralJobsAndReportsAMissingOneAfterThem) {
