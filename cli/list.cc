@@ -171,16 +171,35 @@ struct ListOptions {
     std::mutex mu;
     std::condition_variable_any ended;
     bool live = false;  // the table is out: print each change from now on
+    std::vector<std::unique_ptr<kube::cache::Watcher>> watchers;  // the job kinds'
+    // The jobs' gangs decide Queued; they are watched too (when Volcano's CRDs are served), so a
+    // change reads them from the cache, and an admitted gang prints its job's new row.
+    std::unique_ptr<kube::cache::Watcher> gangs;
+    const auto groups_now = [&] {
+      PodGroups groups;
+      if (gangs) {
+        for (auto& group : gangs->informer().list()) {
+          std::pair key{meta_field(group, "namespace"), meta_field(group, "name")};
+          groups.emplace(std::move(key), std::move(group));
+        }
+      }
+      return groups;
+    };
     auto changed = [&](api::JobKind k, const json& object) {
       std::lock_guard lock(mu);
       if (!live)
         return;
-      // The job's gang decides Queued: read the PodGroups as they are now.
-      const PodGroups groups = podgroups_by_name(client, namespace_);
+      const PodGroups groups = groups_now();
       if (selected(object, groups))
         print_change(client, {k, object}, groups);
     };
-    std::vector<std::unique_ptr<kube::cache::Watcher>> watchers;
+    auto gang_changed = [&](const json& group) {
+      for (const auto& w : watchers) {
+        if (auto job = w->informer().get(kube::cache::object_key(group)))
+          changed(*api::job_kind_from_name(w->informer().resource().kind), *job);
+      }
+    };
+    const auto stop_on_any_error = [](const Error&) { return true; };
     for (const auto& info : api::job_kinds()) {
       if (kind && *kind != info.kind)
         continue;
@@ -195,8 +214,18 @@ struct ListOptions {
               .on_add = [&changed, k = info.kind](const json& o) { changed(k, o); },
               .on_update = [&changed, k = info.kind](const json&, const json& o) { changed(k, o); },
               .on_delete = [&changed, k = info.kind](const json& o) { changed(k, o); }},
-          [](const Error&) { return true; }));
+          stop_on_any_error));
       watchers.back()->start();
+    }
+    if (!watchers.empty() && client.serves(kube::resources::podgroups())) {
+      gangs = std::make_unique<kube::cache::Watcher>(
+          client,
+          kube::cache::InformerOptions{.resource = kube::resources::podgroups(),
+                                       .namespace_ = namespace_},
+          kube::cache::EventHandlers{
+              .on_update = [&gang_changed](const json&, const json& o) { gang_changed(o); }},
+          stop_on_any_error);
+      gangs->start();
     }
     std::unique_lock lock(mu);
     std::vector<FoundJob> jobs;
@@ -211,14 +240,19 @@ struct ListOptions {
     live = true;
     using WakeUp = std::stop_callback<std::function<void()>>;
     std::vector<std::unique_ptr<WakeUp>> wake;
+    std::vector<kube::cache::Watcher*> all;  // any of them stopping ends the watch
     for (const auto& w : watchers)
+      all.push_back(w.get());
+    if (gangs)
+      all.push_back(gangs.get());
+    for (const auto* w : all)
       wake.push_back(std::make_unique<WakeUp>(w->stopped(), [&ended] { ended.notify_all(); }));
     ended.wait(lock, [&] {
-      return std::any_of(watchers.begin(), watchers.end(),
-                         [](const auto& w) { return w->stopped().stop_requested(); });
+      return std::any_of(all.begin(), all.end(),
+                         [](const auto* w) { return w->stopped().stop_requested(); });
     });
     lock.unlock();
-    for (const auto& w : watchers)
+    for (auto* w : all)
       w->rethrow();
   }
 

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "error.h"
+#include "http_status.h"
 #include "kube/websocket.h"
 #include "text.h"
 #include "trainctl/version.h"
@@ -309,25 +310,7 @@ namespace {
 
 /// `200 OK`: the status with the reason phrase HTTP/1.1 would send (HTTP/2 sends none).
 std::string status_text(int status) {
-  static const std::map<int, std::string_view> kReasons = {{200, "OK"},
-                                                           {201, "Created"},
-                                                           {202, "Accepted"},
-                                                           {204, "No Content"},
-                                                           {400, "Bad Request"},
-                                                           {401, "Unauthorized"},
-                                                           {403, "Forbidden"},
-                                                           {404, "Not Found"},
-                                                           {405, "Method Not Allowed"},
-                                                           {409, "Conflict"},
-                                                           {410, "Gone"},
-                                                           {415, "Unsupported Media Type"},
-                                                           {422, "Unprocessable Entity"},
-                                                           {429, "Too Many Requests"},
-                                                           {500, "Internal Server Error"},
-                                                           {503, "Service Unavailable"},
-                                                           {504, "Gateway Timeout"}};
-  const auto it = kReasons.find(status);
-  return it == kReasons.end() ? std::to_string(status) : fmt::format("{} {}", status, it->second);
+  return fmt::format("{} {}", status, reason_phrase(status));
 }
 
 /// `Bearer <masked>`: the scheme of a credential, never the credential.

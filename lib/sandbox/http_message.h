@@ -10,8 +10,6 @@ namespace trainctl::sandbox {
 
 // --- HTTP text ----------------------------------------------------------------------------------
 
-std::string_view reason_phrase(int status);
-
 /// The Status reason for a status this server answers by itself.
 std::string_view status_reason(int status);
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -196,15 +197,29 @@ TEST_F(JobVerbsTest, ListWatchPrintsARowEachTimeAJobChanges) {
   job["status"] = running_status(2);
   client().update_status(resource_of("TFJob"), "default", job);
   ASSERT_TRUE(watch.wait_for("Running", std::chrono::seconds(10))) << watch.output();
+  // A gang waiting for admission shows Queued, read from the watched PodGroups; its admission
+  // prints the job's row again, though the job itself did not change.
+  json gang = client().create(kube::resources::podgroups(), "default",
+                              {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                               {"kind", "PodGroup"},
+                               {"metadata", {{"name", "bert"}}},
+                               {"spec", {{"minMember", 1}}},
+                               {"status", {{"phase", "Pending"}}}});
   create_job({.kind = "PyTorchJob", .name = "bert"});
-  ASSERT_TRUE(watch.wait_for("bert", std::chrono::seconds(10))) << watch.output();
+  ASSERT_TRUE(watch.wait_for("Queued", std::chrono::seconds(10))) << watch.output();
+  gang["status"]["phase"] = "Inqueue";
+  client().update(kube::resources::podgroups(), "default", gang);
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return std::regex_search(watch.output(), std::regex("\nbert +PyTorchJob +Pending")); },
+      std::chrono::seconds(10)))
+      << watch.output();
   const int status = watch.stop(SIGINT);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
   const std::string out = watch.output();
   EXPECT_THAT(out, ContainsRegex("^NAME +KIND +STATUS +REPLICAS +QUEUE +AGE +DURATION\n"
                                  "mnist +TFJob +Pending +"));
   EXPECT_THAT(out, ContainsRegex("\nmnist +TFJob +Running +"));
-  EXPECT_THAT(out, ContainsRegex("\nbert +PyTorchJob +"));
+  EXPECT_THAT(out, ContainsRegex("\nbert +PyTorchJob +Queued +"));
   EXPECT_EQ(out.find("NAME"), out.rfind("NAME"));  // the headers once
 
   RunResult filtered = run("list -w --kind mpijob --status Bogus");

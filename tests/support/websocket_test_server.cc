@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "error.h"
+#include "http_status.h"
 #include "openssl_handles.h"
 #include "text.h"
 
@@ -51,24 +52,6 @@ std::string bio_to_string(BIO* bio) {
 
 // --- HTTP helpers ----------------------------------------------------------------------------
 
-std::string_view reason_phrase(int code) {
-  switch (code) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 500:
-      return "Internal Server Error";
-    default:
-      return "Status";
-  }
-}
 
 // --- TLS socket as a ByteStream --------------------------------------------------------------
 
