@@ -95,14 +95,16 @@ struct ControllerCommand {
     manager_options.namespace_ = flags.overrides.namespace_;
     manager_options.metrics = parse_bind_address("--metrics-bind-address", metrics_address);
     manager_options.health = parse_bind_address("--health-probe-bind-address", health_address);
+    // Parsed with or without --leader-elect: a bad value is an error either way.
+    const kube::cache::LeaderElectionConfig election{
+        .namespace_ = leader_elect_namespace,
+        .name = leader_elect_id,
+        .identity = default_identity(),
+        .lease_duration = parse_duration_flag("--leader-elect-lease-duration", lease_duration),
+        .renew_deadline = parse_duration_flag("--leader-elect-renew-deadline", renew_deadline),
+        .retry_period = parse_duration_flag("--leader-elect-retry-period", retry_period)};
     if (leader_elect)
-      manager_options.leader_election = kube::cache::LeaderElectionConfig{
-          .namespace_ = leader_elect_namespace,
-          .name = leader_elect_id,
-          .identity = default_identity(),
-          .lease_duration = parse_duration_flag("--leader-elect-lease-duration", lease_duration),
-          .renew_deadline = parse_duration_flag("--leader-elect-renew-deadline", renew_deadline),
-          .retry_period = parse_duration_flag("--leader-elect-retry-period", retry_period)};
+      manager_options.leader_election = election;
     controller_options.workers = workers;
     controller_options.plan.gang_scheduler = parse_gang_scheduler(gang_scheduler);
     controller_options.plan.cluster_domain = cluster_domain;

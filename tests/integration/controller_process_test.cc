@@ -207,6 +207,13 @@ TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {
   EXPECT_NE(tries.err.find("--pytorch-init-container-max-tries: must be at least 1"),
             std::string::npos)
       << tries.err;
+  // Lease timings are durations (15s, 1m; plain integers are seconds), checked with or without
+  // --leader-elect.
+  const auto lease = testing::run_command(
+      fmt::format("{} controller --kubeconfig {} --leader-elect-lease-duration 1.5",
+                  TRAINCTL_BINARY, kubeconfig));
+  EXPECT_EQ(lease.exit_code, 2);
+  EXPECT_NE(lease.err.find("--leader-elect-lease-duration"), std::string::npos) << lease.err;
 }
 
 TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {
