@@ -306,7 +306,31 @@ void ApiServer::log_failure(const Request& request, std::string_view what) const
     options_.error_log(fmt::format("{} {}: {}", request.method, request.path, what));
 }
 
-void ApiServer::serve(const Request& request, ResponseWriter& response, const UserInfo&) {
+namespace {
+
+/// The RBAC verb of a request, as kube-apiserver's RequestInfoFactory names it.
+std::string rbac_verb(const Request& request, bool named) {
+  const std::string& m = request.method;
+  if (m == "GET" || m == "HEAD") {
+    const std::string watch = request.param("watch");
+    if (named)
+      return "get";
+    return watch == "true" || watch == "1" ? "watch" : "list";
+  }
+  if (m == "POST")
+    return "create";
+  if (m == "PUT")
+    return "update";
+  if (m == "PATCH")
+    return "patch";
+  if (m == "DELETE")
+    return named ? "delete" : "deletecollection";
+  return m;
+}
+
+}  // namespace
+
+void ApiServer::serve(const Request& request, ResponseWriter& response, const UserInfo& user) {
   const std::string& path = request.path;
   if (path == "/healthz" || path == "/livez" || path == "/readyz") {
     response.respond(200, "text/plain", "ok");
@@ -324,6 +348,16 @@ void ApiServer::serve(const Request& request, ResponseWriter& response, const Us
   if (!r) {
     respond_status(response, 404, "NotFound", "the server could not find the requested resource");
     return;
+  }
+  if (options_.audit) {
+    options_.audit({.user = user.name,
+                    .groups = user.groups,
+                    .verb = rbac_verb(request, !r->name.empty()),
+                    .api_group = r->group,
+                    .resource = r->info.plural,
+                    .subresource = r->subresource,
+                    .ns = r->ns,
+                    .name = r->name});
   }
   serve_resource(request, response, *r);
 }

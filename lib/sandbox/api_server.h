@@ -38,6 +38,20 @@ struct Faults {
   static Faults from_json(const nlohmann::json& doc);  // throws Error(BadRequest)
 };
 
+/// What the authorizer sees of one resource request (kube-apiserver's RequestInfo and
+/// authorizer.Attributes): who asked, the verb as RBAC names it (get, list, watch, create, update,
+/// patch, delete, deletecollection), and what was addressed.
+struct RequestAttributes {
+  std::string user;
+  std::vector<std::string> groups;
+  std::string verb;
+  std::string api_group;  // "" for the core group
+  std::string resource;
+  std::string subresource;
+  std::string ns;
+  std::string name;
+};
+
 struct ApiServerOptions {
   /// Bearer tokens that authenticate (kube-apiserver's --token-auth-file).
   std::map<std::string, UserInfo> tokens;
@@ -47,6 +61,9 @@ struct ApiServerOptions {
   /// Receives what went wrong inside a request that the client only sees as an error status
   /// (an exception that is no API error); may be called from any thread. Empty = dropped.
   std::function<void(std::string_view)> error_log;
+  /// Sees every authenticated resource request before it is served, as kube-apiserver's audit
+  /// log does; may be called from any thread. Empty = none.
+  std::function<void(const RequestAttributes&)> audit;
 };
 
 /// The Kubernetes REST API over a Store: discovery, the verbs on every served resource (each

@@ -221,6 +221,7 @@ void Sandbox::start() {
   api.tokens = ApiServer::parse_token_file(*read_file(options_.data_dir / "tokens.csv"));
   api.faults = options_.faults;
   api.error_log = options_.log;
+  api.audit = options_.audit;
   api_ = std::make_unique<ApiServer>(*store_, api);
   api_->set_cluster(cluster_.get());
   HttpsServerConfig http;

@@ -23,7 +23,8 @@ struct SandboxOptions {
   ClusterOptions cluster;
   std::size_t watch_window = 100'000;
   Faults faults;
-  std::function<void(std::string_view)> log;  // server-side problems; empty = dropped
+  std::function<void(std::string_view)> log;            // server-side problems; empty = dropped
+  std::function<void(const RequestAttributes&)> audit;  // every resource request; empty = none
 };
 
 /// The context, cluster and user names the sandbox writes into kubeconfigs.

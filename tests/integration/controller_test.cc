@@ -7,7 +7,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "controller/executor.h"
 #include "controller/objects.h"
 #include "json_access.h"
+#include "tests/support/rbac_policy.h"
 #include "tests/support/sandbox_fixture.h"
 #include "yaml_json.h"
 
@@ -30,26 +34,79 @@ json yaml(const std::string& text) {
   return yaml_to_json(YAML::Load(text));
 }
 
+/// The controller's identity here is the packaged ServiceAccount's (a bearer token), and every
+/// request it makes is checked against packaging/rbac.yaml as kube-apiserver's RBAC authorizer
+/// would: a call the packaged policy denies fails the test that made it.
+class ApiCalls {
+ public:
+  static constexpr const char* kToken = "trainctl-controller-token";
+
+  ApiCalls()
+      : user_(testing::RbacPolicy::user_name("trainctl-system", "trainctl-controller")),
+        policy_(testing::RbacPolicy::for_service_account(
+            std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging" / "rbac.yaml",
+            "trainctl-system", "trainctl-controller")) {}
+
+  /// Gives the sandbox the ServiceAccount's token (beside the admin's) and this recorder.
+  void install(sandbox::SandboxOptions& options) {
+    std::filesystem::create_directories(options.data_dir);
+    std::ofstream(options.data_dir / "tokens.csv")
+        << "admin-token,trainctl-admin,trainctl-admin,\"system:masters\"\n"
+        << kToken << ',' << user_
+        << ",sa-uid,\"system:serviceaccounts,system:serviceaccounts:trainctl-system\"\n";
+    options.audit = [this](const sandbox::RequestAttributes& r) { record(r); };
+  }
+
+  void record(const sandbox::RequestAttributes& r) {
+    if (r.user != user_)
+      return;
+    std::lock_guard lock(mu_);
+    used_.insert(testing::RbacPolicy::key(r));
+    if (!policy_.allows(r))
+      denied_.insert(testing::RbacPolicy::key(r) + " in namespace \"" + r.ns + "\"");
+  }
+
+  std::set<std::string> used() const {
+    std::lock_guard lock(mu_);
+    return used_;
+  }
+  std::set<std::string> denied() const {
+    std::lock_guard lock(mu_);
+    return denied_;
+  }
+  const testing::RbacPolicy& policy() const { return policy_; }
+
+ private:
+  const std::string user_;
+  const testing::RbacPolicy policy_;
+  mutable std::mutex mu_;
+  std::set<std::string> used_;    // "verb group/resource[/subresource]"
+  std::set<std::string> denied_;  // the same, with the namespace
+};
+
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::install_training_crds(local_.client());
-    controller_client_ = std::make_unique<kube::Client>(local_.sandbox().admin_config());
+    controller_client_ = std::make_unique<kube::Client>(local_.token_config(ApiCalls::kToken));
   }
 
-  void start(controller::GangScheduler gang = controller::GangScheduler::None) {
+  void start(controller::GangScheduler gang = controller::GangScheduler::None,
+             controller::ManagerOptions manager = {}) {
     controller::ControllerOptions options{.workers = 2};
     options.plan.gang_scheduler = gang;
     controller::declare_controller_metrics(metrics_);
-    manager_ = std::make_unique<controller::Manager>(*controller_client_,
-                                                     controller::ManagerOptions{}, metrics_, log_);
+    manager_ = std::make_unique<controller::Manager>(*controller_client_, std::move(manager),
+                                                     metrics_, log_);
     controller::add_reconcilers(*manager_, options);
     thread_ = std::jthread([this](std::stop_token stop) { manager_->run(stop); });
     ASSERT_TRUE(wait_until([&] { return manager_->synced(); }));
   }
 
   void TearDown() override {
-    thread_ = {};      // requests stop and joins
+    thread_ = {};  // requests stop and joins
+    EXPECT_THAT(calls_.denied(), ::testing::IsEmpty())
+        << "the controller made requests packaging/rbac.yaml does not allow";
     if (HasFailure())  // what the controller did, for a failure seen only in CI
       std::cerr << "controller log:\n" << log_text_.str();
   }
@@ -90,7 +147,8 @@ class ControllerTest : public ::testing::Test {
         .get<std::vector<json>>();
   }
 
-  testing::LocalSandbox local_;
+  ApiCalls calls_;  // first: the sandbox reports to it until it stops
+  testing::LocalSandbox local_{[this](sandbox::SandboxOptions& o) { calls_.install(o); }};
   std::unique_ptr<kube::Client> controller_client_;
   std::ostringstream log_text_;
   Logger log_{log_text_, LogFormat::Text, 0};
@@ -643,7 +701,9 @@ TEST_F(ControllerTest, EventRecorderSendsInOrderOffTheCallersThreadAndDropsPastI
 // object they meant is gone, so they count as done; a stale resourceVersion still fails.
 TEST_F(ControllerTest, ExecutorCountsWritesToAnObjectThatIsGoneAsDone) {
   controller::declare_executor_metrics(metrics_);
-  controller::Executor executor(*controller_client_, metrics_, log_, "test-controller");
+  // The executor's semantics, not the controller's calls: it writes as the admin, since the
+  // controller never writes a PodGroup's status subresource.
+  controller::Executor executor(client(), metrics_, log_, "test-controller");
   const std::string manifest = R"(
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: PodGroup
@@ -691,6 +751,130 @@ spec: {minMember: 2}
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Conflict) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace trainctl
+
+namespace trainctl {
+namespace {
+
+// The packaged RBAC is exactly what the controller uses. Every test here fails on a request
+// packaging/rbac.yaml denies (see ApiCalls); this one takes the controller through every kind of
+// work it does (leader election, a queue's gangs, each job kind with TTL and cleanup, an
+// autoscaled PyTorchJob, an MPIJob scaled and suspended, an Istio proxy) and fails on any rule
+// it never used, so the policy grants nothing the controller does not need.
+TEST_F(ControllerTest, EveryRuleOfThePackagedRbacIsUsed) {
+  client().create(kube::resources::namespaces(), "", {{"metadata", {{"name", "trainctl-system"}}}});
+  client().patch(kube::resources::namespaces(), "", "default", kube::PatchType::Merge,
+                 {{"metadata", {{"labels", {{"istio-injection", "enabled"}}}}}});
+  controller::ManagerOptions manager;
+  manager.leader_election = kube::cache::LeaderElectionConfig{
+      .namespace_ = "trainctl-system", .name = "trainctl-controller", .identity = "tour"};
+  start(controller::GangScheduler::Builtin, std::move(manager));
+
+  // TFJob: a meshed worker (its proxy is asked to quit), a PS that cleanup deletes, TTL 0.
+  json tf = yaml(kTfJob);
+  tf["spec"]["runPolicy"] = {{"cleanPodPolicy", "Running"}, {"ttlSecondsAfterFinished", 0}};
+  tf["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].push_back(
+      {{"name", "istio-proxy"}, {"image", "istio/proxyv2:1.22"}});
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", tf);
+
+  // PyTorchJob with metrics: its HPA is created, changed with the job, and deleted on suspend.
+  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: elastic}
+spec:
+  elasticPolicy:
+    minReplicas: 1
+    maxReplicas: 3
+    metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}}]
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+  ASSERT_TRUE(
+      wait_until([&] { return exists(kube::resources::horizontalpodautoscalers(), "elastic"); }));
+  client().patch(kube::resources::job(api::JobKind::PyTorchJob), "default", "elastic",
+                 kube::PatchType::Merge, {{"spec", {{"elasticPolicy", {{"maxReplicas", 4}}}}}});
+  ASSERT_TRUE(wait_until([&] {
+    return client().get(kube::resources::horizontalpodautoscalers(), "default",
+                        "elastic")["spec"]["maxReplicas"] == 4;
+  }));
+
+  // MPIJob: launcher Job, hostfile ConfigMap (rewritten when a worker is added), SSH Secret.
+  create(kube::resources::job(api::JobKind::MPIJob), R"(
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: hvd}
+spec:
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: launcher, image: hvd:1}]}
+    Worker:
+      replicas: 1
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
+        spec: {containers: [{name: worker, image: hvd:1}]}
+)");
+  ASSERT_TRUE(wait_until([&] { return exists(kube::resources::jobs(), "hvd-launcher"); },
+                         std::chrono::seconds(15)));
+  client().patch(kube::resources::job(api::JobKind::MPIJob), "default", "hvd",
+                 kube::PatchType::Merge,
+                 {{"spec", {{"mpiReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}}}});
+  ASSERT_TRUE(wait_until([&] {
+    return client()
+               .get(kube::resources::configmaps(), "default", "hvd-config")["data"]["hostfile"]
+               .get<std::string>()
+               .find("hvd-worker-1") != std::string::npos;
+  }));
+
+  // A retryable exit: the pod is recreated and the restart counted on the job.
+  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: flaky}
+spec:
+  runPolicy: {backoffLimit: 1}
+  pytorchReplicaSpecs:
+    Master:
+      restartPolicy: ExitCode
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "137"}}
+        spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::PyTorchJob), "flaky", "Failed"));
+
+  // Suspending takes the PyTorchJob's HPA and the MPIJob's launcher with the pods.
+  for (const api::JobKind kind : {api::JobKind::PyTorchJob, api::JobKind::MPIJob}) {
+    const std::string name = kind == api::JobKind::MPIJob ? "hvd" : "elastic";
+    client().patch(kube::resources::job(kind), "default", name, kube::PatchType::Merge,
+                   {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+    ASSERT_TRUE(wait_status(kube::resources::job(kind), name, "Suspended"));
+  }
+  ASSERT_TRUE(
+      wait_until([&] { return !exists(kube::resources::job(api::JobKind::TFJob), "mnist"); },
+                 std::chrono::seconds(20)))
+      << "the TFJob's TTL";
+  for (const api::JobKind kind : {api::JobKind::PyTorchJob, api::JobKind::MPIJob})
+    client().remove(kube::resources::job(kind), "default",
+                    kind == api::JobKind::MPIJob ? "hvd" : "elastic");
+  thread_ = {};  // the Lease is released on the way out
+
+  // Never requested: the finalizers subresources are what the OwnerReferencesPermissionEnforcement
+  // admission plugin checks for blockOwnerDeletion; servers from 1.30 on authorize an exec's
+  // WebSocket upgrade as "create" on pods/exec (the sandbox, as 1.26, as "get").
+  const std::set<std::string> exempt = {"update tfjobs/finalizers", "update pytorchjobs/finalizers",
+                                        "update mpijobs/finalizers", "create pods/exec"};
+  EXPECT_THAT(calls_.policy().unused(calls_.used(), exempt), ::testing::IsEmpty())
+      << "granted by packaging/rbac.yaml, never used";
 }
 
 }  // namespace
