@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,8 +90,12 @@ kube::RestConfig GlobalFlags::rest_config() const {
 }
 
 const kube::RestConfig& Connection::config() {
-  if (!config_)
+  if (!config_) {
     config_ = flags_->rest_config();
+    if (config_->tls.insecure_skip_verify)
+      std::cerr << "trainctl: warning: insecure-skip-tls-verify is set: the server's certificate "
+                   "is not checked, so anyone on the way can read and change this connection\n";
+  }
   return *config_;
 }
 

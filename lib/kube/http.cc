@@ -276,6 +276,13 @@ namespace {
   if (code == CURLE_OPERATION_TIMEDOUT) {
     throw Error(ErrorKind::Timeout, fmt::format("{} {}: timed out: {}", method, url, detail));
   }
+  if (code == CURLE_PEER_FAILED_VERIFICATION) {
+    throw Error(ErrorKind::Connection,
+                fmt::format("{} {}: the server's certificate is not trusted ({}): give the CA that "
+                            "signed it as the cluster's certificate-authority (or "
+                            "--certificate-authority)",
+                            method, url, detail));
+  }
   throw Error(ErrorKind::Connection, fmt::format("{} {}: {}", method, url, detail));
 }
 

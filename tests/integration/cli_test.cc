@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "sandbox/pki.h"
 #include "tests/support/exec_kubeconfig.h"
 #include "tests/support/https_test_server.h"
 #include "tests/support/run_command.h"
@@ -184,6 +185,34 @@ TEST_F(CliTest, VerbosityLogsEachRequestAndNeverTheToken) {
   EXPECT_THAT(down.err,
               ContainsRegex("GET https://127.0.0.1:1/version failed in [0-9]+ milliseconds: "));
   EXPECT_THAT(down.out, Not(HasSubstr("very-secret-token")));
+}
+
+// TLS is verified unless the kubeconfig or a flag turns it off: a server whose certificate another
+// CA signed is refused with what to fix, and skipping the check works but warns on every command.
+TEST_F(CliTest, AServerCertificateFromAnUnknownCaIsRefusedAndSkippingTheCheckWarns) {
+  testing::HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
+  });
+  server.start();
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
+  const std::string other_ca =
+      dir_.write("other-ca.crt", sandbox::make_certificate_authority("some other CA").cert_pem)
+          .string();
+
+  RunResult refused = run_cli("version --kubeconfig " + config + " --certificate-authority " +
+                              other_ca);
+  EXPECT_EQ(refused.exit_code, 3) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("the server's certificate is not trusted"));
+  EXPECT_THAT(refused.out, HasSubstr("certificate-authority"));
+  EXPECT_THAT(refused.out, Not(HasSubstr("v1.31.2")));
+  EXPECT_THAT(refused.out, Not(HasSubstr("insecure-skip-tls-verify is set")));
+
+  RunResult skipped = run_cli("version --insecure-skip-tls-verify -s " + server.url());
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.out;
+  EXPECT_THAT(skipped.out, HasSubstr("Server Version: v1.31.2"));
+  EXPECT_THAT(skipped.err, HasSubstr("trainctl: warning: insecure-skip-tls-verify is set: the "
+                                     "server's certificate is not checked"));
 }
 
 TEST_F(CliTest, ConfigViewRedactsTokens) {
