@@ -8,8 +8,6 @@
 // Usage: controller_bench [jobs] [replicas] [nodes]
 #include <fmt/format.h>
 #include <httplib.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <yaml-cpp/yaml.h>
 
@@ -24,23 +22,20 @@
 #include <vector>
 
 #include "api/status.h"
+#include "bench/bench_support.h"
 #include "kube/client.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/selector.h"
 #include "tests/support/temp_dir.h"
 #include "yaml_json.h"
 
-extern char** environ;
-
 using namespace trainctl;
+using bench::Clock;
+using bench::parallel_for;
+using bench::seconds_since;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 json tfjob(const std::string& name, int replicas) {
   return {{"apiVersion", "kubeflow.org/v1"},
@@ -57,18 +52,6 @@ json tfjob(const std::string& name, int replicas) {
                      json::array({{{"name", "tensorflow"},
                                    {"image", "tf:2"},
                                    {"resources", {{"requests", {{"cpu", "1"}}}}}}})}}}}}}}}}}}};
-}
-
-// Runs `fn(i)` for i in [0, n) on `threads` threads.
-template <typename F>
-void parallel_for(int n, int threads, F fn) {
-  std::atomic<int> next{0};
-  std::vector<std::jthread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (int i = next++; i < n; i = next++)
-        fn(i);
-    });
 }
 
 std::size_t count(sandbox::Store& store, const std::string& group_resource,
@@ -195,15 +178,7 @@ int main(int argc, char** argv) {
                                    fmt::format("127.0.0.1:{}", metrics_port),
                                    "--health-probe-bind-address",
                                    "0"};
-  std::vector<char*> argv_c;
-  for (auto& a : args)
-    argv_c.push_back(a.data());
-  argv_c.push_back(nullptr);
-  pid_t controller = 0;
-  if (posix_spawn(&controller, TRAINCTL_BINARY, nullptr, nullptr, argv_c.data(), environ) != 0) {
-    fmt::print(stderr, "cannot start {}\n", TRAINCTL_BINARY);
-    return 1;
-  }
+  const pid_t controller = bench::spawn(args);
 
   auto t0 = Clock::now();
   parallel_for(jobs, 8, [&](int i) {
@@ -231,9 +206,7 @@ int main(int argc, char** argv) {
   httplib::Client scrape("127.0.0.1", metrics_port);
   const auto page = scrape.Get("/metrics");
   const long rss = peak_rss_mib(controller);
-  ::kill(controller, SIGTERM);
-  int status = 0;
-  ::waitpid(controller, &status, 0);
+  const int status = bench::stop(controller, SIGTERM);
 
   fmt::print("jobs created by the bench in {:.2f} s\n", submitted);
   fmt::print("all {} pods exist after {:.2f} s (target <= 20 s)\n", total_pods, all_pods);
