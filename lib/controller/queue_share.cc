@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "json_access.h"
 
@@ -53,12 +54,12 @@ std::map<std::string, api::ResourceList> deserved_shares(const std::vector<Queue
       for (const auto& [name, left] : remaining) {
         double& d = deserved[q->name][name];
         const double before = d;
-        d += left * static_cast<double>(q->weight) / weights;
+        double limit = static_cast<double>(api::amount(q->request, name));
         if (q->capability.contains(name))
-          d = std::min(d, static_cast<double>(q->capability.at(name)));
-        d = std::min(d, static_cast<double>(api::amount(q->request, name)));
+          limit = std::min(limit, static_cast<double>(q->capability.at(name)));
+        d = std::min(d + left * static_cast<double>(q->weight) / weights, limit);
         handed_out[name] += d - before;
-        met = met && d >= static_cast<double>(api::amount(q->request, name));
+        met = met && d >= limit;
       }
       if (!met)
         still_asking.push_back(q);
@@ -78,7 +79,7 @@ std::map<std::string, api::ResourceList> deserved_shares(const std::vector<Queue
   for (const auto& q : queues) {
     api::ResourceList& share = result[q.name];
     for (const auto& [name, value] : deserved[q.name])
-      share[name] = std::max(static_cast<std::int64_t>(value), api::amount(q.guarantee, name));
+      share[name] = std::max<std::int64_t>(std::llround(value), api::amount(q.guarantee, name));
     for (const auto& [name, value] : q.guarantee)
       share[name] = std::max(share[name], value);
   }

@@ -46,7 +46,7 @@ struct QueueFigures {
 
 /// Each queue's deserved share of `total` (Volcano's proportion plugin): in rounds, what is
 /// left is split among the queues still asking by weight; a queue's share is capped by its
-/// capability and by its request (a queue whose request is met leaves the rounds); rounds end
+/// capability and by its request (a queue that reached either leaves the rounds); rounds end
 /// when nothing is left or nothing changes. Finally no share is below the queue's guarantee.
 std::map<std::string, api::ResourceList> deserved_shares(const std::vector<QueueFigures>& queues,
                                                          const api::ResourceList& total);
