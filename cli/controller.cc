@@ -82,6 +82,8 @@ struct ControllerCommand {
   std::string pytorch_init_container_image = "alpine:3.10";
   int pytorch_init_container_max_tries = 100;
   std::string log_format = "text";
+  std::string admission_order = "backfill";
+  std::string schedule_timeout = "300s";
 
   // Complete: the manager's and the reconcilers' options from the flags.
   controller::ManagerOptions manager_options;
@@ -108,6 +110,12 @@ struct ControllerCommand {
     controller_options.workers = workers;
     controller_options.plan.gang_scheduler = parse_gang_scheduler(gang_scheduler);
     controller_options.plan.cluster_domain = cluster_domain;
+    controller_options.admission.order = admission_order == "strict-fifo"
+                                             ? controller::AdmissionOrder::StrictFifo
+                                             : controller::AdmissionOrder::Backfill;
+    controller_options.admission.schedule_timeout =
+        std::chrono::duration_cast<std::chrono::seconds>(
+            parse_duration_flag("--schedule-timeout", schedule_timeout));
     if (pytorch_init_container)
       controller_options.plan.pytorch_init_container = {
           .image = pytorch_init_container_image, .max_tries = pytorch_init_container_max_tries};
@@ -118,6 +126,8 @@ struct ControllerCommand {
       throw Error(ErrorKind::Usage, "--workers: must be at least 1");
     if (pytorch_init_container_max_tries < 1)
       throw Error(ErrorKind::Usage, "--pytorch-init-container-max-tries: must be at least 1");
+    if (controller_options.admission.schedule_timeout < std::chrono::seconds(1))
+      throw Error(ErrorKind::Usage, "--schedule-timeout: must be at least 1s");
   }
 
   void Run() {
@@ -171,6 +181,16 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
                   "Gang scheduling: builtin (trainctl admits PodGroups against Volcano Queues), "
                   "volcano (pods go to the Volcano scheduler), scheduler-plugins, none")
       ->check(CLI::IsMember({"builtin", "volcano", "scheduler-plugins", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--admission-order", opts->admission_order,
+                  "Builtin admission: backfill (smaller gangs may start where they do not delay "
+                  "the waiting head of line) or strict-fifo (nothing starts behind it)")
+      ->check(CLI::IsMember({"backfill", "strict-fifo"}))
+      ->capture_default_str();
+  cmd->add_option("--schedule-timeout", opts->schedule_timeout,
+                  "Builtin admission: how long an admitted gang may take to have all its pods "
+                  "bound before it is taken back and requeued (a job's "
+                  "schedulingPolicy.scheduleTimeoutSeconds overrides it)")
       ->capture_default_str();
   cmd->add_option("--cluster-domain", opts->cluster_domain,
                   "Cluster DNS domain appended to service names in TF_CONFIG and hostfiles "

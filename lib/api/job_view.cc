@@ -44,10 +44,12 @@ RunPolicy JobView::run_policy() const {
           .ttl_seconds_after_finished = integer_member(policy, "ttlSecondsAfterFinished"),
           .suspend = suspend.is_boolean() && suspend.get<bool>(),
           .managed_by = string_member(policy, "managedBy"),
-          .scheduling = {.min_available = integer_member(scheduling, "minAvailable"),
-                         .queue = string_member(scheduling, "queue"),
-                         .priority_class = string_member(scheduling, "priorityClass"),
-                         .min_resources = member(scheduling, "minResources")}};
+          .scheduling = {
+              .min_available = integer_member(scheduling, "minAvailable"),
+              .queue = string_member(scheduling, "queue"),
+              .priority_class = string_member(scheduling, "priorityClass"),
+              .min_resources = member(scheduling, "minResources"),
+              .schedule_timeout_seconds = integer_member(scheduling, "scheduleTimeoutSeconds")}};
 }
 
 std::vector<ReplicaSpecView> JobView::replica_specs() const {

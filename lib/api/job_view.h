@@ -24,6 +24,8 @@ struct SchedulingPolicy {
   std::string priority_class;  // "" when unset
   /// The minResources object as written (null when unset): a ResourceList of quantities.
   nlohmann::json min_resources;
+  /// How long an admitted gang may take to have all its pods bound before it is taken back.
+  std::optional<std::int64_t> schedule_timeout_seconds;
 };
 
 /// spec.runPolicy: what the Kubeflow operators' common RunPolicy carries.

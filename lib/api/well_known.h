@@ -46,6 +46,15 @@ inline constexpr std::string_view restarts = "trainctl.io/restarts";
 /// restarted controller does not ask twice.
 inline constexpr std::string_view sidecar_stop_requested = "trainctl.io/sidecar-stop-requested";
 
+/// trainctl's own, on PodGroups its builtin admission decides: where the admitted gang's pods
+/// were placed ({node: {resource: quantity}}, JSON), until they are bound; when it was admitted
+/// (RFC 3339), for the schedule timeout; how often it timed out, and the time before which a
+/// timed-out gang is not admitted again (exponential back-off).
+inline constexpr std::string_view node_reservations = "trainctl.io/node-reservations";
+inline constexpr std::string_view admitted_at = "trainctl.io/admitted-at";
+inline constexpr std::string_view schedule_timeouts = "trainctl.io/schedule-timeouts";
+inline constexpr std::string_view requeue_at = "trainctl.io/requeue-at";
+
 /// The sandbox's simulated container behaviour: seconds to run and the exit code, per pod or
 /// per container (`<key>.<container>`).
 inline constexpr std::string_view sandbox_run_seconds = "sandbox.trainctl.io/run-seconds";

@@ -40,6 +40,7 @@ class AdmissionReconciler : public Runnable {
   AdmissionReconciler(Manager& manager, const ControllerOptions& options)
       : client_(manager.client()),
         executor_(client_, manager.metrics(), manager.log(), options.plan.controller_name),
+        options_(options.admission),
         loop_({.name = "admission",
                .metric_kind = [](const AdmissionKey&) { return std::string("controller"); },
                .reconcile = [this](const AdmissionKey&) { reconcile(); }},
@@ -53,7 +54,8 @@ class AdmissionReconciler : public Runnable {
     queues_ = &manager.informer(kube::resources::queues());
     nodes_ = &manager.informer(kube::resources::nodes());
     pods_ = &manager.informer(kube::resources::pods(), managed_selector());
-    for (Informer* informer : {pod_groups_, queues_, nodes_, pods_})
+    priority_classes_ = &manager.informer(kube::resources::priority_classes());
+    for (Informer* informer : {pod_groups_, queues_, nodes_, pods_, priority_classes_})
       informer->add_handlers(handlers);
     for (const auto& info : api::job_kinds()) {
       Informer& informer = manager.informer(kube::resources::job(info.kind));
@@ -83,26 +85,37 @@ class AdmissionReconciler : public Runnable {
  private:
   void reconcile() {
     // Only the jobs PodGroups name are read, not a copy of every cached job.
-    const JobUidLookup job_uid = [this](std::string_view kind, std::string_view ns,
-                                        std::string_view name) -> std::optional<std::string> {
+    const JobLookup job = [this](std::string_view kind, std::string_view ns,
+                                 std::string_view name) -> std::optional<json> {
       const auto job_kind = api::job_kind_from_name(kind);
       const auto informer = job_kind ? jobs_.find(*job_kind) : jobs_.end();
       if (informer == jobs_.end())
         return std::nullopt;
-      const auto job = informer->second->get(fmt::format("{}/{}", ns, name));
-      return job ? std::optional(uid_of(*job)) : std::nullopt;
+      return informer->second->get(fmt::format("{}/{}", ns, name));
     };
-    executor_.apply(admit(pod_groups_->list(), queues_->list(), nodes_->list(), pods_->list(),
-                          job_uid, std::chrono::system_clock::now()));
+    const AdmissionResult result = admit({.pod_groups = pod_groups_->list(),
+                                          .queues = queues_->list(),
+                                          .nodes = nodes_->list(),
+                                          .pods = pods_->list(),
+                                          .priority_classes = priority_classes_->list(),
+                                          .job = job,
+                                          .now = std::chrono::system_clock::now()},
+                                         options_);
+    executor_.apply(result);
+    // A schedule timeout or a back-off ends with nothing else changing.
+    if (result.requeue_after)
+      loop_.add_after({}, *result.requeue_after);
   }
 
   kube::Client& client_;
   Executor executor_;
+  AdmissionOptions options_;
   ReconcileLoop<AdmissionKey> loop_;
   Informer* pod_groups_ = nullptr;
   Informer* queues_ = nullptr;
   Informer* nodes_ = nullptr;
   Informer* pods_ = nullptr;
+  Informer* priority_classes_ = nullptr;
   std::map<api::JobKind, Informer*> jobs_;
 };
 

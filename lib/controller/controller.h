@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "controller/gang.h"
 #include "controller/manager.h"
 #include "controller/metrics.h"
 #include "controller/plan.h"
@@ -18,6 +19,8 @@ struct ControllerOptions {
   /// How long a reconcile trusts that objects it created or deleted will show up in the cache
   /// before it plans again without them.
   std::chrono::milliseconds expectation_timeout{std::chrono::seconds(30)};
+  /// Builtin gang admission: backfill or strict FIFO, the default schedule timeout.
+  AdmissionOptions admission;
 };
 
 /// Declares the reconcilers' metric families on `metrics`.

@@ -32,42 +32,100 @@ nlohmann::json pod_group(const nlohmann::json& job);
 bool pod_group_admitted(const nlohmann::json& pod_group);
 
 /// One admission round: Update actions for PodGroups (whole objects, the CRD has no status
-/// subresource), UpdateStatus actions for Queues, and Events for admissions and rejections.
-/// Only objects whose status changes get an action, so a second round on the result is empty.
+/// subresource), UpdateStatus actions for Queues, Deletes of the pods of gangs that timed out,
+/// Events for admissions, rejections and timeouts, and when to look again (a schedule timeout
+/// or a back-off ending). Only objects whose status changes get an action, so a second round on
+/// the result is empty.
 using AdmissionResult = Plan;
 
-/// Admits Pending PodGroups whole or not at all, oldest first (creationTimestamp, then
-/// namespace/name). A group is admitted (phase Inqueue) when its queue exists and is Open, the
-/// queue's spec.capability minus what its admitted groups hold covers the group's minResources
-/// (a resource the capability does not name is not limited), and so does the cluster's free
-/// capacity: allocatable of Ready, schedulable nodes minus the requests of unfinished pods bound
-/// to them and minus what admitted groups have reserved but not yet bound. Otherwise the group
-/// stays Pending with an Unschedulable condition naming what blocks it, e.g.
-/// `queue team-a: nvidia.com/gpu 8 requested, 4 of 16 free`.
-///
-/// An admitted group holds max(minResources, requests of its bound pods) per resource. Group
-/// phases follow Volcano: Running once minMember of its pods are bound or succeeded, Completed
-/// when all of those succeeded; a Running group whose pods fall below minMember goes back to
-/// Inqueue (it keeps its admission; Volcano would requeue it as Pending). Queue status gets
-/// state (Closing turns Closed once no group is admitted), the pending/inqueue/running/
-/// completed/unknown group counts and `allocated`, what its admitted groups hold.
-///
-/// `job_uid` looks a training job up in the caches (kind, namespace, name → its uid; nullopt when
-/// not cached; an empty function caches nothing). A PodGroup whose controller ownerReference
-/// names a TFJob, PyTorchJob or MPIJob that is not cached, or is cached under another uid
-/// (deleted, perhaps re-created under the same name), belongs to a job that is gone and waits for
-/// the garbage collector: it is not admitted, not counted against its queue (`allocated`, the
-/// group counts) or the cluster's reserved capacity, and gets no update. The pods bound to nodes
-/// still use them. PodGroups without such an owner (made by hand, or by another controller)
-/// count as always.
-/// The uid of the cached training job `kind` `namespace`/`name`, or nullopt.
-using JobUidLookup = std::function<std::optional<std::string>(
+/// The cached training job `kind` `namespace`/`name`, or nullopt.
+using JobLookup = std::function<std::optional<nlohmann::json>(
     std::string_view kind, std::string_view ns, std::string_view name)>;
 
-AdmissionResult admit(const std::vector<nlohmann::json>& pod_groups,
-                      const std::vector<nlohmann::json>& queues,
-                      const std::vector<nlohmann::json>& nodes,
-                      const std::vector<nlohmann::json>& pods, const JobUidLookup& job_uid,
-                      std::chrono::system_clock::time_point now);
+/// What one admission round reads: the informer caches and the time.
+struct AdmissionInput {
+  std::vector<nlohmann::json> pod_groups;
+  std::vector<nlohmann::json> queues;
+  std::vector<nlohmann::json> nodes;
+  std::vector<nlohmann::json> pods;
+  std::vector<nlohmann::json> priority_classes;  // scheduling.k8s.io/v1
+  JobLookup job;                                 // an empty function caches nothing
+  std::chrono::system_clock::time_point now;
+};
+
+/// Whether smaller gangs may start ahead of a head of line that waits for room.
+enum class AdmissionOrder { Backfill, StrictFifo };
+
+struct AdmissionOptions {
+  AdmissionOrder order = AdmissionOrder::Backfill;
+  /// How long an admitted gang may take to have minMember pods bound, unless its job's
+  /// schedulingPolicy.scheduleTimeoutSeconds says otherwise.
+  std::chrono::seconds schedule_timeout{300};
+};
+
+/// The first back-off after a gang timeout; each further timeout doubles it, up to an hour.
+inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
+
+/// Admits Pending PodGroups whole or not at all.
+///
+/// **Fit.** A group is admitted (phase Inqueue) when its queue exists and is Open, the queue's
+/// spec.capability minus what its admitted groups hold covers the group's minResources (a
+/// resource the capability does not name is not limited), and every one of its minMember pods
+/// fits node by node (placement.h: first-fit-decreasing into Ready, schedulable nodes'
+/// allocatable minus the requests of unfinished pods bound to them and minus what admitted
+/// groups reserved there). The pods are the job's (the first minMember in replica-type order,
+/// each with its template's requests, nodeSelector, required node affinity and tolerations,
+/// less those already bound); a group without a cached training job has minMember pods of
+/// minResources/minMember each. Where the pods went is written to the group
+/// (annotation trainctl.io/node-reservations) in the same update that admits it, and held on
+/// those nodes until its pods are bound there or it runs, so a restarted controller reserves
+/// the same room and never admits into it twice.
+///
+/// **Order.** Within a queue: PriorityClass value (spec.priorityClassName; none = the
+/// globalDefault class or 0; an unknown class = 0, and the group's message says so), then
+/// creationTimestamp, then namespace/name. Across queues: the queue furthest below its deserved
+/// share goes next (queue_share.h, Volcano's proportion), recomputed after every admission.
+/// Example: 40 GPUs, team-a (weight 3) asks for 48, team-b (weight 1) for 8, team-c (weight 1)
+/// for nothing. Round 1 splits 40 by 3:1 between the queues that ask: a 30, b 10 capped at its
+/// request 8; round 2 gives the 2 left to a: deserved a 32, b 8. With a holding 24 and b 0,
+/// b's share is 0 < a's 0.75, so b's oldest gang of highest priority is tried first; once b
+/// holds 8 (share 1), a's gangs go until a reaches 32 (share 1), then the lower share first.
+///
+/// **Head of line.** The first gang of a queue that does not fit the nodes becomes its head: it
+/// reserves, node by node, where it would go once every running pod has finished (all
+/// allocatable minus the reservations of admitted gangs, placed first-fit-decreasing). With
+/// AdmissionOrder::Backfill a later gang (of any queue) is admitted only if it fits in what is
+/// free now minus those reservations, so it never takes room the head is waiting for: without
+/// runtime estimates that is the only backfill that provably does not delay the head. A head
+/// that would not fit even then reserves nothing. With StrictFifo nothing after the first head
+/// is admitted in the pass. Gangs held by their queue's capability wait for that queue only.
+///
+/// **Messages.** A group that stays Pending gets an Unschedulable condition naming what blocks
+/// it: `queue team-a: nvidia.com/gpu 16 requested, 8 free of capability 32`,
+/// `cluster: nvidia.com/gpu 8 requested, 4 free of 16`, `no node fits pod bert-worker-3: needs
+/// 8 nvidia.com/gpu, largest free on one node is 4 (node-7)`, `waiting behind team-a/bert
+/// (priority 1000, position 2 of 3)` (the head, its priority, and this gang's place in its own
+/// queue), `queue team-a is Closed`.
+///
+/// **Timeout.** An Inqueue group whose minMember pods are not all bound within the schedule
+/// timeout of its admission is taken back: its unfinished pods are deleted, it returns to
+/// Pending with reason ScheduleTimeout naming the pods not bound and the scheduler's last
+/// message, and it is not admitted again before kRequeueBackoffBase * 2^(timeouts-1) (at most
+/// an hour) has passed (as Kueue's waitForPodsReady requeues).
+///
+/// **Phases** follow Volcano: Running once minMember of its pods are bound or succeeded,
+/// Completed when all of those succeeded; a Running group whose pods fall below minMember goes
+/// back to Pending and must be admitted again for the pods it misses. An admitted group holds
+/// max(minResources, requests of its bound pods) of its queue. Queue status gets state (Closing
+/// turns Closed once no group is admitted), the pending/inqueue/running/completed/unknown group
+/// counts and `allocated`, what its groups hold.
+///
+/// A PodGroup whose controller ownerReference names a TFJob, PyTorchJob or MPIJob that is not
+/// cached, or is cached under another uid (deleted, perhaps re-created under the same name),
+/// belongs to a job that is gone and waits for the garbage collector: it is not admitted, not
+/// counted against its queue or the nodes' reserved capacity, and gets no update. The pods
+/// bound to nodes still use them. PodGroups without such an owner (made by hand, or by another
+/// controller) count as always.
+AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {});
 
 }  // namespace trainctl::controller

@@ -148,6 +148,18 @@ json pod(const std::string& name, const std::string& group_name, const std::stri
           {"status", {{"phase", phase}}}};
 }
 
+/// One round over these objects, with default options.
+AdmissionResult admit(std::vector<json> groups, std::vector<json> queues, std::vector<json> nodes,
+                      std::vector<json> pods, JobLookup job,
+                      std::chrono::system_clock::time_point now) {
+  return controller::admit({.pod_groups = std::move(groups),
+                            .queues = std::move(queues),
+                            .nodes = std::move(nodes),
+                            .pods = std::move(pods),
+                            .job = std::move(job),
+                            .now = now});
+}
+
 /// The PodGroup written by `result` for `name`, or null when it was not written.
 json written_group(const AdmissionResult& result, const std::string& name) {
   for (const auto& a : result.actions) {
@@ -216,7 +228,7 @@ TEST(AdmitTest, QuotaExhaustionKeepsTheWholeGangPendingWithAMessage) {
   EXPECT_EQ(c["status"], "True");
   EXPECT_EQ(c["reason"], "NotEnoughResources");
   // cpu is not limited by the queue's capability, so only the GPUs are named.
-  EXPECT_EQ(c["message"], "queue team-a: nvidia.com/gpu 8 requested, 4 of 16 free");
+  EXPECT_EQ(c["message"], "queue team-a: nvidia.com/gpu 8 requested, 4 free of capability 16");
   EXPECT_EQ(c["lastTransitionTime"], "2024-05-01T12:00:00Z");
   ASSERT_EQ(result.events.size(), 1u);
   EXPECT_EQ(result.events[0].type, "Warning");
@@ -235,7 +247,7 @@ TEST(AdmitTest, OlderGroupsGoFirstAndALaterSmallerOneStillFits) {
   EXPECT_EQ(phase_of(written_group(result, "newest")), "Inqueue");
   const json middle = written_group(result, "middle");
   EXPECT_EQ(phase_of(middle), "Pending");
-  EXPECT_EQ(unschedulable(middle)["message"], "cluster: nvidia.com/gpu 8 requested, 4 of 16 free");
+  EXPECT_EQ(unschedulable(middle)["message"], "cluster: nvidia.com/gpu 8 requested, 4 free of 16");
 }
 
 TEST(AdmitTest, ClosedOrMissingQueuesAdmitNothing) {
@@ -260,7 +272,7 @@ TEST(AdmitTest, NodeCapacityCountsOnlyReadyNodesAndBoundPods) {
       {pod("other-0", "other", "n1", "Running", 4), pod("done-0", "other", "n1", "Succeeded", 4)},
       {}, kNow);
   EXPECT_EQ(unschedulable(written_group(result, "a"))["message"],
-            "cluster: nvidia.com/gpu 8 requested, 4 of 8 free");
+            "cluster: nvidia.com/gpu 8 requested, 4 free of 8");
 }
 
 TEST(AdmitTest, AdmittedGroupsWithoutPodsReserveTheirMinResources) {
@@ -269,7 +281,7 @@ TEST(AdmitTest, AdmittedGroupsWithoutPodsReserveTheirMinResources) {
              group("b", "default", {{"memory", "128Gi"}})},
             {queue("default", json::object())}, {node("n1", 8)}, {}, {}, kNow);
   EXPECT_EQ(unschedulable(written_group(result, "b"))["message"],
-            "cluster: memory 128Gi requested, 64Gi of 256Gi free");
+            "cluster: memory 128Gi requested, 64Gi free of 256Gi");
 }
 
 TEST(AdmitTest, GroupsRunOnceMinMemberPodsAreBoundAndCompleteWhenTheySucceed) {
@@ -302,7 +314,9 @@ TEST(AdmitTest, ASecondRoundOnTheResultWritesNothing) {
     g = written_group(first, g["metadata"]["name"]);
   queues[0] = written_queue(first, "team-a");
   EXPECT_EQ(queues[0]["status"]["state"], "Open");  // a new queue opens
-  const AdmissionResult second = admit(groups, queues, nodes, {}, {}, kNow + std::chrono::hours(1));
+  // Within the schedule timeout: nothing changed, nothing to write.
+  const AdmissionResult second =
+      admit(groups, queues, nodes, {}, {}, kNow + std::chrono::seconds(10));
   EXPECT_THAT(second.actions, IsEmpty());
   EXPECT_THAT(second.events, IsEmpty());
 }
@@ -369,12 +383,12 @@ TEST(AdmitTest, GroupsOfJobsThatAreGoneHoldNothingAndAreNotAdmitted) {
                                   cached_job("PyTorchJob", "live", "uid-live"),
                                   // same name and uid, another kind: not the orphan's job
                                   cached_job("PyTorchJob", "orphan", "uid-orphan")};
-  const JobUidLookup job_uid = [&](std::string_view kind, std::string_view ns,
-                                   std::string_view name) -> std::optional<std::string> {
+  const JobLookup job_uid = [&](std::string_view kind, std::string_view ns,
+                                std::string_view name) -> std::optional<json> {
     for (const json& job : jobs) {
       if (job["kind"] == kind && job["metadata"]["namespace"] == ns &&
           job["metadata"]["name"] == name)
-        return job["metadata"]["uid"].get<std::string>();
+        return job;
     }
     return std::nullopt;
   };
@@ -411,6 +425,237 @@ TEST(AdmitTest, GroupsWithoutATrainingJobOwnerCountAsAlways) {
   EXPECT_EQ(phase_of(written_group(result, "other")), "Inqueue");
   EXPECT_EQ(written_queue(result, "team-a")["status"]["allocated"],
             json({{"nvidia.com/gpu", "8"}}));
+}
+
+// ---- per-node placement, order, head of line, timeouts ----
+
+std::vector<json> gpu_nodes(int count, int gpus) {
+  std::vector<json> nodes;
+  for (int i = 1; i <= count; ++i)
+    nodes.push_back(node("node-" + std::to_string(i), gpus));
+  return nodes;
+}
+
+/// The group as the next round reads it: what `result` wrote, or `g` unchanged.
+json after(const AdmissionResult& result, const json& g) {
+  const json written = written_group(result, g["metadata"]["name"]);
+  return written.is_null() ? g : written;
+}
+
+// The seed deadlock: 4 nodes x 1 GPU, two gangs of 4 one-GPU pods at the same instant. Exactly
+// one is admitted; the other holds nothing and says why; it goes once the first has finished.
+TEST(AdmitTest, SeedDeadlockAdmitsExactlyOneGangAndTheOtherAfterIt) {
+  const std::vector<json> nodes = gpu_nodes(4, 1);
+  json a = group("a", "default", {{"nvidia.com/gpu", "4"}}, "2024-05-01T11:00:00Z", "", 4);
+  json b = group("b", "default", {{"nvidia.com/gpu", "4"}}, "2024-05-01T11:00:00Z", "", 4);
+  const std::vector<json> queues = {queue("default", json::object())};
+  const AdmissionResult first = admit({a, b}, queues, nodes, {}, {}, kNow);
+  a = after(first, a);
+  b = after(first, b);
+  EXPECT_EQ(phase_of(a), "Inqueue");
+  EXPECT_EQ(phase_of(b), "Pending");
+  EXPECT_EQ(unschedulable(b)["message"], "cluster: nvidia.com/gpu 4 requested, 0 free of 4");
+  // One GPU reserved on each node, written with the admission.
+  EXPECT_EQ(
+      json::parse(a["metadata"]["annotations"]["trainctl.io/node-reservations"].get<std::string>()),
+      json({{"node-1", {{"nvidia.com/gpu", "1"}, {"pods", "1"}}},
+            {"node-2", {{"nvidia.com/gpu", "1"}, {"pods", "1"}}},
+            {"node-3", {{"nvidia.com/gpu", "1"}, {"pods", "1"}}},
+            {"node-4", {{"nvidia.com/gpu", "1"}, {"pods", "1"}}}}));
+  // A restarted controller sees only the objects: a's pods are not created yet, b still waits.
+  const AdmissionResult again =
+      admit({a, b}, queues, nodes, {}, {}, kNow + std::chrono::seconds(5));
+  EXPECT_EQ(phase_of(after(again, b)), "Pending");
+  EXPECT_EQ(phase_of(after(again, a)), "Inqueue");
+  // a's pods ran and succeeded: b goes.
+  std::vector<json> pods;
+  for (int i = 0; i < 4; ++i)
+    pods.push_back(
+        pod("a-" + std::to_string(i), "a", "node-" + std::to_string(i + 1), "Succeeded", 1));
+  const AdmissionResult done =
+      admit({a, b}, queues, nodes, pods, {}, kNow + std::chrono::seconds(30));
+  EXPECT_EQ(phase_of(after(done, a)), "Completed");
+  EXPECT_EQ(phase_of(after(done, b)), "Inqueue");
+}
+
+// 4 nodes x 4 GPUs with 2 free each: 8 GPUs free in total, but a gang of 2 x 4-GPU pods fits no
+// node, and the message names the largest free one.
+TEST(AdmitTest, FragmentedCapacityIsNotAdmittedAndTheMessageNamesTheLargestFreeNode) {
+  json busy = group("busy", "default", json::object(), "2024-05-01T09:00:00Z", "Running", 4);
+  std::vector<json> pods;
+  for (int i = 1; i <= 4; ++i)
+    pods.push_back(
+        pod("busy-" + std::to_string(i), "busy", "node-" + std::to_string(i), "Running", 2));
+  const AdmissionResult result =
+      admit({busy, group("big", "default", {{"nvidia.com/gpu", "8"}})},
+            {queue("default", json::object())}, gpu_nodes(4, 4), pods, {}, kNow);
+  EXPECT_EQ(unschedulable(written_group(result, "big"))["message"],
+            "no node fits pod big-0: needs 4 nvidia.com/gpu, largest free on one node is 2 "
+            "(node-1)");
+}
+
+json priority_class(const std::string& name, int value, bool global_default = false) {
+  return {{"apiVersion", "scheduling.k8s.io/v1"},
+          {"kind", "PriorityClass"},
+          {"metadata", {{"name", name}}},
+          {"value", value},
+          {"globalDefault", global_default}};
+}
+
+json with_priority(json g, const std::string& class_name) {
+  g["spec"]["priorityClassName"] = class_name;
+  return g;
+}
+
+// Higher PriorityClass first, then creation time; an unknown class counts 0 and says so; the
+// gangs behind the head name it, its priority and their place in the queue.
+TEST(AdmitTest, PriorityThenAgeAndTheOthersWaitBehindTheHead) {
+  const std::vector<json> groups = {
+      with_priority(group("old-low", "default", {{"nvidia.com/gpu", "8"}}, "2024-05-01T08:00:00Z"),
+                    "low"),
+      with_priority(group("new-high", "default", {{"nvidia.com/gpu", "8"}}, "2024-05-01T11:00:00Z"),
+                    "high"),
+      with_priority(group("typo", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T07:00:00Z"),
+                    "hihg")};
+  // 8 GPUs free now on two nodes, of 16: new-high fits and goes first.
+  json busy = group("busy", "default", json::object(), "2024-05-01T06:00:00Z", "Running", 2);
+  const std::vector<json> pods = {pod("busy-0", "busy", "node-3", "Running", 4),
+                                  pod("busy-1", "busy", "node-4", "Running", 4)};
+  std::vector<json> all = groups;
+  all.push_back(busy);
+  const AdmissionInput input{
+      .pod_groups = all,
+      .queues = {queue("default", json::object())},
+      .nodes = gpu_nodes(4, 4),
+      .pods = pods,
+      .priority_classes = {priority_class("high", 1000), priority_class("low", 10, true)},
+      .now = kNow};
+  const AdmissionResult result = controller::admit(input);
+  EXPECT_EQ(phase_of(written_group(result, "new-high")), "Inqueue");
+  // old-low (priority 10) is the head: it waits for the busy nodes and holds them.
+  EXPECT_EQ(unschedulable(written_group(result, "old-low"))["message"],
+            "cluster: nvidia.com/gpu 8 requested, 0 free of 16");
+  // typo would fit nowhere now anyway (no GPU free); its priority note is in its message.
+  EXPECT_EQ(unschedulable(written_group(result, "typo"))["message"],
+            "cluster: nvidia.com/gpu 2 requested, 0 free of 16 (priority class hihg not found, "
+            "using 0)");
+}
+
+// Backfill may use only what the head cannot: with the head's room held, a small gang that
+// fits now waits behind it; strict FIFO admits nothing after the head at all.
+TEST(AdmitTest, BackfillNeverTakesTheHeadsRoomAndStrictFifoAdmitsNothingBehindIt) {
+  // node-1 has 2 of 4 GPUs used by a running gang; node-2 is free. head: 2 x 4 GPUs.
+  json busy = group("busy", "default", json::object(), "2024-05-01T06:00:00Z", "Running", 1);
+  const std::vector<json> pods = {pod("busy-0", "busy", "node-1", "Running", 2)};
+  const std::vector<json> groups = {
+      busy, group("head", "default", {{"nvidia.com/gpu", "8"}}, "2024-05-01T08:00:00Z"),
+      group("small", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T09:00:00Z", "", 1),
+      group("tiny-cpu", "default", {{"cpu", "1"}}, "2024-05-01T10:00:00Z", "", 1)};
+  AdmissionInput input{.pod_groups = groups,
+                       .queues = {queue("default", json::object())},
+                       .nodes = gpu_nodes(2, 4),
+                       .pods = pods,
+                       .now = kNow};
+  const AdmissionResult backfill = controller::admit(input);
+  EXPECT_EQ(phase_of(written_group(backfill, "head")), "Pending");
+  // small fits node-1's 2 free GPUs now, but the head needs all of node-1 once busy finishes.
+  EXPECT_EQ(unschedulable(written_group(backfill, "small"))["message"],
+            "waiting behind team-a/head (priority 0, position 2 of 3)");
+  // A cpu-only gang takes nothing the head waits for.
+  EXPECT_EQ(phase_of(written_group(backfill, "tiny-cpu")), "Inqueue");
+
+  const AdmissionResult strict = controller::admit(input, {.order = AdmissionOrder::StrictFifo});
+  EXPECT_EQ(unschedulable(written_group(strict, "tiny-cpu"))["message"],
+            "waiting behind team-a/head (priority 0, position 3 of 3)");
+}
+
+// Across queues the one furthest below its deserved share goes first: team-b (weight 1) holds
+// nothing, team-a (weight 3) already holds 6 of its deserved 6, so team-b's younger gang wins
+// the last free node.
+TEST(AdmitTest, TheQueueFurthestBelowItsDeservedShareGoesFirst) {
+  json qa = queue("team-a", json::object());
+  qa["spec"]["weight"] = 3;
+  const json qb = queue("team-b", json::object());
+  json held =
+      group("held", "team-a", {{"nvidia.com/gpu", "6"}}, "2024-05-01T06:00:00Z", "Running", 1);
+  const std::vector<json> pods = {pod("held-0", "held", "node-1", "Running", 6)};
+  const AdmissionResult result = admit(
+      {held, group("a-next", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T08:00:00Z", "", 1),
+       group("b-next", "team-b", {{"nvidia.com/gpu", "2"}}, "2024-05-01T09:00:00Z", "", 1)},
+      {qa, qb}, {node("node-1", 6), node("node-2", 2)}, pods, {}, kNow);
+  EXPECT_EQ(phase_of(written_group(result, "b-next")), "Inqueue");
+  EXPECT_EQ(phase_of(written_group(result, "a-next")), "Pending");
+}
+
+// A gang whose pods are not all bound within the schedule timeout is taken back: pods deleted,
+// Pending with the reason and the unbound pods named, requeued after a back-off that doubles.
+TEST(AdmitTest, ScheduleTimeoutDeletesThePodsAndRequeuesWithBackoff) {
+  json g = group("slow", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "", 2);
+  const std::vector<json> queues = {queue("default", json::object())};
+  const std::vector<json> nodes = gpu_nodes(2, 1);
+  g = after(admit({g}, queues, nodes, {}, {}, kNow), g);
+  ASSERT_EQ(phase_of(g), "Inqueue");
+  json stuck = pod("slow-1", "slow", "", "Pending", 1);
+  stuck["metadata"]["uid"] = "uid-stuck";
+  stuck["status"]["conditions"] = {
+      {{"type", "PodScheduled"},
+       {"status", "False"},
+       {"message", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}}};
+  const std::vector<json> pods = {pod("slow-0", "slow", "node-1", "Running", 1), stuck};
+  const AdmissionResult waiting =
+      admit({g}, queues, nodes, pods, {}, kNow + std::chrono::seconds(299));
+  EXPECT_EQ(phase_of(after(waiting, g)), "Inqueue");
+  EXPECT_EQ(waiting.requeue_after, std::chrono::milliseconds(1000));
+
+  const AdmissionResult timed_out =
+      admit({g}, queues, nodes, pods, {}, kNow + std::chrono::seconds(300));
+  const json back = written_group(timed_out, "slow");
+  EXPECT_EQ(phase_of(back), "Pending");
+  EXPECT_EQ(unschedulable(back)["reason"], "ScheduleTimeout");
+  EXPECT_EQ(unschedulable(back)["message"],
+            "1 of 2 pods not bound within 300s: slow-1; scheduler: 0/2 nodes are available: 2 "
+            "Insufficient nvidia.com/gpu.; requeued, next try after 2024-05-01T12:06:00Z");
+  EXPECT_EQ(back["metadata"]["annotations"]["trainctl.io/schedule-timeouts"], "1");
+  EXPECT_FALSE(back["metadata"]["annotations"].contains("trainctl.io/node-reservations"));
+  std::vector<std::string> deleted;
+  for (const auto& a : timed_out.actions)
+    if (a.type == Action::Type::Delete)
+      deleted.push_back(a.name + "/" + a.uid);
+  EXPECT_THAT(deleted, ElementsAre("slow-0/", "slow-1/uid-stuck"));
+  EXPECT_EQ(timed_out.requeue_after, std::chrono::milliseconds(60'000));
+
+  // During the back-off it stays Pending although it fits; after it, it is admitted again.
+  const AdmissionResult backing_off =
+      admit({back}, queues, nodes, {}, {}, kNow + std::chrono::seconds(330));
+  EXPECT_THAT(unschedulable(after(backing_off, back))["message"].get<std::string>(),
+              HasSubstr("requeued after a schedule timeout"));
+  const json again =
+      after(admit({back}, queues, nodes, {}, {}, kNow + std::chrono::seconds(361)), back);
+  EXPECT_EQ(phase_of(again), "Inqueue");
+  // A second timeout waits twice as long.
+  const AdmissionResult second =
+      admit({again}, queues, nodes, {}, {}, kNow + std::chrono::seconds(661));
+  EXPECT_EQ(
+      written_group(second, "slow")["metadata"]["annotations"]["trainctl.io/schedule-timeouts"],
+      "2");
+  EXPECT_EQ(second.requeue_after, std::chrono::milliseconds(120'000));
+}
+
+// Volcano: a Running gang that drops below minMember goes back to Pending (not Inqueue) and is
+// admitted again only for the pods it misses.
+TEST(AdmitTest, ARunningGangBelowMinMemberGoesBackToPending) {
+  const json g =
+      group("r", "default", {{"nvidia.com/gpu", "4"}}, "2024-05-01T10:00:00Z", "Running", 2);
+  // One pod failed; node-1 is full with another gang, so the missing pod has nowhere to go.
+  json other = group("other", "default", json::object(), "2024-05-01T09:00:00Z", "Running", 1);
+  const std::vector<json> pods = {pod("r-0", "r", "node-2", "Running", 2),
+                                  pod("r-1", "r", "node-2", "Failed", 2),
+                                  pod("other-0", "other", "node-1", "Running", 4)};
+  const AdmissionResult result = admit({g, other}, {queue("default", json::object())},
+                                       {node("node-1", 4), node("node-2", 2)}, pods, {}, kNow);
+  const json r = written_group(result, "r");
+  EXPECT_EQ(phase_of(r), "Pending");
+  EXPECT_EQ(unschedulable(r)["message"], "cluster: nvidia.com/gpu 2 requested, 0 free of 6");
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ Resource podgroups() {
 Resource queues() {
   return {"scheduling.volcano.sh", "v1beta1", "queues", false, "Queue"};
 }
+Resource priority_classes() {
+  return {"scheduling.k8s.io", "v1", "priorityclasses", false, "PriorityClass"};
+}
 }  // namespace resources
 
 std::string url_escape(std::string_view s) {

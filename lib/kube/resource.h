@@ -41,6 +41,7 @@ Resource custom_resource_definitions();
 Resource job(api::JobKind kind);
 Resource podgroups();
 Resource queues();
+Resource priority_classes();
 }  // namespace resources
 
 /// Percent-encodes one query component: RFC 3986 unreserved characters stay, all else is %XX.

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/node_fit.h"
 #include "api/quantity.h"
 #include "api/resources.h"
 #include "sandbox/cluster.h"
@@ -49,18 +50,8 @@ struct SkipWrite {};
 
 // ---- scheduling facts ----
 
-struct Taint {
-  std::string key;
-  std::string value;
-  std::string effect;
-};
-
-struct Toleration {
-  std::string key;
-  std::string op;
-  std::string value;
-  std::string effect;
-};
+using api::Taint;
+using api::Toleration;
 
 /// What the scheduler and kubelet need to know about a pod, read once per version of it.
 struct PodFacts {
@@ -77,8 +68,7 @@ struct PodFacts {
   Resources requests;
   Resources score_requests;
   std::string invalid;  // why the requests cannot be read; empty when they can
-  json node_selector;
-  json required_terms;  // affinity.nodeAffinity.requiredDuringScheduling...nodeSelectorTerms
+  api::NodeSelection selection;
   std::vector<Toleration> tolerations;
 };
 
@@ -86,7 +76,7 @@ struct PodFacts {
 
 struct NodeView {
   std::string name;
-  std::map<std::string, std::string> labels;
+  api::NodeLabels labels;
   std::vector<Taint> taints;
   bool unschedulable = false;
   Resources allocatable;
@@ -109,11 +99,6 @@ void ensure_resource(Store& store, const ResourceInfo& info);
 
 std::chrono::milliseconds until(TimePoint from, TimePoint to);
 
-/// As v1.Toleration.ToleratesTaint.
-bool tolerates(const Toleration& t, const Taint& taint);
-
-bool tolerated(const std::vector<Toleration>& tolerations, const Taint& taint);
-
 /// What the scheduler counts when it scores: app containers with cpu and memory defaulted to
 /// 100m and 200Mi when unset, so that pods without requests still spread.
 Resources score_requests(const json& spec);
@@ -121,12 +106,6 @@ Resources score_requests(const json& spec);
 PodFacts facts_of(const json& pod);
 
 NodeView node_view(const json& node);
-
-bool label_expression_matches(const json& expression,
-                              const std::map<std::string, std::string>& labels);
-
-/// spec.nodeSelector and required node affinity, as the NodeAffinity plugin applies them.
-bool matches_node(const PodFacts& pod, const NodeView& node);
 
 /// Why `pod` cannot go to `node`, in the real filter plugins' order and words; empty = it fits.
 std::vector<std::string> unfit_reasons(const PodFacts& pod, const NodeView& node);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <tuple>
 
+#include "api/node_fit.h"
 #include "api/quantity.h"
 #include "api/resources.h"
 #include "error.h"
@@ -20,21 +21,6 @@
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
-
-bool tolerates(const Toleration& t, const Taint& taint) {
-  if (!t.effect.empty() && t.effect != taint.effect)
-    return false;
-  if (!t.key.empty() && t.key != taint.key)
-    return false;
-  if (t.op == "Exists")
-    return true;
-  return (t.op.empty() || t.op == "Equal") && t.value == taint.value;
-}
-
-bool tolerated(const std::vector<Toleration>& tolerations, const Taint& taint) {
-  return std::any_of(tolerations.begin(), tolerations.end(),
-                     [&](const Toleration& t) { return tolerates(t, taint); });
-}
 
 Resources score_requests(const json& spec) {
   Resources total;
@@ -76,17 +62,8 @@ PodFacts facts_of(const json& pod) {
   } catch (const Error& e) {
     f.invalid = e.message();
   }
-  f.node_selector = member(spec, "nodeSelector");
-  f.required_terms = member(member(member(member(spec, "affinity"), "nodeAffinity"),
-                                   "requiredDuringSchedulingIgnoredDuringExecution"),
-                            "nodeSelectorTerms");
-  const json& tolerations = member(spec, "tolerations");
-  if (tolerations.is_array()) {
-    for (const auto& t : tolerations) {
-      f.tolerations.push_back({string_member(t, "key"), string_member(t, "operator"),
-                               string_member(t, "value"), string_member(t, "effect")});
-    }
-  }
+  f.selection = api::node_selection_of(spec);
+  f.tolerations = api::tolerations_of(spec);
   return f;
 }
 
@@ -94,22 +71,11 @@ NodeView node_view(const json& node) {
   NodeView view;
   const json& metadata = member(node, "metadata");
   view.name = string_member(metadata, "name");
-  const json& labels = member(metadata, "labels");
-  if (labels.is_object()) {
-    for (auto it = labels.begin(); it != labels.end(); ++it) {
-      if (it.value().is_string())
-        view.labels[it.key()] = it.value().get<std::string>();
-    }
-  }
+  view.labels = api::node_labels_of(node);
   const json& spec = member(node, "spec");
   view.unschedulable =
       member(spec, "unschedulable").is_boolean() && spec["unschedulable"].get<bool>();
-  const json& taints = member(spec, "taints");
-  if (taints.is_array()) {
-    for (const auto& t : taints)
-      view.taints.push_back(
-          {string_member(t, "key"), string_member(t, "value"), string_member(t, "effect")});
-  }
+  view.taints = api::taints_of(spec);
   const json& allocatable = member(member(node, "status"), "allocatable");
   if (allocatable.is_object()) {
     for (auto it = allocatable.begin(); it != allocatable.end(); ++it) {
@@ -123,95 +89,14 @@ NodeView node_view(const json& node) {
   return view;
 }
 
-bool label_expression_matches(const json& expression,
-                              const std::map<std::string, std::string>& labels) {
-  const std::string key = string_member(expression, "key");
-  const std::string op = string_member(expression, "operator");
-  std::vector<std::string> values;
-  if (member(expression, "values").is_array()) {
-    for (const auto& v : expression["values"]) {
-      if (v.is_string())
-        values.push_back(v.get<std::string>());
-    }
-  }
-  auto it = labels.find(key);
-  const bool present = it != labels.end();
-  auto listed = [&] {
-    return present && std::find(values.begin(), values.end(), it->second) != values.end();
-  };
-  auto compare = [&](bool greater) {
-    if (!present || values.size() != 1)
-      return false;
-    std::int64_t label = 0, bound = 0;
-    const std::string& lv = it->second;
-    auto [e1, ec1] = std::from_chars(lv.data(), lv.data() + lv.size(), label);
-    auto [e2, ec2] = std::from_chars(values[0].data(), values[0].data() + values[0].size(), bound);
-    if (ec1 != std::errc() || ec2 != std::errc())
-      return false;
-    return greater ? label > bound : label < bound;
-  };
-  if (op == "In")
-    return listed();
-  if (op == "NotIn")
-    return !listed();
-  if (op == "Exists")
-    return present;
-  if (op == "DoesNotExist")
-    return !present;
-  if (op == "Gt")
-    return compare(true);
-  if (op == "Lt")
-    return compare(false);
-  return false;
-}
-
-bool matches_node(const PodFacts& pod, const NodeView& node) {
-  if (pod.node_selector.is_object()) {
-    for (auto it = pod.node_selector.begin(); it != pod.node_selector.end(); ++it) {
-      auto label = node.labels.find(it.key());
-      if (label == node.labels.end() || !it.value().is_string() ||
-          label->second != it.value().get<std::string>()) {
-        return false;
-      }
-    }
-  }
-  if (!pod.required_terms.is_array())
-    return true;
-  const std::map<std::string, std::string> fields = {{"metadata.name", node.name}};
-  for (const auto& term : pod.required_terms) {
-    const json& expressions = member(term, "matchExpressions");
-    const json& match_fields = member(term, "matchFields");
-    const bool has_expressions = expressions.is_array() && !expressions.empty();
-    const bool has_fields = match_fields.is_array() && !match_fields.empty();
-    if (!has_expressions && !has_fields)
-      continue;  // an empty term matches no node
-    bool all = true;
-    if (has_expressions) {
-      for (const auto& e : expressions)
-        all = all && label_expression_matches(e, node.labels);
-    }
-    if (has_fields) {
-      for (const auto& e : match_fields)
-        all = all && label_expression_matches(e, fields);
-    }
-    if (all)
-      return true;
-  }
-  return false;
-}
-
 std::vector<std::string> unfit_reasons(const PodFacts& pod, const NodeView& node) {
   if (node.unschedulable &&
-      !tolerated(pod.tolerations, {"node.kubernetes.io/unschedulable", "", "NoSchedule"})) {
+      !api::tolerated(pod.tolerations, {"node.kubernetes.io/unschedulable", "", "NoSchedule"})) {
     return {"node(s) were unschedulable"};
   }
-  for (const auto& taint : node.taints) {
-    if ((taint.effect == "NoSchedule" || taint.effect == "NoExecute") &&
-        !tolerated(pod.tolerations, taint)) {
-      return {fmt::format("node(s) had untolerated taint {{{}: {}}}", taint.key, taint.value)};
-    }
-  }
-  if (!matches_node(pod, node))
+  if (const auto taint = api::untolerated_taint(pod.tolerations, node.taints))
+    return {fmt::format("node(s) had untolerated taint {{{}: {}}}", taint->key, taint->value)};
+  if (!api::matches_node(pod.selection, node.name, node.labels))
     return {"node(s) didn't match Pod's node affinity/selector"};
   std::vector<std::string> reasons;
   if ((node.pod_count + 1) * 1000 > amount(node.allocatable, "pods"))

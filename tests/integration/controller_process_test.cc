@@ -214,6 +214,15 @@ TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {
                   TRAINCTL_BINARY, kubeconfig));
   EXPECT_EQ(lease.exit_code, 2);
   EXPECT_NE(lease.err.find("--leader-elect-lease-duration"), std::string::npos) << lease.err;
+  const auto timeout = testing::run_command(fmt::format(
+      "{} controller --kubeconfig {} --schedule-timeout 0s", TRAINCTL_BINARY, kubeconfig));
+  EXPECT_EQ(timeout.exit_code, 2);
+  EXPECT_NE(timeout.err.find("--schedule-timeout: must be at least 1s"), std::string::npos)
+      << timeout.err;
+  const auto order = testing::run_command(fmt::format(
+      "{} controller --kubeconfig {} --admission-order lifo", TRAINCTL_BINARY, kubeconfig));
+  EXPECT_EQ(order.exit_code, 2);
+  EXPECT_NE(order.err.find("--admission-order"), std::string::npos) << order.err;
 }
 
 TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {

@@ -1,0 +1,767 @@
+// The builtin admission of gangs (gang.h: admit): what the caches say about groups, queues,
+// nodes and pods, then one pass in fair-share and priority order over the Pending groups.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "api/job.h"
+#include "api/job_view.h"
+#include "api/quantity.h"
+#include "api/resources.h"
+#include "api/status.h"
+#include "api/well_known.h"
+#include "controller/gang.h"
+#include "controller/objects.h"
+#include "controller/placement.h"
+#include "controller/queue_share.h"
+#include "error.h"
+#include "json_access.h"
+#include "kube/resource.h"
+#include "text.h"
+
+namespace trainctl::controller {
+namespace {
+
+using api::ResourceList;
+using nlohmann::json;
+using TimePoint = std::chrono::system_clock::time_point;
+
+constexpr std::string_view kPending = "Pending";
+constexpr std::string_view kInqueue = "Inqueue";
+constexpr std::string_view kRunning = "Running";
+constexpr std::string_view kCompleted = "Completed";
+constexpr std::string_view kUnknown = "Unknown";
+constexpr std::string_view kUnschedulable = "Unschedulable";
+constexpr std::string_view kScheduled = "Scheduled";
+/// Volcano's reason on the Scheduled condition.
+constexpr std::string_view kGangReady = "tasks in gang are ready to be scheduled";
+constexpr std::chrono::seconds kMaxRequeueBackoff{3600};
+
+bool admitted_phase(std::string_view phase) {
+  return phase == kInqueue || phase == kRunning || phase == kUnknown;
+}
+
+ResourceList max_of(const ResourceList& a, const ResourceList& b) {
+  ResourceList result = a;
+  for (const auto& [name, value] : b)
+    result[name] = std::max(api::amount(result, name), value);
+  return result;
+}
+
+/// `a - b` per resource of `a`, never below zero.
+ResourceList shortfall(const ResourceList& a, const ResourceList& b) {
+  ResourceList result;
+  for (const auto& [name, value] : a)
+    result[name] = std::max<std::int64_t>(0, value - api::amount(b, name));
+  return result;
+}
+
+ResourceList times(const ResourceList& list, int n) {
+  ResourceList result;
+  for (const auto& [name, value] : list)
+    result[name] = value * n;
+  return result;
+}
+
+/// A `{name: quantity}` member of an object a user may have written by hand; a quantity that
+/// does not parse is reported in `problem` (naming the field) and the list left empty, so one
+/// bad object does not stop admission for everyone.
+ResourceList read_resources(const json& object, std::string_view field, std::string_view key,
+                            std::string& problem) {
+  try {
+    return api::parse_resource_list(member(object_member(object, field), key));
+  } catch (const Error& e) {
+    problem = fmt::format("{}.{}: {}", field, key, e.message());
+    return {};
+  }
+}
+
+std::optional<TimePoint> annotation_time(const json& object, std::string_view key) {
+  return api::parse_timestamp(annotation_of(object, key));
+}
+
+/// What the informer caches say about one PodGroup, its job and its pods.
+struct Group {
+  const json* object = nullptr;
+  std::string key;  // namespace/name
+  std::string queue;
+  std::string phase;
+  int min_member = 0;
+  ResourceList min_resources;
+  ResourceList bound;                            // requests of its unfinished pods that have a node
+  std::map<std::string, ResourceList> bound_on;  // the same, per node
+  std::vector<const json*> pods;
+  std::set<std::string> bound_names;  // its pods bound and unfinished, or succeeded
+  int allocated = 0;                  // bound_names.size()
+  int running = 0;
+  int succeeded = 0;
+  int failed = 0;
+  std::optional<TimePoint> created;
+  std::optional<json> job;  // the cached training job that controls it
+  Priority priority;
+  /// The Unschedulable condition of this round; empty message when nothing blocks the group.
+  std::string blocked;
+  std::string blocked_reason;
+  /// Annotations this round sets (a value) or removes (nullopt).
+  std::map<std::string, std::optional<std::string>> annotations;
+
+  /// What the group counts against its queue while admitted.
+  ResourceList held() const { return max_of(min_resources, bound); }
+  void block(std::string_view reason, std::string message) {
+    blocked_reason = reason;
+    blocked = std::move(message);
+  }
+};
+
+struct Queue {
+  const json* object = nullptr;
+  std::string name;
+  std::string state;
+  std::int64_t weight = 1;
+  ResourceList capability;  // a resource it does not name is unlimited
+  ResourceList guarantee;
+  std::string invalid;  // why spec.capability could not be read
+  ResourceList held;
+  std::vector<Group*> pending;  // in priority, then creation order
+  std::size_t next = 0;         // the first of `pending` not yet decided this round
+  ResourceList deserved;
+  const Group* head = nullptr;  // its first gang that waits for nodes, this round
+};
+
+Group read_group(const json& object) {
+  Group g;
+  g.object = &object;
+  g.key = namespace_of(object) + "/" + name_of(object);
+  const json& spec = object_member(object, "spec");
+  g.queue = string_member(spec, "queue");
+  if (g.queue.empty())
+    g.queue = default_queue;
+  g.phase = string_member(object_member(object, "status"), "phase");
+  if (g.phase.empty())
+    g.phase = kPending;
+  const json& min_member = member(spec, "minMember");
+  g.min_member = min_member.is_number_integer() ? min_member.get<int>() : 0;
+  g.min_resources = read_resources(object, "spec", "minResources", g.blocked);
+  if (!g.blocked.empty())
+    g.blocked_reason = "InvalidMinResources";
+  g.created =
+      api::parse_timestamp(string_member(object_member(object, "metadata"), "creationTimestamp"));
+  return g;
+}
+
+bool finished(std::string_view phase) {
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+/// Adds a pod to its group, and its requests to its node's usage.
+void count_pod(const json& pod, std::map<std::string, Group>& groups,
+               std::map<std::string, ResourceList>& node_usage) {
+  const std::string phase = string_member(object_member(pod, "status"), "phase");
+  const std::string node = string_member(object_member(pod, "spec"), "nodeName");
+  const bool on_node = !node.empty() && !finished(phase);
+  ResourceList requests;
+  if (on_node) {
+    try {
+      requests = api::pod_requests(member(pod, "spec"));
+    } catch (const Error&) {
+      // the API server would not have taken it; count it as a pod only
+    }
+    requests[std::string(kPodsResource)] = 1000;
+    api::add(node_usage[node], requests);
+  }
+  const std::string group_name = annotation_of(pod, api::annotations::group_name);
+  const auto it =
+      group_name.empty() ? groups.end() : groups.find(namespace_of(pod) + "/" + group_name);
+  if (it == groups.end())
+    return;
+  Group& g = it->second;
+  g.pods.push_back(&pod);
+  g.running += phase == "Running";
+  g.succeeded += phase == "Succeeded";
+  g.failed += phase == "Failed";
+  if (on_node || phase == "Succeeded")
+    g.bound_names.insert(name_of(pod));
+  g.allocated = static_cast<int>(g.bound_names.size());
+  if (on_node) {
+    requests.erase(std::string(kPodsResource));
+    api::add(g.bound, requests);
+    api::add(g.bound_on[node], requests);
+  }
+}
+
+/// Whether the group's controller is a training job; sets `g.job` when it is cached under the
+/// uid the ownerReference names. Returns false for a group whose job is gone.
+bool find_job(Group& g, const JobLookup& lookup) {
+  const json& refs = member(object_member(*g.object, "metadata"), "ownerReferences");
+  if (!refs.is_array())
+    return true;
+  for (const auto& ref : refs) {
+    if (!ref.is_object() || !ref.value("controller", false))
+      continue;
+    const std::string kind = string_member(ref, "kind");
+    if (!api::job_kind_from_name(kind))
+      return true;
+    std::optional<json> job =
+        lookup ? lookup(kind, namespace_of(*g.object), string_member(ref, "name")) : std::nullopt;
+    if (!job || uid_of(*job) != string_member(ref, "uid"))
+      return false;
+    g.job = std::move(job);
+    return true;
+  }
+  return true;
+}
+
+/// The pods the group still needs placed: the job's first minMember pods in replica-type order
+/// less those bound, or minMember - bound pods of minResources/minMember each without a job.
+std::vector<PodDemand> demands_of(const Group& g) {
+  std::vector<PodDemand> demands;
+  if (!g.job) {
+    const int count = g.min_member - g.allocated;
+    if (count <= 0 || g.min_member <= 0)
+      return demands;
+    ResourceList each;
+    for (const auto& [name, value] : g.min_resources)
+      each[name] = (value + g.min_member - 1) / g.min_member;
+    demands.push_back({.name = name_of(*g.object),
+                       .first_index = g.allocated,
+                       .count = count,
+                       .requests = std::move(each)});
+    return demands;
+  }
+  const api::JobView view(*g.job);
+  int left = g.min_member;
+  for (const api::ReplicaSpecView& replica : view.replica_specs()) {
+    const int count = std::min(left, replica.replicas);
+    if (count <= 0)
+      break;
+    left -= count;
+    PodDemand d = pod_demand(fmt::format("{}-{}", name_of(*g.job), to_lower(replica.type)), 0,
+                             count, member(object_member(*replica.spec, "template"), "spec"));
+    for (int i = 0; i < count; ++i)
+      d.count -= g.bound_names.contains(fmt::format("{}-{}", d.name, i));
+    demands.push_back(std::move(d));
+  }
+  return demands;
+}
+
+ResourceList demand_total(const std::vector<PodDemand>& demands) {
+  ResourceList total;
+  for (const auto& d : demands)
+    api::add(total, times(d.requests, d.count));
+  return total;
+}
+
+/// What a placed gang takes on each node, `pods` included.
+std::map<std::size_t, ResourceList> taken_per_node(const std::vector<PodDemand>& demands,
+                                                   const GangPlacement& placement) {
+  std::map<std::size_t, ResourceList> result;
+  for (std::size_t i = 0; i < demands.size(); ++i) {
+    for (const auto& [node, pods] : placement.nodes[i]) {
+      ResourceList r = times(demands[i].requests, pods);
+      r[std::string(kPodsResource)] = 1000LL * pods;
+      api::add(result[node], r);
+    }
+  }
+  return result;
+}
+
+/// The reservation annotation of an admitted group: {node: {resource: quantity}}.
+ResourceList reservation_on(const json& reservations, const std::string& node) {
+  try {
+    return api::parse_resource_list(member(reservations, node));
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+/// `<scope>: <resource> <requested> requested, <free> free of <what> <total>` for each
+/// resource of `need` that `free` does not cover. With `only_named`, resources `total` does not
+/// name are unlimited (a queue's capability); otherwise they count as 0 (the cluster).
+std::vector<std::string> shortages(std::string_view scope, std::string_view of,
+                                   const ResourceList& need, const ResourceList& free,
+                                   const ResourceList& total, bool only_named) {
+  std::vector<std::string> result;
+  for (const auto& [name, requested] : need) {
+    if (requested <= 0 || name == kPodsResource || (only_named && !total.contains(name)))
+      continue;
+    const std::int64_t available = std::max<std::int64_t>(0, api::amount(free, name));
+    if (requested <= available)
+      continue;
+    result.push_back(fmt::format("{}: {} {} requested, {} free of {}{}", scope, name,
+                                 api::format_quantity(name, requested),
+                                 api::format_quantity(name, available), of,
+                                 api::format_quantity(name, api::amount(total, name))));
+  }
+  return result;
+}
+
+json condition(std::string_view type, std::string_view status, std::string_view reason,
+               std::string_view message, TimePoint now) {
+  return {{"type", type},
+          {"status", status},
+          {"reason", reason},
+          {"message", message},
+          {"lastTransitionTime", api::format_timestamp(now)}};
+}
+
+/// Sets a condition of `status`, keeping its lastTransitionTime when its status is unchanged.
+void set_condition(json& status, json condition) {
+  json& conditions = status["conditions"];
+  if (!conditions.is_array())
+    conditions = json::array();
+  for (auto& c : conditions) {
+    if (c.value("type", "") != condition["type"])
+      continue;
+    if (c.value("status", "") == condition["status"] && c.contains("lastTransitionTime"))
+      condition["lastTransitionTime"] = c["lastTransitionTime"];
+    c = std::move(condition);
+    return;
+  }
+  conditions.push_back(std::move(condition));
+}
+
+json involved(const json& object) {
+  const json& meta = object.at("metadata");
+  return {{"apiVersion", object.value("apiVersion", "")},
+          {"kind", object.value("kind", "")},
+          {"namespace", meta.value("namespace", "")},
+          {"name", meta.value("name", "")},
+          {"uid", meta.value("uid", "")}};
+}
+
+/// The PodGroup's status after this round.
+json group_status(const Group& g, TimePoint now) {
+  const json& old = g.object->value("status", json::object());
+  json status = old;
+  status["phase"] = g.phase;
+  status["running"] = g.running;
+  status["succeeded"] = g.succeeded;
+  status["failed"] = g.failed;
+  if (!g.blocked.empty()) {
+    set_condition(status, condition(kUnschedulable, "True", g.blocked_reason, g.blocked, now));
+  } else if (condition_true(old, kUnschedulable)) {
+    set_condition(status, condition(kUnschedulable, "False", "Enqueued",
+                                    fmt::format("admitted to queue {}", g.queue), now));
+  }
+  if (g.phase == kRunning || g.phase == kCompleted)
+    set_condition(status, condition(kScheduled, "True", kGangReady, "", now));
+  return status;
+}
+
+json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
+  json status = q.object->value("status", json::object());
+  const auto count = [&](std::string_view phase) {
+    const auto it = counts.find(std::string(phase));
+    return it == counts.end() ? 0 : it->second;
+  };
+  std::string state = q.state;
+  if (state == "Closing" && count(kInqueue) + count(kRunning) + count(kUnknown) == 0)
+    state = "Closed";
+  status["state"] = state;
+  status["pending"] = count(kPending);
+  status["inqueue"] = count(kInqueue);
+  status["running"] = count(kRunning);
+  status["completed"] = count(kCompleted);
+  status["unknown"] = count(kUnknown);
+  status["allocated"] = api::resource_list_json(q.held);
+  return status;
+}
+
+/// One admission round's state and decisions.
+class Round {
+ public:
+  Round(const AdmissionInput& input, const AdmissionOptions& options)
+      : input_(input), options_(options), priorities_(input.priority_classes) {}
+
+  AdmissionResult run() {
+    read_groups();
+    read_queues();
+    std::map<std::string, ResourceList> node_usage;
+    for (const auto& pod : input_.pods)
+      count_pod(pod, groups_, node_usage);
+    for (auto& [key, g] : groups_)
+      advance_phase(g);
+    read_nodes(node_usage);
+    order_queues();
+    decide_all();
+    return write();
+  }
+
+ private:
+  void read_groups() {
+    for (const auto& object : input_.pod_groups) {
+      Group g = read_group(object);
+      if (!find_job(g, input_.job))
+        continue;  // the garbage collector's: it holds nothing
+      g.priority =
+          priorities_.resolve(string_member(object_member(object, "spec"), "priorityClassName"));
+      groups_.emplace(g.key, std::move(g));
+    }
+  }
+
+  void read_queues() {
+    for (const auto& object : input_.queues) {
+      Queue q{.object = &object, .name = name_of(object)};
+      q.state = string_member(object_member(object, "status"), "state");
+      if (q.state.empty())
+        q.state = "Open";
+      q.capability = read_resources(object, "spec", "capability", q.invalid);
+      const json& weight = member(object_member(object, "spec"), "weight");
+      q.weight = weight.is_number_integer() ? weight.get<std::int64_t>() : 1;
+      std::string ignored;
+      q.guarantee = read_resources(object_member(object, "spec"), "guarantee", "resource", ignored);
+      queues_.emplace(q.name, std::move(q));
+    }
+  }
+
+  std::chrono::seconds timeout_of(const Group& g) const {
+    if (g.job) {
+      const auto seconds = api::JobView(*g.job).run_policy().scheduling.schedule_timeout_seconds;
+      if (seconds && *seconds > 0)
+        return std::chrono::seconds(*seconds);
+    }
+    return options_.schedule_timeout;
+  }
+
+  void requeue_in(TimePoint at) {
+    const auto delay =
+        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(at - input_.now),
+                 std::chrono::milliseconds(1000));
+    result_.requeue_after = result_.requeue_after ? std::min(*result_.requeue_after, delay) : delay;
+  }
+
+  /// The phase an admitted group moves to from what its pods do (Volcano's jobStatus), and the
+  /// schedule timeout of one that is still Inqueue.
+  void advance_phase(Group& g) {
+    if (!admitted_phase(g.phase))
+      return;
+    if (g.allocated >= g.min_member && g.allocated > 0) {
+      g.phase = g.succeeded == g.allocated ? kCompleted : kRunning;
+      g.annotations[std::string(api::annotations::node_reservations)] = std::nullopt;
+      g.annotations[std::string(api::annotations::admitted_at)] = std::nullopt;
+      return;
+    }
+    if (g.phase == kRunning) {  // pods evicted or failed: admitted again for what it misses
+      g.phase = kPending;
+      return;
+    }
+    g.phase = kInqueue;
+    const auto admitted = annotation_time(*g.object, api::annotations::admitted_at);
+    if (!admitted)
+      return;
+    const TimePoint deadline = *admitted + timeout_of(g);
+    if (input_.now < deadline) {
+      requeue_in(deadline);
+      return;
+    }
+    take_back(g);
+  }
+
+  /// A gang that did not get all its pods bound in time: delete its pods, back to Pending, and
+  /// no new admission before the back-off ends.
+  void take_back(Group& g) {
+    int timeouts = 0;
+    const std::string previous = annotation_of(*g.object, api::annotations::schedule_timeouts);
+    std::from_chars(previous.data(), previous.data() + previous.size(), timeouts);
+    ++timeouts;
+    const auto backoff = std::min<std::chrono::seconds>(
+        kRequeueBackoffBase * (1LL << std::min(timeouts - 1, 16)), kMaxRequeueBackoff);
+    const TimePoint retry = input_.now + backoff;
+    std::vector<std::string> unbound;
+    std::string scheduler_says;
+    for (const json* pod : g.pods) {
+      const std::string phase = string_member(object_member(*pod, "status"), "phase");
+      if (!g.bound_names.contains(name_of(*pod)) && !finished(phase)) {
+        unbound.push_back(name_of(*pod));
+        if (const json* c = find_condition(object_member(*pod, "status"), "PodScheduled");
+            c != nullptr && scheduler_says.empty())
+          scheduler_says = string_member(*c, "message");
+      }
+      if (!finished(phase))
+        result_.actions.push_back({Action::Type::Delete, kube::resources::pods(),
+                                   namespace_of(*pod), name_of(*pod), json(), uid_of(*pod)});
+    }
+    std::sort(unbound.begin(), unbound.end());
+    const int missing = g.min_member - g.allocated - static_cast<int>(unbound.size());
+    std::string message =
+        fmt::format("{} of {} pods not bound within {}s", g.min_member - g.allocated, g.min_member,
+                    timeout_of(g).count());
+    if (!unbound.empty())
+      message += fmt::format(": {}", fmt::join(unbound, ", "));
+    if (missing > 0)
+      message += fmt::format("{} {} not created", unbound.empty() ? ":" : ";", missing);
+    if (!scheduler_says.empty())
+      message += fmt::format("; scheduler: {}", scheduler_says);
+    message += fmt::format("; requeued, next try after {}", api::format_timestamp(retry));
+    g.phase = kPending;
+    g.block("ScheduleTimeout", message);
+    g.annotations[std::string(api::annotations::node_reservations)] = std::nullopt;
+    g.annotations[std::string(api::annotations::admitted_at)] = std::nullopt;
+    g.annotations[std::string(api::annotations::schedule_timeouts)] = std::to_string(timeouts);
+    g.annotations[std::string(api::annotations::requeue_at)] = api::format_timestamp(retry);
+    g.bound = {};  // its pods are going
+    g.bound_on.clear();
+    result_.events.push_back({"Warning", "ScheduleTimeout", message, involved(*g.object)});
+    requeue_in(retry);
+  }
+
+  /// Free capacity now (less bound pods and admitted reservations), and in the future (less
+  /// admitted reservations only: every running pod has finished).
+  void read_nodes(const std::map<std::string, ResourceList>& node_usage) {
+    std::vector<NodeFacts> facts;
+    for (const auto& node : input_.nodes) {
+      if (auto f = schedulable_node(node)) {
+        for (const auto& [name, value] : f->free)
+          if (name != kPodsResource)
+            total_[name] += value;
+        facts.push_back(std::move(*f));
+      }
+    }
+    now_.emplace(std::move(facts));
+    for (auto& [key, g] : groups_) {
+      if (g.phase != kInqueue && g.phase != kUnknown)
+        continue;
+      reserve(g);
+    }
+    future_.emplace(*now_);
+    for (const auto& [node, usage] : node_usage) {
+      if (const auto index = now_->find(node))
+        now_->take(*index, usage);
+    }
+    open_.emplace(*now_);
+  }
+
+  /// Takes an admitted group's reservation off the nodes: the annotation's, less what its pods
+  /// bound there use; a group admitted without one (by hand, or an older controller) is placed
+  /// afresh.
+  void reserve(Group& g) {
+    const std::string text = annotation_of(*g.object, api::annotations::node_reservations);
+    if (text.empty()) {
+      now_->place(demands_of(g));  // when it does not fit, it holds nothing but its bound pods
+      return;
+    }
+    const json reservations = json::parse(text, nullptr, false);
+    if (!reservations.is_object())
+      return;
+    for (auto it = reservations.begin(); it != reservations.end(); ++it) {
+      const auto index = now_->find(it.key());
+      if (!index)
+        continue;
+      const auto bound = g.bound_on.find(it.key());
+      now_->take(*index, bound == g.bound_on.end()
+                             ? reservation_on(reservations, it.key())
+                             : shortfall(reservation_on(reservations, it.key()), bound->second));
+    }
+  }
+
+  void order_queues() {
+    for (auto& [key, g] : groups_) {
+      const auto q = queues_.find(g.queue);
+      if (q == queues_.end())
+        continue;
+      if (admitted_phase(g.phase))
+        api::add(q->second.held, g.held());
+      else if (g.phase == kPending)
+        api::add(q->second.held, g.bound);  // a gang below minMember still holds its pods
+    }
+    std::vector<QueueFigures> figures;
+    for (auto& [key, g] : groups_) {
+      if (g.phase != kPending)
+        continue;
+      const auto q = queues_.find(g.queue);
+      if (q == queues_.end()) {
+        unqueued_.push_back(&g);
+        continue;
+      }
+      q->second.pending.push_back(&g);
+    }
+    for (auto& [name, q] : queues_) {
+      std::sort(q.pending.begin(), q.pending.end(), [](const Group* a, const Group* b) {
+        return std::tuple(-a->priority.value, a->created, a->key) <
+               std::tuple(-b->priority.value, b->created, b->key);
+      });
+      QueueFigures f{.name = name, .weight = q.weight, .guarantee = q.guarantee};
+      if (q.invalid.empty())
+        f.capability = q.capability;
+      f.request = q.held;
+      for (const Group* g : q.pending)
+        api::add(f.request, g->min_resources);
+      figures.push_back(std::move(f));
+    }
+    const auto deserved = deserved_shares(figures, total_);
+    for (auto& [name, q] : queues_)
+      q.deserved = deserved.at(name);
+  }
+
+  /// The queue whose next gang is decided next: the lowest share of its deserved, then name.
+  Queue* next_queue() {
+    Queue* best = nullptr;
+    double best_share = 0;
+    for (auto& [name, q] : queues_) {
+      if (q.next >= q.pending.size())
+        continue;
+      const double share = queue_share(q.held, q.deserved);
+      if (best == nullptr || share < best_share) {
+        best = &q;
+        best_share = share;
+      }
+    }
+    return best;
+  }
+
+  void decide_all() {
+    for (Group* g : unqueued_)
+      g->block("QueueNotFound", fmt::format("queue {} not found", g->queue));
+    while (Queue* q = next_queue()) {
+      Group& g = *q->pending[q->next++];
+      decide(g, *q, q->next, q->pending.size());
+      if (!g.priority.note.empty() && !g.blocked.empty())
+        g.blocked += fmt::format(" ({})", g.priority.note);
+    }
+  }
+
+  void decide(Group& g, Queue& q, std::size_t position, std::size_t of) {
+    if (!g.blocked.empty())
+      return;  // its minResources do not parse, or it just timed out
+    if (const auto retry = annotation_time(*g.object, api::annotations::requeue_at);
+        retry && input_.now < *retry) {
+      g.block("ScheduleTimeout", fmt::format("requeued after a schedule timeout, next try after {}",
+                                             api::format_timestamp(*retry)));
+      requeue_in(*retry);
+      return;
+    }
+    if (!q.invalid.empty())
+      return g.block("InvalidQueue", fmt::format("queue {}: {}", q.name, q.invalid));
+    if (q.state != "Open")
+      return g.block("QueueNotOpen", fmt::format("queue {} is {}", q.name, q.state));
+    const auto waiting = [&](const Group& head) {
+      g.block("WaitingForHead", fmt::format("waiting behind {} (priority {}, position {} of {})",
+                                            head.key, head.priority.value, position, of));
+    };
+    if (options_.order == AdmissionOrder::StrictFifo && first_head_ != nullptr)
+      return waiting(*first_head_);
+    ResourceList queue_free = q.capability;
+    for (auto& [name, value] : queue_free)
+      value -= api::amount(q.held, name);
+    const auto over_quota = shortages(fmt::format("queue {}", q.name), "capability ",
+                                      g.min_resources, queue_free, q.capability, true);
+    if (!over_quota.empty())
+      return g.block("NotEnoughResources", fmt::format("{}", fmt::join(over_quota, "; ")));
+
+    const std::vector<PodDemand> demands = demands_of(g);
+    const ResourceList need = demand_total(demands);
+    std::string why;
+    if (const auto short_now = shortages("cluster", "", need, now_->total_free(), total_, false);
+        !short_now.empty()) {
+      why = fmt::format("{}", fmt::join(short_now, "; "));
+    } else if (const auto placed = open_->place(demands, &why)) {
+      return admit(g, q, demands, *placed);
+    } else if (first_head_ != nullptr && now_->place(demands, nullptr, false)) {
+      return waiting(*first_head_);
+    } else {
+      now_->place(demands, &why, false);
+    }
+    g.block("NotEnoughResources", why);
+    if (q.head == nullptr)
+      become_head(g, q, demands);
+  }
+
+  void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,
+             const GangPlacement& placement) {
+    json reservations = json::object();
+    for (const auto& [node, amount] : taken_per_node(demands, placement)) {
+      now_->take(node, amount);
+      future_->take(node, amount);
+      reservations[now_->name(node)] = api::resource_list_json(amount);
+    }
+    g.phase = kInqueue;
+    g.annotations[std::string(api::annotations::node_reservations)] = reservations.dump();
+    g.annotations[std::string(api::annotations::admitted_at)] = api::format_timestamp(input_.now);
+    g.annotations[std::string(api::annotations::requeue_at)] = std::nullopt;
+    api::add(q.held, shortfall(g.held(), g.bound));  // its bound pods are counted already
+    requeue_in(input_.now + timeout_of(g));
+  }
+
+  /// The first gang of a queue that waits for nodes reserves where it would go once running
+  /// pods finish, so later gangs do not take that room (backfill) or do not start at all
+  /// (strict FIFO).
+  void become_head(const Group& g, Queue& q, const std::vector<PodDemand>& demands) {
+    q.head = &g;
+    if (first_head_ == nullptr)
+      first_head_ = &g;
+    const auto placed = future_->place(demands);
+    if (!placed)
+      return;  // it would not fit even then: holding room for it would only waste it
+    for (const auto& [node, amount] : taken_per_node(demands, *placed))
+      open_->take(node, amount);
+  }
+
+  AdmissionResult write() {
+    std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
+    for (auto& [key, g] : groups_) {
+      ++counts[g.queue][g.phase];
+      json status = group_status(g, input_.now);
+      const json& old = g.object->value("status", json::object());
+      json updated = *g.object;
+      for (const auto& [name, value] : g.annotations) {
+        json& annotations = ensure_object(updated["metadata"], "annotations");
+        if (value)
+          annotations[name] = *value;
+        else
+          annotations.erase(name);
+      }
+      if (updated["metadata"].contains("annotations") &&
+          updated["metadata"]["annotations"].empty() &&
+          !object_member(*g.object, "metadata").contains("annotations"))
+        updated["metadata"].erase("annotations");
+      if (status == old && updated == *g.object)
+        continue;
+      updated["status"] = std::move(status);
+      if (g.phase == kInqueue && old.value("phase", "") != kInqueue &&
+          old.value("phase", "") != kRunning) {
+        result_.events.push_back({"Normal", "Enqueued",
+                                  fmt::format("admitted to queue {}", g.queue), involved(updated)});
+      }
+      if (!g.blocked.empty() && !condition_true(old, kUnschedulable))
+        result_.events.push_back(
+            {"Warning", std::string(kUnschedulable), g.blocked, involved(updated)});
+      result_.actions.push_back({Action::Type::Update, kube::resources::podgroups(),
+                                 namespace_of(updated), name_of(updated), std::move(updated), ""});
+    }
+    for (const auto& [name, q] : queues_) {
+      json status = queue_status(q, counts[name]);
+      if (status == q.object->value("status", json::object()))
+        continue;
+      json updated = *q.object;
+      updated["status"] = std::move(status);
+      result_.actions.push_back({Action::Type::UpdateStatus, kube::resources::queues(), "", name,
+                                 std::move(updated), ""});
+    }
+    return std::move(result_);
+  }
+
+  const AdmissionInput& input_;
+  const AdmissionOptions& options_;
+  PriorityClasses priorities_;
+  std::map<std::string, Group> groups_;
+  std::map<std::string, Queue> queues_;
+  std::vector<Group*> unqueued_;
+  ResourceList total_;  // allocatable of the schedulable nodes
+  std::optional<NodeCapacity> now_, future_, open_;
+  const Group* first_head_ = nullptr;
+  AdmissionResult result_;
+};
+
+}  // namespace
+
+AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options) {
+  return Round(input, options).run();
+}
+
+}  // namespace trainctl::controller

@@ -1,0 +1,433 @@
+#include "controller/placement.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "api/quantity.h"
+#include "error.h"
+#include "json_access.h"
+
+namespace trainctl::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kDefaultPods = 110 * 1000;
+/// The order pods are sorted in and resources named in messages: these first, then by name.
+constexpr std::array<std::string_view, 3> kLeadingResources = {"nvidia.com/gpu", "cpu", "memory"};
+/// The pseudo label key standing for the node's name (required affinity's matchFields).
+constexpr std::string_view kNodeNameKey = "metadata.name";
+
+/// The label keys a pod's node constraints read.
+void selected_keys(const api::NodeSelection& selection, std::set<std::string>& keys) {
+  if (selection.node_selector.is_object()) {
+    for (auto it = selection.node_selector.begin(); it != selection.node_selector.end(); ++it)
+      keys.insert(it.key());
+  }
+  if (!selection.required_terms.is_array())
+    return;
+  for (const auto& term : selection.required_terms) {
+    const json& expressions = member(term, "matchExpressions");
+    if (expressions.is_array()) {
+      for (const auto& e : expressions)
+        keys.insert(string_member(e, "key"));
+    }
+    const json& fields = member(term, "matchFields");
+    if (fields.is_array() && !fields.empty())
+      keys.insert(std::string(kNodeNameKey));
+  }
+}
+
+/// The nodes alike in the labels pods select on and in their taints, with a max-tree over
+/// their free capacity: inner entry i holds, per resource, the most any node below it has free.
+struct NodeClass {
+  std::vector<std::size_t> members;  // node indices, ascending
+  std::size_t leaves = 1;            // a power of two >= members.size()
+  std::vector<std::int64_t> tree;    // (2 * leaves) x dimensions
+};
+
+}  // namespace
+
+PodDemand pod_demand(std::string name, int first_index, int count, const json& pod_spec) {
+  return {.name = std::move(name),
+          .first_index = first_index,
+          .count = count,
+          .requests = api::pod_requests(pod_spec),
+          .selection = api::node_selection_of(pod_spec),
+          .tolerations = api::tolerations_of(pod_spec)};
+}
+
+std::optional<NodeFacts> schedulable_node(const json& node) {
+  const json& spec = object_member(node, "spec");
+  if (spec.value("unschedulable", false))
+    return std::nullopt;
+  const json* ready = find_condition(object_member(node, "status"), "Ready");
+  if (ready == nullptr || string_member(*ready, "status") != "True")
+    return std::nullopt;
+  NodeFacts facts{
+      .name = name_of(node), .labels = api::node_labels_of(node), .taints = api::taints_of(spec)};
+  try {
+    facts.free = api::parse_resource_list(member(object_member(node, "status"), "allocatable"));
+  } catch (const Error&) {
+    return std::nullopt;  // an unreadable allocatable offers nothing
+  }
+  facts.free.try_emplace(std::string(kPodsResource), kDefaultPods);
+  return facts;
+}
+
+struct NodeCapacity::Impl {
+  std::vector<NodeFacts> nodes;  // by name; `free` unused (see `free`)
+  std::vector<std::string> resources;
+  std::map<std::string, std::size_t, std::less<>> resource_index;
+  std::vector<std::int64_t> free;        // nodes x resources
+  std::vector<std::int64_t> total_free;  // positive parts, per resource
+  std::set<std::string> keys;            // the label keys classes are split by
+  std::vector<NodeClass> classes;
+  std::vector<std::size_t> class_of, leaf_of;
+
+  std::size_t dims() const { return resources.size(); }
+  std::int64_t& at(std::size_t node, std::size_t r) { return free[node * dims() + r]; }
+
+  void index_resources() {
+    std::set<std::string> names;
+    for (const auto& n : nodes)
+      for (const auto& [name, value] : n.free)
+        names.insert(name);
+    for (std::string_view leading : kLeadingResources) {
+      resource_index.emplace(std::string(leading), resources.size());
+      resources.emplace_back(leading);
+      names.erase(std::string(leading));
+    }
+    for (const auto& name : names) {
+      resource_index.emplace(name, resources.size());
+      resources.push_back(name);
+    }
+    free.assign(nodes.size() * dims(), 0);
+    total_free.assign(dims(), 0);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      for (const auto& [name, value] : nodes[i].free) {
+        at(i, resource_index.at(name)) = value;
+        total_free[resource_index.at(name)] += std::max<std::int64_t>(value, 0);
+      }
+    }
+  }
+
+  /// The class key of node `i`: the values of the selected label keys and the taints.
+  std::string class_key(std::size_t i) const {
+    std::string key;
+    for (const auto& k : keys) {
+      if (k == kNodeNameKey) {
+        key += nodes[i].name;
+      } else if (const auto it = nodes[i].labels.find(k); it != nodes[i].labels.end()) {
+        key += "=" + it->second;
+      }
+      key += '\0';
+    }
+    for (const auto& t : nodes[i].taints)
+      key += t.key + '\1' + t.value + '\1' + t.effect + '\0';
+    return key;
+  }
+
+  void group() {
+    std::map<std::string, std::size_t> by_key;
+    classes.clear();
+    class_of.assign(nodes.size(), 0);
+    leaf_of.assign(nodes.size(), 0);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const auto [it, added] = by_key.emplace(class_key(i), classes.size());
+      if (added)
+        classes.emplace_back();
+      class_of[i] = it->second;
+      leaf_of[i] = classes[it->second].members.size();
+      classes[it->second].members.push_back(i);
+    }
+    for (auto& c : classes) {
+      while (c.leaves < c.members.size())
+        c.leaves *= 2;
+      c.tree.assign(2 * c.leaves * dims(), kNone);
+      for (std::size_t leaf = 0; leaf < c.members.size(); ++leaf)
+        std::copy_n(&free[c.members[leaf] * dims()], dims(), &c.tree[(c.leaves + leaf) * dims()]);
+      for (std::size_t i = c.leaves - 1; i >= 1; --i)
+        pull(c, i);
+    }
+  }
+
+  void pull(NodeClass& c, std::size_t i) const {
+    for (std::size_t r = 0; r < dims(); ++r)
+      c.tree[i * dims() + r] =
+          std::max(c.tree[2 * i * dims() + r], c.tree[(2 * i + 1) * dims() + r]);
+  }
+
+  void take(std::size_t node, const std::vector<std::int64_t>& amount, int times) {
+    for (std::size_t r = 0; r < dims(); ++r) {
+      if (amount[r] == 0)
+        continue;
+      std::int64_t& f = at(node, r);
+      total_free[r] -= std::max<std::int64_t>(f, 0);
+      f -= amount[r] * times;
+      total_free[r] += std::max<std::int64_t>(f, 0);
+    }
+    NodeClass& c = classes[class_of[node]];
+    std::size_t i = c.leaves + leaf_of[node];
+    std::copy_n(&free[node * dims()], dims(), &c.tree[i * dims()]);
+    for (i /= 2; i >= 1; i /= 2)
+      pull(c, i);
+  }
+
+  /// Requests as a dense vector with one pod added; nullopt when a resource no node has is
+  /// requested (`missing` names it).
+  std::optional<std::vector<std::int64_t>> dense(const api::ResourceList& requests,
+                                                 std::string& missing) const {
+    std::vector<std::int64_t> result(dims(), 0);
+    for (const auto& [name, value] : requests) {
+      if (value <= 0 || name == kPodsResource)
+        continue;
+      const auto it = resource_index.find(name);
+      if (it == resource_index.end()) {
+        missing = name;
+        return std::nullopt;
+      }
+      result[it->second] = value;
+    }
+    result[resource_index.at(std::string(kPodsResource))] = 1000;
+    return result;
+  }
+
+  bool covers(const NodeClass& c, std::size_t i, const std::vector<std::size_t>& active,
+              const std::vector<std::int64_t>& need) const {
+    return std::all_of(active.begin(), active.end(),
+                       [&](std::size_t r) { return c.tree[i * dims() + r] >= need[r]; });
+  }
+
+  /// The first member of `c` (by name) whose free capacity covers `need`.
+  std::optional<std::size_t> first_fit(const NodeClass& c, std::size_t i,
+                                       const std::vector<std::size_t>& active,
+                                       const std::vector<std::int64_t>& need) const {
+    if (!covers(c, i, active, need))
+      return std::nullopt;
+    if (i >= c.leaves)
+      return c.members[i - c.leaves];
+    if (auto left = first_fit(c, 2 * i, active, need))
+      return left;
+    return first_fit(c, 2 * i + 1, active, need);
+  }
+
+  /// The first member of `c` with the most of resource `r` free.
+  std::size_t argmax(const NodeClass& c, std::size_t r) const {
+    std::size_t i = 1;
+    while (i < c.leaves)
+      i = c.tree[2 * i * dims() + r] == c.tree[i * dims() + r] ? 2 * i : 2 * i + 1;
+    return c.members[i - c.leaves];
+  }
+
+  /// Why a node of class `c` cannot take a pod of `demand`, in kube-scheduler's words; empty
+  /// when its labels and taints allow it.
+  std::string excluded_because(const NodeClass& c, const PodDemand& demand) const {
+    const NodeFacts& node = nodes[c.members.front()];
+    if (const auto taint = api::untolerated_taint(demand.tolerations, node.taints))
+      return fmt::format("node(s) had untolerated taint {{{}: {}}}", taint->key, taint->value);
+    if (!api::matches_node(demand.selection, node.name, node.labels))
+      return "node(s) didn't match Pod's node affinity/selector";
+    return "";
+  }
+
+  std::string why_not(const PodDemand& demand, int pod, const std::vector<std::size_t>& eligible,
+                      const std::vector<std::int64_t>& need) const {
+    const std::string name = fmt::format("{}-{}", demand.name, demand.first_index + pod);
+    if (eligible.empty()) {
+      std::map<std::string, std::size_t> reasons;
+      for (const auto& c : classes)
+        reasons[excluded_because(c, demand)] += c.members.size();
+      std::vector<std::string> parts;
+      for (const auto& [reason, count] : reasons)
+        parts.push_back(fmt::format("{} {}", count, reason));
+      return fmt::format("no node fits pod {}: 0/{} nodes are available: {}", name, nodes.size(),
+                         fmt::join(parts, ", "));
+    }
+    for (std::size_t r = 0; r < dims(); ++r) {
+      if (need[r] == 0)
+        continue;
+      std::int64_t most = kNone;
+      std::size_t where = 0;
+      for (const std::size_t k : eligible) {
+        const std::int64_t m = classes[k].tree[dims() + r];
+        const std::size_t node = argmax(classes[k], r);
+        if (m > most || (m == most && node < where)) {
+          most = m;
+          where = node;
+        }
+      }
+      if (most >= need[r])
+        continue;
+      if (resources[r] == kPodsResource)
+        return fmt::format("no node fits pod {}: every node it may run on has its most pods", name);
+      return fmt::format("no node fits pod {}: needs {} {}, largest free on one node is {} ({})",
+                         name, api::format_quantity(resources[r], need[r]), resources[r],
+                         api::format_quantity(resources[r], std::max<std::int64_t>(most, 0)),
+                         nodes[where].name);
+    }
+    std::vector<std::string> parts;
+    for (std::size_t r = 0; r < dims(); ++r) {
+      if (need[r] > 0 && resources[r] != kPodsResource)
+        parts.push_back(
+            fmt::format("{} {}", api::format_quantity(resources[r], need[r]), resources[r]));
+    }
+    return fmt::format("no node fits pod {}: no node has {} free at once", name,
+                       fmt::join(parts, ", "));
+  }
+};
+
+NodeCapacity::NodeCapacity(std::vector<NodeFacts> nodes) : impl_(std::make_unique<Impl>()) {
+  std::sort(nodes.begin(), nodes.end(),
+            [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; });
+  impl_->nodes = std::move(nodes);
+  impl_->index_resources();
+  impl_->group();
+}
+
+NodeCapacity::~NodeCapacity() = default;
+NodeCapacity::NodeCapacity(const NodeCapacity& other)
+    : impl_(std::make_unique<Impl>(*other.impl_)) {}
+NodeCapacity& NodeCapacity::operator=(const NodeCapacity& other) {
+  impl_ = std::make_unique<Impl>(*other.impl_);
+  return *this;
+}
+
+std::size_t NodeCapacity::size() const {
+  return impl_->nodes.size();
+}
+
+const std::string& NodeCapacity::name(std::size_t node) const {
+  return impl_->nodes[node].name;
+}
+
+std::optional<std::size_t> NodeCapacity::find(const std::string& name) const {
+  const auto& nodes = impl_->nodes;
+  const auto it =
+      std::lower_bound(nodes.begin(), nodes.end(), name,
+                       [](const NodeFacts& n, const std::string& v) { return n.name < v; });
+  if (it == nodes.end() || it->name != name)
+    return std::nullopt;
+  return static_cast<std::size_t>(it - nodes.begin());
+}
+
+api::ResourceList NodeCapacity::free(std::size_t node) const {
+  api::ResourceList result;
+  for (std::size_t r = 0; r < impl_->dims(); ++r)
+    result[impl_->resources[r]] = impl_->at(node, r);
+  return result;
+}
+
+api::ResourceList NodeCapacity::total_free() const {
+  api::ResourceList result;
+  for (std::size_t r = 0; r < impl_->dims(); ++r)
+    result[impl_->resources[r]] = impl_->total_free[r];
+  return result;
+}
+
+void NodeCapacity::take(std::size_t node, const api::ResourceList& amount) {
+  std::vector<std::int64_t> delta(impl_->dims(), 0);
+  for (const auto& [name, value] : amount) {
+    const auto it = impl_->resource_index.find(name);
+    if (it != impl_->resource_index.end())
+      delta[it->second] = value;
+  }
+  impl_->take(node, delta, 1);
+}
+
+std::optional<GangPlacement> NodeCapacity::place(const std::vector<PodDemand>& demands,
+                                                 std::string* why_not, bool commit) {
+  Impl& m = *impl_;
+  std::set<std::string> keys = m.keys;
+  for (const auto& d : demands)
+    selected_keys(d.selection, keys);
+  if (keys != m.keys) {  // a constraint on a label no class is split by yet
+    m.keys = std::move(keys);
+    m.group();
+  }
+
+  struct Shape {
+    std::size_t demand;
+    std::vector<std::int64_t> need;
+    std::vector<std::size_t> active;    // resources it requests
+    std::vector<std::size_t> eligible;  // classes it may run on
+  };
+  std::vector<Shape> shapes;
+  for (std::size_t i = 0; i < demands.size(); ++i) {
+    if (demands[i].count <= 0)
+      continue;
+    std::string missing;
+    auto need = m.dense(demands[i].requests, missing);
+    if (!need) {
+      if (why_not)
+        *why_not =
+            fmt::format("no node fits pod {}-{}: needs {} {}, no node has any", demands[i].name,
+                        demands[i].first_index,
+                        api::format_quantity(missing, demands[i].requests.at(missing)), missing);
+      return std::nullopt;
+    }
+    Shape s{.demand = i, .need = std::move(*need)};
+    for (std::size_t r = 0; r < m.dims(); ++r) {
+      if (s.need[r] > 0)
+        s.active.push_back(r);
+    }
+    for (std::size_t k = 0; k < m.classes.size(); ++k) {
+      if (m.excluded_because(m.classes[k], demands[i]).empty())
+        s.eligible.push_back(k);
+    }
+    shapes.push_back(std::move(s));
+  }
+  std::stable_sort(shapes.begin(), shapes.end(),
+                   [](const Shape& a, const Shape& b) { return a.need > b.need; });
+
+  GangPlacement placement;
+  placement.nodes.resize(demands.size());
+  struct Taken {
+    std::size_t node;
+    const std::vector<std::int64_t>* need;
+    int pods;
+  };
+  std::vector<Taken> taken;
+  const auto undo = [&] {
+    for (auto it = taken.rbegin(); it != taken.rend(); ++it)
+      m.take(it->node, *it->need, -it->pods);
+  };
+  for (const Shape& s : shapes) {
+    const PodDemand& demand = demands[s.demand];
+    int left = demand.count;
+    while (left > 0) {
+      std::optional<std::size_t> node;
+      for (const std::size_t k : s.eligible) {
+        const auto fit = m.first_fit(m.classes[k], 1, s.active, s.need);
+        if (fit && (!node || *fit < *node))
+          node = fit;
+      }
+      if (!node) {
+        if (why_not)
+          *why_not = m.why_not(demand, demand.count - left, s.eligible, s.need);
+        undo();
+        return std::nullopt;
+      }
+      std::int64_t room = left;
+      for (const std::size_t r : s.active)
+        room = std::min(room, m.at(*node, r) / s.need[r]);
+      const int pods = static_cast<int>(room);
+      m.take(*node, s.need, pods);
+      taken.push_back({*node, &s.need, pods});
+      placement.nodes[s.demand].emplace_back(*node, pods);
+      left -= pods;
+    }
+  }
+  if (!commit)
+    undo();
+  return placement;
+}
+
+}  // namespace trainctl::controller
