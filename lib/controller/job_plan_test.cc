@@ -486,7 +486,7 @@ TEST(JobPlanTest, HostNetworkModeUsesAStableHostPort) {
 TEST(JobPlanTest, VolcanoAndIstioDecorations) {
   PlanOptions o = options();
   o.gang_scheduler = GangScheduler::Volcano;
-  o.istio_injected_namespace = true;
+  o.istio_namespace = IstioNamespace::Injected;
   const Plan plan = plan_job(tf_job(), {}, o);
   EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
   const json& pod = created(plan, "mnist-worker-0");

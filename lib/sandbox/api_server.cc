@@ -124,15 +124,16 @@ json Faults::to_json() const {
           {"throttleRate", throttle_rate},
           {"dropWatchesAfterSeconds", drop_watches_after.count()},
           {"goneOnWatchResume", gone_on_watch_resume},
-          {"conflictOnUpdate", conflict_on_update}};
+          {"conflictOnUpdate", conflict_on_update},
+          {"forbidExec", forbid_exec}};
 }
 
 Faults Faults::from_json(const json& doc) {
   if (!doc.is_object())
     fail(ErrorKind::BadRequest, 400, "faults must be a JSON object");
-  static const std::set<std::string> known = {"latencyMilliseconds", "errorRate",
-                                              "throttleRate",        "dropWatchesAfterSeconds",
-                                              "goneOnWatchResume",   "conflictOnUpdate"};
+  static const std::set<std::string> known = {
+      "latencyMilliseconds", "errorRate",        "throttleRate", "dropWatchesAfterSeconds",
+      "goneOnWatchResume",   "conflictOnUpdate", "forbidExec"};
   for (const auto& [key, value] : doc.items()) {
     if (!known.count(key))
       fail(ErrorKind::BadRequest, 400, fmt::format("unknown fault {:?}", key));
@@ -145,6 +146,7 @@ Faults Faults::from_json(const json& doc) {
     f.drop_watches_after = std::chrono::seconds(doc.value("dropWatchesAfterSeconds", 0));
     f.gone_on_watch_resume = doc.value("goneOnWatchResume", false);
     f.conflict_on_update = doc.value("conflictOnUpdate", false);
+    f.forbid_exec = doc.value("forbidExec", false);
     if (f.error_rate < 0 || f.error_rate > 1 || f.throttle_rate < 0 || f.throttle_rate > 1) {
       fail(ErrorKind::BadRequest, 400, "errorRate and throttleRate are fractions in [0, 1]");
     }
@@ -306,7 +308,7 @@ void ApiServer::log_failure(const Request& request, std::string_view what) const
     options_.error_log(fmt::format("{} {}: {}", request.method, request.path, what));
 }
 
-void ApiServer::serve(const Request& request, ResponseWriter& response, const UserInfo&) {
+void ApiServer::serve(const Request& request, ResponseWriter& response, const UserInfo& user) {
   const std::string& path = request.path;
   if (path == "/healthz" || path == "/livez" || path == "/readyz") {
     response.respond(200, "text/plain", "ok");
@@ -325,6 +327,7 @@ void ApiServer::serve(const Request& request, ResponseWriter& response, const Us
     respond_status(response, 404, "NotFound", "the server could not find the requested resource");
     return;
   }
+  r->user = user.name;
   serve_resource(request, response, *r);
 }
 
