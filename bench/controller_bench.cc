@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "api/status.h"
+#include "bench/bench_support.h"
 #include "kube/client.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/selector.h"
@@ -33,14 +34,12 @@
 extern char** environ;
 
 using namespace trainctl;
+using bench::Clock;
+using bench::parallel_for;
+using bench::seconds_since;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 json tfjob(const std::string& name, int replicas) {
   return {{"apiVersion", "kubeflow.org/v1"},
@@ -57,18 +56,6 @@ json tfjob(const std::string& name, int replicas) {
                      json::array({{{"name", "tensorflow"},
                                    {"image", "tf:2"},
                                    {"resources", {{"requests", {{"cpu", "1"}}}}}}})}}}}}}}}}}}};
-}
-
-// Runs `fn(i)` for i in [0, n) on `threads` threads.
-template <typename F>
-void parallel_for(int n, int threads, F fn) {
-  std::atomic<int> next{0};
-  std::vector<std::jthread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (int i = next++; i < n; i = next++)
-        fn(i);
-    });
 }
 
 std::size_t count(sandbox::Store& store, const std::string& group_resource,

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/status.h"
+#include "bench/bench_support.h"
 #include "controller/controller.h"
 #include "json_access.h"
 #include "kube/cache/informer.h"
@@ -29,25 +30,12 @@
 #include "tests/support/sandbox_fixture.h"
 
 using namespace trainctl;
+using bench::Clock;
+using bench::parallel_for;
+using bench::seconds_since;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-template <typename F>
-void parallel_for(int n, int threads, F fn) {
-  std::atomic<int> next{0};
-  std::vector<std::jthread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (int i = next++; i < n; i = next++)
-        fn(i);
-    });
-}
 
 json meshed_pod(const std::string& name, double run_seconds) {
   return {{"metadata",
@@ -131,7 +119,7 @@ class ExitTimes {
 int main(int argc, char** argv) {
   const int pods = argc > 1 ? std::stoi(argv[1]) : 1000;
   const int jobs = argc > 2 ? std::stoi(argv[2]) : 100;
-  testing::TempDir dir;
+  trainctl::testing::TempDir dir;
   sandbox::SandboxOptions options;
   options.data_dir = dir.path() / "sandbox";
   options.port = 0;
@@ -142,7 +130,7 @@ int main(int argc, char** argv) {
   kube::RestConfig config = sandbox.admin_config();
   config.qps = 0;
   kube::Client client(config);
-  testing::install_training_crds(client);
+  trainctl::testing::install_training_crds(client);
   fmt::print("sidecar_bench: {} meshed pods, {} TFJobs x 4 workers alongside\n", pods, jobs);
 
   // Reference: `pods`/10 running pods, 10 execs each, sent straight by 8 threads.
@@ -214,8 +202,8 @@ int main(int argc, char** argv) {
     quit_execs += record.namespace_ == "opted";
   int succeeded_jobs = 0;
   if (with_jobs) {
-    for (const auto& job :
-         client.list_all(kube::resources::job(api::JobKind::TFJob), "default")["items"])
+    const json list = client.list_all(kube::resources::job(api::JobKind::TFJob), "default");
+    for (const auto& job : list["items"])
       succeeded_jobs += api::job_status(job) == "Succeeded";
   }
   controller_thread = {};

@@ -14,7 +14,7 @@
 #include "tests/support/sandbox_fixture.h"
 #include "yaml_json.h"
 
-namespace trainctl {
+namespace trainctl::proxy_terminator_test {
 namespace {
 
 using nlohmann::json;
@@ -72,8 +72,7 @@ class ProxyTerminatorTest : public ::testing::Test {
   }
 
   /// A pod with a `main` container that runs 0.3 s and a regular istio-proxy.
-  json create_meshed_pod(const std::string& ns, const std::string& name,
-                         const json& annotations = json::object()) {
+  json meshed_pod(const std::string& name, const json& annotations = json::object()) {
     json pod = yaml(R"(
 metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.3"}}
 spec:
@@ -82,9 +81,15 @@ spec:
   - {name: main, image: busybox}
   - {name: istio-proxy, image: istio/proxyv2:1.22}
 )");
-    pod["metadata"]["name"] = name;
+    if (!name.empty())
+      pod["metadata"]["name"] = name;
     pod["metadata"]["annotations"].update(annotations);
-    return client().create(kube::resources::pods(), ns, pod);
+    return pod;
+  }
+
+  json create_meshed_pod(const std::string& ns, const std::string& name,
+                         const json& annotations = json::object()) {
+    return client().create(kube::resources::pods(), ns, meshed_pod(name, annotations));
   }
 
   json pod(const std::string& ns, const std::string& name) {
@@ -93,7 +98,8 @@ spec:
 
   std::string container_state(const std::string& ns, const std::string& name,
                               const std::string& container) {
-    for (const auto& s : member(object_member(pod(ns, name), "status"), "containerStatuses")) {
+    const json object = pod(ns, name);  // outlives the loop
+    for (const auto& s : member(object_member(object, "status"), "containerStatuses")) {
       if (string_member(s, "name") == container && object_member(s, "state").is_object() &&
           !s["state"].empty())
         return s["state"].begin().key();
@@ -114,7 +120,8 @@ spec:
   std::vector<std::pair<std::string, std::string>> events(const std::string& ns,
                                                           const std::string& name) {
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& e : client().list_all(kube::resources::events(), ns)["items"]) {
+    const json list = client().list_all(kube::resources::events(), ns);  // outlives the loop
+    for (const auto& e : list["items"]) {
       if (string_member(object_member(e, "involvedObject"), "name") == name)
         out.emplace_back(string_member(e, "reason"), string_member(e, "message"));
     }
@@ -177,6 +184,8 @@ spec:
                              "trainctl.io/sidecar-stop-requested") == "true";
       },
       kLong));
+  EXPECT_EQ(annotation_of(pod("default", "meshed-worker-0"), "proxy.istio.io/config"),
+            R"({"holdApplicationUntilProxyStarts": true})");
   const auto calls = execs("default", "meshed-worker-0");
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].container, "istio-proxy");
@@ -243,8 +252,9 @@ spec:
   ASSERT_TRUE(
       wait_until([&] { return count_events("mesh", "bad", "InvalidProxyConfig") >= 1; }, kLong));
   for (const auto& [reason, message] : events("mesh", "bad")) {
-    if (reason == "InvalidProxyConfig")
+    if (reason == "InvalidProxyConfig") {
       EXPECT_THAT(message, HasSubstr("pod bad-master-0: proxy.istio.io/config left as it is"));
+    }
   }
 }
 
@@ -252,26 +262,18 @@ spec:
 TEST_F(ProxyTerminatorTest, OptedInNamespacesBatchJobPodIsHandled) {
   create_namespace("pipelines", {{"trainctl.io/proxy-terminator", "enabled"}});
   start();
-  client().create(kube::resources::jobs(), "pipelines", yaml(R"(
-apiVersion: batch/v1
-kind: Job
-metadata: {name: step}
-spec:
-  template:
-    metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.3"}}
-    spec:
-      restartPolicy: Never
-      containers:
-      - {name: main, image: busybox}
-      - {name: istio-proxy, image: istio/proxyv2:1.22}
-)"));
+  client().create(kube::resources::jobs(), "pipelines",
+                  {{"apiVersion", "batch/v1"},
+                   {"kind", "Job"},
+                   {"metadata", {{"name", "step"}}},
+                   {"spec", {{"template", meshed_pod("")}}}});
   ASSERT_TRUE(wait_until(
       [&] {
         return object_member(client().get(kube::resources::jobs(), "pipelines", "step"), "status")
                    .value("succeeded", 0) == 1;
       },
       kLong));
-  const auto pods = client().list_all(kube::resources::pods(), "pipelines")["items"];
+  const json pods = client().list_all(kube::resources::pods(), "pipelines")["items"];
   ASSERT_EQ(pods.size(), 1u);
   const auto calls = execs("pipelines", name_of(pods[0]));
   ASSERT_EQ(calls.size(), 1u);
@@ -408,4 +410,4 @@ TEST_F(ProxyTerminatorTest, ControllerKilledBetweenExecAndAnnotationQuitsAtMostO
 }
 
 }  // namespace
-}  // namespace trainctl
+}  // namespace trainctl::proxy_terminator_test
