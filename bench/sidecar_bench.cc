@@ -8,7 +8,7 @@
 //   pod status records them). Reference in the same run: 1,000 execs sent straight by 8 threads,
 //   the floor for the time the controller needs to quit them all.
 // The controller runs in-process against the sandbox with an unlimited client-side rate limit.
-// Usage: sidecar_bench [pods] [jobs]
+// Usage: sidecar_bench [pods] [jobs] [proxy workers (default 16, ControllerOptions::proxy_workers)]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -119,6 +119,7 @@ class ExitTimes {
 int main(int argc, char** argv) {
   const int pods = argc > 1 ? std::stoi(argv[1]) : 1000;
   const int jobs = argc > 2 ? std::stoi(argv[2]) : 100;
+  const int proxy_workers = argc > 3 ? std::stoi(argv[3]) : 16;
   trainctl::testing::TempDir dir;
   sandbox::SandboxOptions options;
   options.data_dir = dir.path() / "sandbox";
@@ -131,7 +132,8 @@ int main(int argc, char** argv) {
   config.qps = 0;
   kube::Client client(config);
   trainctl::testing::install_training_crds(client);
-  fmt::print("sidecar_bench: {} meshed pods, {} TFJobs x 4 workers alongside\n", pods, jobs);
+  fmt::print("sidecar_bench: {} meshed pods, {} TFJobs x 4 workers alongside, {} proxy workers\n",
+             pods, jobs, proxy_workers);
 
   // Reference: `pods`/10 running pods, 10 execs each, sent straight by 8 threads.
   client.create(kube::resources::namespaces(), "", {{"metadata", {{"name", "reference"}}}});
@@ -163,7 +165,7 @@ int main(int argc, char** argv) {
   Logger log(log_text, LogFormat::Text, 0);
   controller::MetricsRegistry metrics;
   controller::declare_controller_metrics(metrics);
-  controller::ControllerOptions controller_options{.workers = 4};
+  controller::ControllerOptions controller_options{.workers = 4, .proxy_workers = proxy_workers};
   controller_options.plan.gang_scheduler = controller::GangScheduler::None;
   kube::Client controller_client(config);
   controller::Manager manager(controller_client, {}, metrics, log);

@@ -19,6 +19,9 @@ struct ControllerOptions {
   /// How long a reconcile trusts that objects it created or deleted will show up in the cache
   /// before it plans again without them.
   std::chrono::milliseconds expectation_timeout{std::chrono::seconds(30)};
+  /// Istio proxy quits run concurrently: each is an exec (a new connection, a TLS handshake and
+  /// a WebSocket), latency-bound rather than CPU-bound, and many pods finish at once.
+  int proxy_workers = 16;
   /// Back-off of failed Istio proxy quits.
   ProxyQuitRetry proxy_quit_retry;
 };

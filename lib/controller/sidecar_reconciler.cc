@@ -72,7 +72,7 @@ class ProxyTerminator : public Runnable {
         watch_namespace_(manager.watch_namespace()),
         events_(manager.client(), manager.metrics(), manager.log(), options.plan.controller_name),
         loop_({.name = "sidecars",
-               .workers = options.workers,
+               .workers = options.proxy_workers,
                .metric_kind = [](const PodKey&) { return std::string("controller"); },
                .reconcile = [this](const PodKey& key) { reconcile(key); }},
               manager.metrics(), manager.log()),
