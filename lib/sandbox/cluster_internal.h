@@ -174,7 +174,7 @@ struct SimulatedCluster::Impl {
   std::mutex mu;  // guards the state below
   std::vector<OwnNode> own_nodes;
   std::map<std::string, PodEntry> pods;  // by "namespace/name"
-  std::deque<ExecRecord> execs;  // exec_history()
+  std::deque<ExecRecord> execs;          // exec_history()
 
   std::mutex loop_mu;  // guards the loop's control
   std::condition_variable loop_cv;
