@@ -25,7 +25,7 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-/// Runs `fn(i)` for i in [0, n) on `threads` threads.
+/// Runs `fn(i)` for i in [0, n) on `threads` threads; returns when all are done.
 template <typename F>
 void parallel_for(int n, int threads, F fn) {
   std::atomic<int> next{0};

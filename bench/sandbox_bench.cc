@@ -12,19 +12,17 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "kube/client.h"
 #include "sandbox/sandbox.h"
 #include "tests/support/temp_dir.h"
 
 using namespace trainctl;
+using bench::Clock;
+using bench::seconds_since;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 long rss_mib() {
   std::ifstream in("/proc/self/statm");

@@ -36,6 +36,17 @@ GangScheduler parse_gang_scheduler(std::string_view name) {
                                     "\" is not one of builtin, volcano, scheduler-plugins, none");
 }
 
+controller::NativeSidecars parse_native_sidecars(std::string_view name) {
+  if (name == "auto")
+    return controller::NativeSidecars::Auto;
+  if (name == "on")
+    return controller::NativeSidecars::On;
+  if (name == "off")
+    return controller::NativeSidecars::Off;
+  throw Error(ErrorKind::Usage,
+              "--istio-native-sidecars: \"" + std::string(name) + "\" is not one of auto, on, off");
+}
+
 /// ":8080" or "127.0.0.1:8080" -> host and port (port 0: any free port); "0" disables the
 /// endpoint.
 std::optional<controller::BindAddress> parse_bind_address(const std::string& flag,
@@ -78,6 +89,7 @@ struct ControllerCommand {
   std::string health_address = ":8081";
   std::string gang_scheduler = "builtin";
   std::string cluster_domain;
+  std::string istio_native_sidecars = "auto";
   bool pytorch_init_container = false;
   std::string pytorch_init_container_image = "alpine:3.10";
   int pytorch_init_container_max_tries = 100;
@@ -116,6 +128,7 @@ struct ControllerCommand {
     controller_options.admission.schedule_timeout =
         std::chrono::duration_cast<std::chrono::seconds>(
             parse_duration_flag("--schedule-timeout", schedule_timeout));
+    controller_options.plan.istio_native_sidecars = parse_native_sidecars(istio_native_sidecars);
     if (pytorch_init_container)
       controller_options.plan.pytorch_init_container = {
           .image = pytorch_init_container_image, .max_tries = pytorch_init_container_max_tries};
@@ -195,6 +208,12 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--cluster-domain", opts->cluster_domain,
                   "Cluster DNS domain appended to service names in TF_CONFIG and hostfiles "
                   "(e.g. cluster.local); empty = <svc>.<ns>.svc");
+  cmd->add_option("--istio-native-sidecars", opts->istio_native_sidecars,
+                  "Istio proxies of the pods it creates in injected namespaces: auto (as the "
+                  "mesh decides), on (native sidecars, sidecar.istio.io/nativeSidecar: \"true\"), "
+                  "off (regular containers, which it asks to quit when training ends)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_flag("--pytorch-init-container", opts->pytorch_init_container,
                 "Give PyTorchJob workers of a job with a Master the Training Operator's "
                 "init-pytorch init container, which waits until the master's name resolves");

@@ -136,7 +136,9 @@ TEST(InstallManifestsTest, ClusterRoleGrantsWhatTheControllerUses) {
   EXPECT_EQ(verbs("kubeflow.org", "mpijobs/status"), (std::set<std::string>{"update", "patch"}));
   EXPECT_EQ(verbs("", "pods"),
             (std::set<std::string>{"create", "delete", "get", "list", "watch", "patch"}));
-  EXPECT_TRUE(verbs("", "pods/exec").contains("create"));
+  // The proxy terminator: exactly what the exec upgrade needs, and reading namespaces.
+  EXPECT_EQ(verbs("", "pods/exec"), (std::set<std::string>{"create", "get"}));
+  EXPECT_EQ(verbs("", "namespaces"), (std::set<std::string>{"list", "watch"}));
   EXPECT_TRUE(verbs("", "pods/log").empty());
   EXPECT_EQ(verbs("scheduling.volcano.sh", "queues/status"), (std::set<std::string>{"update"}));
   EXPECT_EQ(verbs("", "nodes"), (std::set<std::string>{"get", "list", "watch"}));

@@ -20,6 +20,13 @@ inline constexpr std::string_view job_role = "training.kubeflow.org/job-role";
 inline constexpr std::string_view pod_group = "scheduling.x-k8s.io/pod-group";
 /// The namespace name label the API server puts on every namespace (Kubernetes 1.21+).
 inline constexpr std::string_view namespace_name = "kubernetes.io/metadata.name";
+/// Istio's, on namespaces: `istio-injection=enabled|disabled`, or the revision whose injector
+/// handles the namespace's pods (`istio.io/rev=<rev>`).
+inline constexpr std::string_view istio_injection = "istio-injection";
+inline constexpr std::string_view istio_revision = "istio.io/rev";
+/// trainctl's own, on namespaces: `enabled` asks the controller to stop the Istio proxies of
+/// every pod there (plain batch Jobs, pipeline steps), not only of its jobs' pods.
+inline constexpr std::string_view proxy_terminator = "trainctl.io/proxy-terminator";
 }  // namespace labels
 
 namespace annotations {
@@ -32,7 +39,12 @@ inline constexpr std::string_view kubedl_network_mode = "kubedl.io/network-mode"
 inline constexpr std::string_view default_container = "kubectl.kubernetes.io/default-container";
 /// Istio's: the pod's proxy configuration (YAML or JSON), and the injection opt-in/out.
 inline constexpr std::string_view istio_proxy_config = "proxy.istio.io/config";
+/// (`sidecar.istio.io/inject` is read as a pod label first, then as this annotation, as Istio
+/// does.)
 inline constexpr std::string_view istio_inject = "sidecar.istio.io/inject";
+/// Istio's: "true" injects istio-proxy as a native sidecar (an init container with
+/// restartPolicy Always), "false" as a regular container.
+inline constexpr std::string_view istio_native_sidecar = "sidecar.istio.io/nativeSidecar";
 
 /// trainctl's own, on jobs it renders: the template, a hash of the spec, the CLI version.
 inline constexpr std::string_view template_name = "trainctl.io/template";
@@ -59,6 +71,9 @@ inline constexpr std::string_view requeue_at = "trainctl.io/requeue-at";
 /// per container (`<key>.<container>`).
 inline constexpr std::string_view sandbox_run_seconds = "sandbox.trainctl.io/run-seconds";
 inline constexpr std::string_view sandbox_exit_code = "sandbox.trainctl.io/exit-code";
+/// The sandbox's simulated images: commands (space-separated) the container's image lacks, per
+/// pod or per container (`<key>.<container>`), e.g. `pilot-agent` or `sh curl` (distroless).
+inline constexpr std::string_view sandbox_absent_commands = "sandbox.trainctl.io/absent-commands";
 }  // namespace annotations
 
 namespace finalizers {

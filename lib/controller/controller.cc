@@ -13,6 +13,7 @@ void declare_controller_metrics(MetricsRegistry& metrics) {
   metrics.declare_gauge("trainctl_workqueue_depth", "Keys waiting in a reconciler's work queue.",
                         {"name"});
   declare_executor_metrics(metrics);
+  declare_proxy_terminator_metrics(metrics);
 }
 
 void add_reconcilers(Manager& manager, const ControllerOptions& options) {

@@ -9,6 +9,7 @@
 #include "controller/manager.h"
 #include "controller/metrics.h"
 #include "controller/plan.h"
+#include "controller/sidecar.h"
 
 namespace trainctl::controller {
 
@@ -21,6 +22,11 @@ struct ControllerOptions {
   std::chrono::milliseconds expectation_timeout{std::chrono::seconds(30)};
   /// Builtin gang admission: backfill or strict FIFO, the default schedule timeout.
   AdmissionOptions admission;
+  /// Istio proxy quits run concurrently: each is an exec (a new connection, a TLS handshake and
+  /// a WebSocket), latency-bound rather than CPU-bound, and many pods finish at once.
+  int proxy_workers = 16;
+  /// Back-off of failed Istio proxy quits.
+  ProxyQuitRetry proxy_quit_retry;
 };
 
 /// Declares the reconcilers' metric families on `metrics`.
@@ -41,8 +47,12 @@ void add_job_reconciler(Manager& manager, const ControllerOptions& options);
 /// Queue when it is missing, as Volcano does at start-up.
 void add_admission_reconciler(Manager& manager, const ControllerOptions& options);
 
-/// Istio sidecars (sidecar_reconciler.cc): a managed pod whose training containers finished
-/// gets its `istio-proxy` asked to quit.
+/// Istio sidecars (sidecar_reconciler.cc): a pod whose training containers finished gets its
+/// `istio-proxy` asked to quit (pilot-agent, else curl), once, with back-off retries and
+/// ProxyQuit / ProxyQuitFailed Events: trainctl's own pods, and every pod of the namespaces
+/// labelled trainctl.io/proxy-terminator=enabled (one pod watch per such namespace).
 void add_sidecar_reconciler(Manager& manager, const ControllerOptions& options);
+/// Declares the proxy terminator's metric families (declare_controller_metrics calls it).
+void declare_proxy_terminator_metrics(MetricsRegistry& metrics);
 
 }  // namespace trainctl::controller

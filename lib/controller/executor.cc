@@ -9,7 +9,6 @@
 #include <set>
 
 #include "api/status.h"
-#include "api/well_known.h"
 #include "error.h"
 #include "json_access.h"
 
@@ -180,18 +179,6 @@ std::vector<json> Executor::apply(const Plan& plan) {
   for (const auto& event : plan.events)
     events_.record(event);
   return results;
-}
-
-void Executor::stop_sidecar(const SidecarStop& stop) {
-  const kube::ExecOutcome outcome = client_.exec(
-      stop.namespace_, stop.pod, {.container = stop.container, .command = stop.command});
-  log_.info("asked the Istio sidecar to quit", {{"pod", stop.namespace_ + "/" + stop.pod},
-                                                {"exit_code", std::to_string(outcome.exit_code)}});
-  count("patch", kube::resources::pods());
-  client_.patch(
-      kube::resources::pods(), stop.namespace_, stop.pod, kube::PatchType::Merge,
-      {{"metadata",
-        {{"annotations", {{std::string(api::annotations::sidecar_stop_requested), "true"}}}}}});
 }
 
 }  // namespace trainctl::controller

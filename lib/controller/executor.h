@@ -9,7 +9,6 @@
 #include "controller/event_recorder.h"
 #include "controller/metrics.h"
 #include "controller/plan.h"
-#include "controller/sidecar.h"
 #include "kube/client.h"
 #include "log.h"
 
@@ -33,9 +32,6 @@ class Executor {
   /// cannot be recorded are logged, never fatal. Returns what the server returned for each action
   /// (null for one that was already done).
   std::vector<nlohmann::json> apply(const Plan& plan);
-
-  /// Asks an Istio sidecar to quit (pods/exec) and marks the pod so it is asked only once.
-  void stop_sidecar(const SidecarStop& stop);
 
  private:
   nlohmann::json perform(const Action& action);

@@ -12,6 +12,7 @@
 #include "controller/mpi_plan.h"
 #include "controller/objects.h"
 #include "controller/replica_pod.h"
+#include "controller/sidecar.h"
 #include "error.h"
 #include "json_access.h"
 #include "text.h"
@@ -148,8 +149,10 @@ class ReplicaPlanner {
     return nullptr;
   }
 
+  /// By the training containers' outcome (training_phase): a proxy that never quits does not
+  /// hold the job.
   void count(ReplicaState& r, const json& pod) {
-    const std::string phase = pod_phase(pod);
+    const std::string phase = training_phase(pod);
     if (phase == "Running")
       ++r.active;
     if (phase == "Succeeded")
@@ -229,7 +232,7 @@ class ReplicaPlanner {
     if (!workers || workers->pods.empty() || !workers->pods[0])
       return false;
     const json& pod = *workers->pods[0];
-    return pod_phase(pod) == "Succeeded" && exit_code(pod, info_.default_container) == 0;
+    return training_phase(pod) == "Succeeded" && exit_code(pod, info_.default_container) == 0;
   }
 
   /// TF: the Chief or Master decides, else the workers (all of them, or worker 0 unless

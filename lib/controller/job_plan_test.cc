@@ -486,7 +486,7 @@ TEST(JobPlanTest, HostNetworkModeUsesAStableHostPort) {
 TEST(JobPlanTest, VolcanoAndIstioDecorations) {
   PlanOptions o = options();
   o.gang_scheduler = GangScheduler::Volcano;
-  o.istio_injected_namespace = true;
+  o.istio_namespace = IstioNamespace::Injected;
   const Plan plan = plan_job(tf_job(), {}, o);
   EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
   const json& pod = created(plan, "mnist-worker-0");
@@ -572,6 +572,49 @@ TEST(JobPlanTest, TFWithoutChiefSucceedsWhenWorkerZeroExitsZero) {
   cluster.set_phase("mnist-worker-0", "Succeeded", 0);
   cluster.step(options(seconds(1)));
   EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+}
+
+// A regular istio-proxy that has not quit (yet) does not hold the job: its outcome is the training
+// containers', and cleanPodPolicy Running then removes the pod that is still Running.
+TEST(JobPlanTest, AProxyStillRunningDoesNotHoldTheJob) {
+  FakeCluster cluster = running_cluster(tf_job({{"runPolicy", {{"cleanPodPolicy", "Running"}}}}));
+  json& pod = cluster.pod("mnist-worker-0");
+  pod["spec"]["containers"].push_back({{"name", "istio-proxy"}, {"image", "istio/proxyv2"}});
+  pod["status"]["containerStatuses"] = {
+      {{"name", "tensorflow"}, {"state", {{"terminated", {{"exitCode", 0}}}}}},
+      {{"name", "sidecar"}, {"state", {{"terminated", {{"exitCode", 0}}}}}},
+      {{"name", "istio-proxy"}, {"state", {{"running", json::object()}}}}};
+  const Plan plan = cluster.step(options(seconds(1)));
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+  EXPECT_THAT(names(plan, Action::Type::Delete, "pods"), ::testing::Contains("mnist-worker-0"));
+}
+
+// A template whose proxy.istio.io/config does not parse is created as it is, with a Warning.
+TEST(JobPlanTest, UnparsableProxyConfigIsLeftAloneWithAWarning) {
+  PlanOptions o = options();
+  o.istio_namespace = IstioNamespace::Injected;
+  const Plan plan = plan_job(
+      tf_job(
+          {{"tfReplicaSpecs",
+            {{"PS",
+              {{"template",
+                {{"metadata", {{"annotations", {{"proxy.istio.io/config", "[unclosed"}}}}}}}}}}}}),
+      {}, o);
+  EXPECT_EQ(created(plan, "mnist-ps-0")["metadata"]["annotations"]["proxy.istio.io/config"],
+            "[unclosed");
+  EXPECT_EQ(created(plan, "mnist-worker-0")["metadata"]["annotations"]["proxy.istio.io/config"],
+            R"({"holdApplicationUntilProxyStarts": true})");
+  EXPECT_TRUE(has_event(plan, "InvalidProxyConfig"));
+  const auto bad = std::find_if(plan.events.begin(), plan.events.end(), [](const EventRecord& e) {
+    return e.reason == "InvalidProxyConfig";
+  });
+  ASSERT_NE(bad, plan.events.end());
+  EXPECT_EQ(bad->type, "Warning");
+  EXPECT_THAT(bad->message,
+              ::testing::HasSubstr("pod mnist-ps-0: proxy.istio.io/config left as it is"));
+  EXPECT_EQ(std::count_if(plan.events.begin(), plan.events.end(),
+                          [](const EventRecord& e) { return e.reason == "InvalidProxyConfig"; }),
+            1);
 }
 
 // A controller killed after creating only some pods: the pass that sees worker 0's success

@@ -8,6 +8,7 @@
 #include "controller/gang.h"
 #include "controller/job_status.h"
 #include "controller/objects.h"
+#include "controller/sidecar.h"
 #include "json_access.h"
 #include "text.h"
 
@@ -64,6 +65,14 @@ void JobPlanner::create(const kube::Resource& resource, json object) {
   const std::string name = name_of(object);
   event(false, "SuccessfulCreate" + resource.kind,
         fmt::format("Created {}: {}", to_lower(resource.kind), name));
+  if (resource.plural == "pods") {
+    const std::string bad_config = proxy_config_error(object, options_.istio_namespace);
+    if (!bad_config.empty())
+      event(true, "InvalidProxyConfig",
+            fmt::format("pod {}: proxy.istio.io/config left as it is ({}); the application "
+                        "will not wait for the Istio proxy to start",
+                        name, bad_config));
+  }
   plan_.actions.push_back({.type = Action::Type::Create,
                            .resource = resource,
                            .namespace_ = namespace_,

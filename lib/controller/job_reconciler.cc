@@ -177,8 +177,8 @@ class JobReconciler : public Runnable {
     PlanOptions plan = options_.plan;
     plan.now = std::chrono::system_clock::now();
     const auto namespace_object = namespaces_->get(ns);
-    plan.istio_injected_namespace =
-        namespace_object && label_of(*namespace_object, "istio-injection") == "enabled";
+    plan.istio_namespace =
+        namespace_object ? istio_namespace(*namespace_object) : IstioNamespace::Unlabelled;
     return plan;
   }
 

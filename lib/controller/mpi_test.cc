@@ -240,7 +240,7 @@ TEST(MpiWorkerPodTest, GangSchedulerDecidesSchedulerNameAndGroup) {
 
   PlanOptions none = options();
   none.gang_scheduler = GangScheduler::None;
-  none.istio_injected_namespace = true;
+  none.istio_namespace = IstioNamespace::Injected;
   pod = worker_pod(make_job(), 0, none);
   EXPECT_FALSE(pod["metadata"]["annotations"].contains("scheduling.k8s.io/group-name"));
   EXPECT_EQ(pod["metadata"]["annotations"]["proxy.istio.io/config"],

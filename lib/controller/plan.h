@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/sidecar.h"
 #include "controller/ssh_keys.h"
 #include "kube/resource.h"
 
@@ -64,8 +65,10 @@ struct PlanOptions {
   std::chrono::system_clock::time_point now;
   std::string cluster_domain;  // "" = short service names (<svc>.<ns>.svc)
   GangScheduler gang_scheduler = GangScheduler::Builtin;
-  /// Istio: pods of namespaces labelled istio-injection=enabled get the proxy annotation.
-  bool istio_injected_namespace = false;
+  /// Istio: how the job's namespace is labelled for injection; pods Istio will inject get the
+  /// hold config and, per istio_native_sidecars, the nativeSidecar annotation (sidecar.h).
+  IstioNamespace istio_namespace = IstioNamespace::Unlabelled;
+  NativeSidecars istio_native_sidecars = NativeSidecars::Auto;
   /// The controller's name as recorded in events' source and compared with runPolicy.managedBy.
   std::string controller_name = "kubeflow.org/training-operator";
   /// The Training Operator's `init-pytorch` init container on PyTorchJob workers of a job with

@@ -18,8 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kIstioHoldConfig = R"({"holdApplicationUntilProxyStarts": true})";
-
 /// The job, labels and owner every object of the job's replica carries.
 json replica_metadata(const json& job, api::JobKind kind, std::string_view type, int index) {
   const json& meta = job.at("metadata");
@@ -92,9 +90,7 @@ void decorate_pod_template(json& pod_template, std::string_view job_name,
                            std::string_view replica_type, const PlanOptions& options) {
   json& meta = pod_template["metadata"];
   json& spec = pod_template["spec"];
-  if (options.istio_injected_namespace &&
-      !object_member(meta, "annotations").contains(api::annotations::istio_proxy_config))
-    meta["annotations"][std::string(api::annotations::istio_proxy_config)] = kIstioHoldConfig;
+  decorate_istio(pod_template, options.istio_namespace, options.istio_native_sidecars);
   if (options.gang_scheduler == GangScheduler::None)
     return;
   meta["annotations"][std::string(api::annotations::group_name)] = job_name;

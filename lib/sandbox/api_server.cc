@@ -124,15 +124,16 @@ json Faults::to_json() const {
           {"throttleRate", throttle_rate},
           {"dropWatchesAfterSeconds", drop_watches_after.count()},
           {"goneOnWatchResume", gone_on_watch_resume},
-          {"conflictOnUpdate", conflict_on_update}};
+          {"conflictOnUpdate", conflict_on_update},
+          {"forbidExec", forbid_exec}};
 }
 
 Faults Faults::from_json(const json& doc) {
   if (!doc.is_object())
     fail(ErrorKind::BadRequest, 400, "faults must be a JSON object");
-  static const std::set<std::string> known = {"latencyMilliseconds", "errorRate",
-                                              "throttleRate",        "dropWatchesAfterSeconds",
-                                              "goneOnWatchResume",   "conflictOnUpdate"};
+  static const std::set<std::string> known = {
+      "latencyMilliseconds", "errorRate",        "throttleRate", "dropWatchesAfterSeconds",
+      "goneOnWatchResume",   "conflictOnUpdate", "forbidExec"};
   for (const auto& [key, value] : doc.items()) {
     if (!known.count(key))
       fail(ErrorKind::BadRequest, 400, fmt::format("unknown fault {:?}", key));
@@ -145,6 +146,7 @@ Faults Faults::from_json(const json& doc) {
     f.drop_watches_after = std::chrono::seconds(doc.value("dropWatchesAfterSeconds", 0));
     f.gone_on_watch_resume = doc.value("goneOnWatchResume", false);
     f.conflict_on_update = doc.value("conflictOnUpdate", false);
+    f.forbid_exec = doc.value("forbidExec", false);
     if (f.error_rate < 0 || f.error_rate > 1 || f.throttle_rate < 0 || f.throttle_rate > 1) {
       fail(ErrorKind::BadRequest, 400, "errorRate and throttleRate are fractions in [0, 1]");
     }
@@ -359,6 +361,7 @@ void ApiServer::serve(const Request& request, ResponseWriter& response, const Us
                     .ns = r->ns,
                     .name = r->name});
   }
+  r->user = user.name;
   serve_resource(request, response, *r);
 }
 

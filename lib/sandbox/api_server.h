@@ -33,6 +33,7 @@ struct Faults {
   std::chrono::seconds drop_watches_after{0};  // end every watch after this long; 0 = never
   bool gone_on_watch_resume = false;           // a watch from a resourceVersion gets 410
   bool conflict_on_update = false;             // every PUT and PATCH gets 409
+  bool forbid_exec = false;  // pods/exec gets 403, as RBAC without pods/exec create answers
 
   nlohmann::json to_json() const;
   static Faults from_json(const nlohmann::json& doc);  // throws Error(BadRequest)

@@ -131,6 +131,13 @@ void ApiServer::serve_logs(const Request& request, ResponseWriter& response, con
 }
 
 void ApiServer::serve_exec(const Request& request, ResponseWriter& response, const Route& route) {
+  if (faults().forbid_exec) {
+    // What RBAC answers a caller without `create` on pods/exec, before anything is looked up.
+    fail(ErrorKind::Forbidden, 403,
+         fmt::format("pods {:?} is forbidden: User {:?} cannot create resource \"pods/exec\" in "
+                     "API group \"\" in the namespace {:?} (injected fault)",
+                     route.name, route.user, route.ns));
+  }
   const json pod = store_.get(route.info.group_resource(), route.ns, route.name);
   const std::string container = pick_container(pod, request.param("container"));
   std::vector<std::string> argv;
@@ -174,7 +181,12 @@ void ApiServer::serve_exec(const Request& request, ResponseWriter& response, con
                         {"Sec-WebSocket-Protocol", protocol}});
   const ExecResult result = cluster_->exec(route.ns, route.name, container, argv);
   json status = success_status();
-  if (result.exit_code != 0) {
+  if (!result.failure.empty()) {
+    // The kubelet's stream reports a runtime error as errors.NewInternalError.
+    const std::string message = "error executing command in container: " + result.failure;
+    status = failure_status(500, "InternalError", "Internal error occurred: " + message,
+                            {{"causes", {{{"message", message}}}}});
+  } else if (result.exit_code != 0) {
     std::string command;
     for (const auto& a : argv)
       command += (command.empty() ? "" : " ") + a;

@@ -65,6 +65,20 @@ struct LogChunk {
   bool running = false;
 };
 
+/// One pods/exec a kubelet ran, as an audit log records it.
+struct ExecRecord {
+  std::string namespace_;
+  std::string pod;
+  std::string container;
+  std::vector<std::string> argv;
+  int exit_code = 0;
+  std::string failure;  // ExecResult::failure
+  TimePoint at;
+};
+
+/// How many ExecRecords a cluster keeps (the oldest are dropped).
+inline constexpr std::size_t kMaxExecHistory = 100'000;
+
 /// Nodes, a scheduler and a kubelet, simulated over a Store. All behaviour is a function of the
 /// store's objects and the clock: `step()` runs one deterministic pass (tests drive it with a
 /// fake clock); `start()` runs passes on a thread whenever pods change or a timed change (a
@@ -104,6 +118,9 @@ class SimulatedCluster {
   /// Error(BadRequest) with the API server's wording when the container cannot be exec'd into.
   ExecResult exec(const std::string& ns, const std::string& pod, const std::string& container,
                   const std::vector<std::string>& argv);
+  /// The execs run so far (at most kMaxExecHistory, oldest first), for tests and benchmarks that
+  /// check what a controller exec'd, as an audit log would show it.
+  std::vector<ExecRecord> exec_history() const;
   /// Ends the pod's running istio-proxy container with exit code 0, as its quit endpoint does.
   /// Throws like exec() when there is none running.
   void quit_istio_proxy(const std::string& ns, const std::string& pod);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -152,6 +153,7 @@ struct SimulatedCluster::Impl {
   std::mutex mu;  // guards the state below
   std::vector<OwnNode> own_nodes;
   std::map<std::string, PodEntry> pods;  // by "namespace/name"
+  std::deque<ExecRecord> execs;          // exec_history()
 
   std::mutex loop_mu;  // guards the loop's control
   std::condition_variable loop_cv;

@@ -215,7 +215,15 @@ ExecResult SimulatedCluster::exec(const std::string& ns, const std::string& pod,
   ExecResult result = run_exec_command(argv, context, quit);
   if (quit && entry.sim->quit_istio_proxy(now))
     impl_->after_quit(entry, now);
+  if (impl_->execs.size() == kMaxExecHistory)
+    impl_->execs.pop_front();
+  impl_->execs.push_back({ns, pod, c.name, argv, result.exit_code, result.failure, now});
   return result;
+}
+
+std::vector<ExecRecord> SimulatedCluster::exec_history() const {
+  std::lock_guard lock(impl_->mu);
+  return {impl_->execs.begin(), impl_->execs.end()};
 }
 
 void SimulatedCluster::quit_istio_proxy(const std::string& ns, const std::string& pod) {

@@ -8,7 +8,10 @@
 #include <charconv>
 #include <cmath>
 #include <ctime>
+#include <functional>
 #include <map>
+#include <set>
+#include <sstream>
 
 #include "api/well_known.h"
 #include "json_access.h"
@@ -118,9 +121,25 @@ std::optional<std::string> read_file(const ExecContext& context, std::string_vie
   return std::nullopt;
 }
 
+/// The commands the container's image lacks: the per-container annotation, else the pod's.
+std::set<std::string> absent_commands(const ExecContext& context) {
+  const std::string key(api::annotations::sandbox_absent_commands);
+  const nlohmann::json& annotations =
+      object_member(object_member(context.pod, "metadata"), "annotations");
+  const std::string per_container = key + "." + string_member(context.container, "name");
+  const std::string listed = string_member(
+      annotations, annotations.contains(per_container) ? std::string_view(per_container) : key);
+  std::set<std::string> absent;
+  std::istringstream words(listed);
+  for (std::string word; words >> word;)
+    absent.insert(word);
+  return absent;
+}
+
 struct ShellState {
   const ExecContext& context;
   std::map<std::string, std::string> env;
+  std::set<std::string> absent;
   ExecResult result;
   bool& quit_proxy;
   bool exited = false;
@@ -318,6 +337,10 @@ int run_command(ShellState& shell, const std::vector<std::string>& argv) {
   const std::string command = basename(argv[0]);
   const std::vector<std::string> args(argv.begin() + 1, argv.end());
   ExecResult& out = shell.result;
+  if (shell.absent.contains(command)) {
+    out.stderr_text += fmt::format("sh: {}: not found\n", argv[0]);
+    return 127;
+  }
   if ((command == "sh" || command == "bash" || command == "ash" || command == "dash")) {
     if (args.size() >= 2 && args[0] == "-c")
       return run_script(shell, args[1]);
@@ -394,7 +417,16 @@ int run_command(ShellState& shell, const std::vector<std::string>& argv) {
 ExecResult run_exec_command(const std::vector<std::string>& argv, const ExecContext& context,
                             bool& quit_proxy) {
   quit_proxy = false;
-  ShellState shell{context, environment(context), {}, quit_proxy};
+  ShellState shell{context, environment(context), absent_commands(context), {}, quit_proxy};
+  if (!argv.empty() && shell.absent.contains(basename(argv[0]))) {
+    // The runtime execs argv directly: no shell says "not found", the exec itself fails.
+    shell.result.failure = fmt::format(
+        "failed to exec in container: failed to start exec {:?}: OCI runtime exec failed: exec "
+        "failed: unable to start container process: exec: {:?}: executable file not found in "
+        "$PATH: unknown",
+        fmt::format("{:016x}", std::hash<std::string>{}(uid_of(context.pod) + argv[0])), argv[0]);
+    return shell.result;
+  }
   shell.result.exit_code = run_command(shell, argv);
   return shell.result;
 }

@@ -178,6 +178,9 @@ struct ExecResult {
   int exit_code = 0;
   std::string stdout_text;
   std::string stderr_text;
+  /// Set when the runtime could not start the command at all (its executable is not in the
+  /// image): the runtime's error, which pods/exec reports as an InternalError, with no exit code.
+  std::string failure;
 };
 
 /// What an exec'd command can see: its pod and container, and files mounted from ConfigMaps
@@ -200,8 +203,10 @@ std::optional<int> parse_exit_code(std::string_view text);
 /// from ConfigMaps/Secrets), env/printenv, sleep, exit, `sh -c` / `bash -c` with `;`, `&&` and
 /// `||`, and Istio's quit (`pilot-agent request POST quitquitquit`, `curl -X POST
 /// localhost:15020/quitquitquit` or `:15000/quitquitquit`), which only istio-proxy answers.
-/// Anything else exits 127 with "sh: <cmd>: not found". Sets `quit_proxy` when the command
-/// told the proxy to quit.
+/// Anything else exits 127 with "sh: <cmd>: not found". Commands the image lacks
+/// (sandbox_absent_commands: per container, else per pod) are "not found" (127) inside a shell;
+/// exec'd directly they fail as containerd fails them ("executable file not found in $PATH", in
+/// ExecResult::failure). Sets `quit_proxy` when the command told the proxy to quit.
 ExecResult run_exec_command(const std::vector<std::string>& argv, const ExecContext& context,
                             bool& quit_proxy);
 

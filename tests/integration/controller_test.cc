@@ -596,33 +596,6 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
   })) << client().get(kube::resources::queues(), "", "quota")["status"].dump();
 }
 
-TEST_F(ControllerTest, IstioSidecarIsStoppedOnceTrainingContainersFinish) {
-  client().patch(kube::resources::namespaces(), "", "default", kube::PatchType::Merge,
-                 {{"metadata", {{"labels", {{"istio-injection", "enabled"}}}}}});
-  start();
-  create(kube::resources::job(api::JobKind::TFJob), R"(
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: meshed}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 1
-      template:
-        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.3"}}
-        spec:
-          containers:
-          - {name: tensorflow, image: tf:2}
-          - {name: istio-proxy, image: istio/proxyv2:1.22}
-)");
-  ASSERT_TRUE(wait_until([&] { return pods_of("meshed").size() == 1; }));
-  const json pod = pods_of("meshed")[0];
-  EXPECT_EQ(pod["metadata"]["annotations"]["proxy.istio.io/config"],
-            R"({"holdApplicationUntilProxyStarts": true})");
-  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "meshed", "Succeeded"));
-  EXPECT_EQ(pods_of("meshed")[0]["status"]["phase"], "Succeeded");
-}
-
 // Creates go out in slow-start batches (1, 2, 4, ...) as the Kubernetes Job controller sends
 // them, each batch concurrently: a template the server rejects costs one request, a batch with an
 // error is the last one sent, and a good plan creates everything.

@@ -245,6 +245,53 @@ TEST_F(SandboxClusterTest, ExecRunsKnownCommandsAndExits127ForOthers) {
   EXPECT_EQ(missing.kind(), ErrorKind::NotFound);
 }
 
+// An image without a command: exec'd directly, the runtime fails it as containerd does (an
+// InternalError Status, no exit code); inside a shell it is "not found" (127). The exec history
+// records both, as an audit log would.
+TEST_F(SandboxClusterTest, CommandsTheImageLacksFailAsTheRuntimeFailsThem) {
+  client().create(
+      resources::pods(), "default",
+      pod_manifest("distroless", {{kRunSeconds, "forever"},
+                                  {"sandbox.trainctl.io/absent-commands.main", "curl"}}));
+  ASSERT_TRUE(wait_until([&] { return pod_is(client(), "distroless", "Running"); }));
+  const Error direct = expect_error([&] {
+    client().exec("default", "distroless", {.command = {"curl", "-sf", "localhost"}});
+  });
+  EXPECT_EQ(direct.reason(), "InternalError");
+  EXPECT_THAT(direct.message(),
+              HasSubstr("Internal error occurred: error executing command in container: failed to "
+                        "exec in container"));
+  EXPECT_THAT(direct.message(), HasSubstr("exec: \"curl\": executable file not found in $PATH"));
+  const kube::ExecOutcome shell =
+      client().exec("default", "distroless", {.command = {"sh", "-c", "curl localhost"}});
+  EXPECT_EQ(shell.exit_code, 127);
+  EXPECT_EQ(shell.stderr_data, "sh: curl: not found\n");
+  const auto history = sandbox().cluster().exec_history();
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].pod, "distroless");
+  EXPECT_EQ(history[0].container, "main");
+  EXPECT_EQ(history[0].argv, (std::vector<std::string>{"curl", "-sf", "localhost"}));
+  EXPECT_THAT(history[0].failure, HasSubstr("executable file not found"));
+  EXPECT_EQ(history[1].exit_code, 127);
+}
+
+// The forbidExec fault answers pods/exec as RBAC does for a caller without pods/exec create.
+TEST_F(SandboxClusterTest, ForbidExecFaultAnswersAsRbac) {
+  client().create(resources::pods(), "default", pod_manifest("locked", {{kRunSeconds, "forever"}}));
+  ASSERT_TRUE(wait_until([&] { return pod_is(client(), "locked", "Running"); }));
+  sandbox().api().set_faults({.forbid_exec = true});
+  const Error denied =
+      expect_error([&] { client().exec("default", "locked", {.command = {"true"}}); });
+  EXPECT_EQ(denied.kind(), ErrorKind::Forbidden);
+  EXPECT_THAT(denied.message(),
+              HasSubstr("pods \"locked\" is forbidden: User \"trainctl-admin\" cannot "
+                        "create resource \"pods/exec\" in API group \"\" in the namespace "
+                        "\"default\""));
+  EXPECT_TRUE(sandbox().cluster().exec_history().empty());
+  sandbox().api().set_faults({});
+  EXPECT_EQ(client().exec("default", "locked", {.command = {"true"}}).exit_code, 0);
+}
+
 TEST_F(SandboxClusterTest, IstioProxyKeepsThePodRunningUntilToldToQuit) {
   json pod = pod_manifest("meshed", {{std::string(kRunSeconds) + ".main", "0.2"}});
   pod["spec"]["restartPolicy"] = "Never";
