@@ -15,6 +15,10 @@ FieldError invalid_value(std::string field, const std::string& quoted_value, std
           "Invalid value: " + quoted_value + ": " + std::string(msg)};
 }
 
+FieldError immutable(std::string field, const std::string& quoted_value) {
+  return invalid_value(std::move(field), quoted_value, "field is immutable");
+}
+
 FieldError required_value(std::string field, std::string_view detail) {
   return {"FieldValueRequired", std::move(field),
           detail.empty() ? "Required value" : "Required value: " + std::string(detail)};
