@@ -101,8 +101,11 @@ class JobStrategy final : public ResourceStrategy {
     if (part != WritePart::Main)
       return;
     std::vector<FieldError> errs = default_and_validate(next);
+    // The server defaults what it reads from storage too, so both sides compare defaulted.
+    json stored = old;
+    default_and_validate(stored);
     const json& spec = object_member(next, "spec");
-    const json& old_spec = object_member(old, "spec");
+    const json& old_spec = object_member(stored, "spec");
     if (!has_field(spec, "selector") && member(spec, "manualSelector") != json(true))
       errs.push_back(required_value("spec.selector", ""));
     // ValidateJobSpec: the selector must match the pods the template makes.
@@ -117,7 +120,7 @@ class JobStrategy final : public ResourceStrategy {
       check_immutable(member(spec, field), member(old_spec, field), field, errs);
     json old_template = object_member(old_spec, "template");
     if (member(old_spec, "suspend") == json(true) &&
-        member(object_member(old, "status"), "startTime").is_null())
+        member(object_member(stored, "status"), "startTime").is_null())
       take_scheduling_directives(old_template, object_member(spec, "template"));
     check_immutable(member(spec, "template"), old_template, "template", errs);
     check_immutable(member(spec, "completionMode"), member(old_spec, "completionMode"),
