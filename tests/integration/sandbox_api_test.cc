@@ -690,7 +690,8 @@ TEST_F(SandboxErrorTest, PodWithoutImageIsInvalidNamingTheField) {
 
 TEST_F(SandboxErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
   // The server cannot decode the body into a v1.ConfigMap (data is map[string]string): 400
-  // BadRequest with the decoder's words, on create, update and patch alike.
+  // BadRequest with the decoder's words (handlers/rest.go transformDecodeError) on a create or
+  // an update.
   json cm = configmap("numbers");
   cm["data"]["replicas"] = 3;
   Error e = expect_error([&] { client().create(resources::configmaps(), "default", cm); });
@@ -719,11 +720,19 @@ TEST_F(SandboxErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
   EXPECT_THAT(
       expect_error([&] { client().update(resources::configmaps(), "default", created); }).message(),
       HasSubstr("cannot unmarshal bool into Go struct field ConfigMap.data of type string"));
-  EXPECT_EQ(expect_error([&] {
-              client().patch(resources::configmaps(), "default", "numbers", kube::PatchType::Merge,
-                             {{"binaryData", {{"blob", 1}}}});
-            }).kind(),
-            ErrorKind::BadRequest);
+  // A patch whose result does not decode is applyPatchToCurrentObject's 422 on `patch`.
+  const Error patched = expect_error([&] {
+    client().patch(resources::configmaps(), "default", "numbers", kube::PatchType::Merge,
+                   {{"binaryData", {{"blob", 1}}}});
+  });
+  EXPECT_EQ(patched.kind(), ErrorKind::Invalid);
+  EXPECT_EQ(patched.http_code(), 422);
+  EXPECT_EQ(patched.status()["details"]["causes"][0]["field"], "patch");
+  EXPECT_THAT(patched.message(),
+              HasSubstr(": json: cannot unmarshal number into Go struct field ConfigMap.binaryData "
+                        "of type []uint8"));
+  const std::string message = patched.status()["message"];
+  EXPECT_EQ(message.rfind(" \"\" is invalid: patch: Invalid value: \"{", 0), 0u) << message;
 }
 
 TEST_F(SandboxErrorTest, MissingNamespaceIsNotFound) {
@@ -1443,15 +1452,26 @@ TEST_F(SandboxJobTest, JobUpdateKeepsCompletionsSelectorAndTemplate) {
       "message": "Invalid value: core.PodTemplateSpec{...}: field is immutable",
       "field": "spec.template"}])"));
 
+  // ValidateGeneratedSelector, then ValidateJobSpec twice (once in ValidateJob, once in
+  // ValidateJobSpecUpdate: listed twice among the causes, once in the message), then immutable.
   e = update_error([](json& j) { j["spec"]["selector"]["matchLabels"]["extra"] = "x"; });
-  ASSERT_EQ(e.status()["details"]["causes"].size(), 2u) << e.status().dump();
-  EXPECT_EQ(e.status()["details"]["causes"][0]["field"], "spec.template.metadata.labels")
-      << "the new selector no longer matches the template's labels";
-  EXPECT_EQ(e.status()["details"]["causes"][1]["message"],
-            "Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"controller-uid\":\"" +
-                uid +
-                "\", \"extra\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: "
-                "field is immutable");
+  const std::string selector =
+      "v1.LabelSelector{MatchLabels:map[string]string{\"controller-uid\":\"" + uid +
+      "\", \"extra\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}";
+  const std::string labels = "map[string]string{\"app\":\"launcher\", \"controller-uid\":\"" + uid +
+                             "\", \"job-name\":\"fixed\"}";
+  EXPECT_EQ(e.status()["message"],
+            "Job.batch \"fixed\" is invalid: [spec.selector: Invalid value: " + selector +
+                ": `selector` not auto-generated, spec.template.metadata.labels: Invalid value: " +
+                labels +
+                ": `selector` does not match template `labels`, spec.selector: Invalid "
+                "value: " +
+                selector + ": field is immutable]");
+  std::vector<std::string> fields;
+  for (const json& cause : e.status()["details"]["causes"])
+    fields.push_back(cause["field"]);
+  EXPECT_EQ(fields, (std::vector<std::string>{"spec.selector", "spec.template.metadata.labels",
+                                              "spec.template.metadata.labels", "spec.selector"}));
 
   e = update_error([](json& j) { j["spec"]["completionMode"] = "Indexed"; });
   EXPECT_EQ(e.status()["details"]["causes"][0]["field"], "spec.completionMode");

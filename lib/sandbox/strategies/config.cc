@@ -25,19 +25,17 @@ std::string json_kind(const json& value) {
   return "string";
 }
 
-/// Decoding `data` and `binaryData` into a v1.ConfigMap: maps of strings (base64 for binaryData);
-/// a null value decodes as "". Anything else is the decoder's 400, as the real server answers.
-void check_decodes(json& cm) {
-  auto fail = [](const std::string& field, const json& value, const char* go_type) {
-    throw bad_request(
-        fmt::format("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot "
-                    "unmarshal {} into Go struct field ConfigMap.{} of type {}",
-                    json_kind(value), field, go_type));
-  };
+/// Decoding `data` and `binaryData` into a v1.ConfigMap: maps of strings (base64 for
+/// binaryData, not checked); a null value decodes as "".
+std::optional<std::string> decode_config_map(json& cm) {
   struct Field {
     const char* name;
     const char* map_type;
     const char* value_type;
+  };
+  auto error = [](const char* field, const json& value, const char* go_type) {
+    return fmt::format("json: cannot unmarshal {} into Go struct field ConfigMap.{} of type {}",
+                       json_kind(value), field, go_type);
   };
   for (const Field& f : {Field{"data", "map[string]string", "string"},
                          Field{"binaryData", "map[string][]uint8", "[]uint8"}}) {
@@ -45,14 +43,16 @@ void check_decodes(json& cm) {
       continue;
     json& map = cm[f.name];
     if (!map.is_object())
-      fail(f.name, map, f.map_type);
-    for (auto& [key, value] : map.items()) {
+      return error(f.name, map, f.map_type);
+    for (auto& item : map.items()) {
+      json& value = item.value();
       if (value.is_null())
         value = "";
       else if (!value.is_string())
-        fail(f.name, value, f.value_type);
+        return error(f.name, value, f.value_type);
     }
   }
+  return std::nullopt;
 }
 
 class ConfigMapStrategy final : public ResourceStrategy {
@@ -60,12 +60,7 @@ class ConfigMapStrategy final : public ResourceStrategy {
   ConfigMapStrategy()
       : ResourceStrategy({"", "v1", "configmaps", "ConfigMap", true, false}, {"cm"}) {}
 
-  void admit(json& cm, const AdmissionContext&) const override { check_decodes(cm); }
-
-  void prepare_for_update(const json& old, json& next, WritePart part) const override {
-    ResourceStrategy::prepare_for_update(old, next, part);
-    check_decodes(next);
-  }
+  std::optional<std::string> decode(json& cm) const override { return decode_config_map(cm); }
 
   std::vector<PrintColumn> columns(const std::string&) const override {
     return {

@@ -31,10 +31,10 @@ std::string go_string_map(const json& map) {
   return "map[string]string{" + pairs + "}";
 }
 
-/// How field.Invalid prints a job field's Go value in "field is immutable": numbers as they are,
+/// How field.Invalid prints the Go value of a job's spec.<field>: numbers as they are,
 /// strings quoted, absent ones as null, a label selector with %#v. A pod template is printed
 /// with %#v too, every field of core.PodTemplateSpec, which the sandbox shortens to its type.
-std::string immutable_value(const std::string& field, const json& value) {
+std::string spec_field_value(const std::string& field, const json& value) {
   if (value.is_null())
     return "null";
   if (value.is_string())
@@ -53,7 +53,7 @@ std::string immutable_value(const std::string& field, const json& value) {
 void check_immutable(const json& value, const json& old, const std::string& field,
                      std::vector<FieldError>& errs) {
   if (value != old)
-    errs.push_back(immutable("spec." + field, immutable_value(field, value)));
+    errs.push_back(immutable("spec." + field, spec_field_value(field, value)));
 }
 
 /// validatePodTemplateUpdate's exception for a suspended job that never started: the old
@@ -77,8 +77,11 @@ void take_scheduling_directives(json& old_template, const json& next_template) {
   const json& next_affinity = member(next_spec, "affinity");
   if (next_affinity.is_object())
     take(ensure_object(old_spec, "affinity"), next_affinity, "nodeAffinity");
-  else if (old_spec.contains("affinity") && old_spec["affinity"].is_object())
+  else if (old_spec.contains("affinity") && old_spec["affinity"].is_object()) {
     old_spec["affinity"].erase("nodeAffinity");
+    if (old_spec["affinity"].empty())
+      old_spec.erase("affinity");
+  }
 }
 
 class JobStrategy final : public ResourceStrategy {
@@ -91,31 +94,25 @@ class JobStrategy final : public ResourceStrategy {
       throw invalid(info().group, info().kind, name_of(job), errs);
   }
 
-  /// ValidateJobUpdate on top of what a create checks (the server defaults and validates the
-  /// whole job again): completions, selector, completionMode and the pod template are immutable
-  /// (ValidateJobSpecUpdate). A suspended job that never started may change its template's
-  /// labels, annotations, node selector, affinity, tolerations and scheduling gates
-  /// (validatePodTemplateUpdate, JobMutableNodeSchedulingDirectives).
+  /// jobStrategy.ValidateUpdate (v1.26): ValidateJob (ValidateGeneratedSelector, then
+  /// ValidateJobSpec) and ValidateJobUpdate, whose ValidateJobSpecUpdate runs ValidateJobSpec
+  /// again (so its errors are listed twice among the causes, once in the message) before
+  /// completions, selector, template and completionMode must stay as they are. A suspended job
+  /// that never started may change its template's labels, annotations, node selector,
+  /// tolerations and node affinity (validatePodTemplateUpdate). Both sides are defaulted: the
+  /// server defaults what it reads from storage too.
   void prepare_for_update(const json& old, json& next, WritePart part) const override {
     ResourceStrategy::prepare_for_update(old, next, part);
     if (part != WritePart::Main)
       return;
-    std::vector<FieldError> errs = default_and_validate(next);
-    // The server defaults what it reads from storage too, so both sides compare defaulted.
+    const std::vector<FieldError> spec_errs = job_spec_errors(next);
+    std::vector<FieldError> errs = generated_selector_errors(next);
+    for (int pass = 0; pass < 2; ++pass)
+      errs.insert(errs.end(), spec_errs.begin(), spec_errs.end());
     json stored = old;
     default_and_validate(stored);
     const json& spec = object_member(next, "spec");
     const json& old_spec = object_member(stored, "spec");
-    if (!has_field(spec, "selector") && member(spec, "manualSelector") != json(true))
-      errs.push_back(required_value("spec.selector", ""));
-    // ValidateJobSpec: the selector must match the pods the template makes.
-    const json& template_meta = object_member(object_member(spec, "template"), "metadata");
-    const auto selector = LabelSelector::from_api(member(spec, "selector"));
-    if (selector && !selector->matches(member(template_meta, "labels"))) {
-      errs.push_back(invalid_value("spec.template.metadata.labels",
-                                   go_string_map(object_member(template_meta, "labels")),
-                                   "`selector` does not match template `labels`"));
-    }
     for (const char* field : {"completions", "selector"})
       check_immutable(member(spec, field), member(old_spec, field), field, errs);
     json old_template = object_member(old_spec, "template");
@@ -191,6 +188,49 @@ class JobStrategy final : public ResourceStrategy {
   }
 
  private:
+  /// ValidateJobSpec on a defaulted job: default_and_validate's checks, then the selector is
+  /// required and must match the template's labels.
+  static std::vector<FieldError> job_spec_errors(json& job) {
+    std::vector<FieldError> errs = default_and_validate(job);
+    const json& spec = object_member(job, "spec");
+    if (!has_field(spec, "selector") && member(spec, "manualSelector") != json(true))
+      errs.push_back(required_value("spec.selector", ""));
+    const json& template_meta = object_member(object_member(spec, "template"), "metadata");
+    const auto selector = LabelSelector::from_api(member(spec, "selector"));
+    if (selector && !selector->matches(member(template_meta, "labels"))) {
+      errs.push_back(invalid_value("spec.template.metadata.labels",
+                                   go_string_map(object_member(template_meta, "labels")),
+                                   "`selector` does not match template `labels`"));
+    }
+    return errs;
+  }
+
+  /// ValidateGeneratedSelector: unless spec.manualSelector, the template carries controller-uid
+  /// and job-name with the job's values and the selector selects exactly those.
+  static std::vector<FieldError> generated_selector_errors(const json& job) {
+    std::vector<FieldError> errs;
+    const json& spec = object_member(job, "spec");
+    if (member(spec, "manualSelector") == json(true) || !has_field(spec, "selector"))
+      return errs;
+    const json& labels =
+        object_member(object_member(object_member(spec, "template"), "metadata"), "labels");
+    const json expected = {{"controller-uid", uid_of(job)}, {"job-name", name_of(job)}};
+    for (const auto& [key, value] : expected.items()) {
+      const std::string field = fmt::format("spec.template.metadata.labels[{}]", key);
+      const std::string must_be = fmt::format("must be '{}'", value.get<std::string>());
+      if (!labels.contains(key))
+        errs.push_back(required_value(field, must_be));
+      else if (labels[key] != value)
+        errs.push_back(invalid_value(field, go_string_map(labels), must_be));
+    }
+    const auto selector = LabelSelector::from_api(member(spec, "selector"));
+    if (selector && !selector->matches(expected)) {
+      errs.push_back(invalid_value("spec.selector", spec_field_value("selector", spec["selector"]),
+                                   "`selector` not auto-generated"));
+    }
+    return errs;
+  }
+
   /// SetDefaults_Job (pkg/apis/batch/v1/defaults.go), the template's pod defaults, and
   /// ValidateJob's checks (pkg/apis/batch/validation) in its order. What needs the uid is
   /// prepare_for_create's.
