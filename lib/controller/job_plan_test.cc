@@ -43,21 +43,6 @@ json tf_job(const json& spec_patch = json::object()) {
   return job;
 }
 
-json pytorch_job(const json& spec_patch = json::object()) {
-  json job = json::parse(R"({
-    "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-    "metadata": {"name": "ddp", "namespace": "team", "uid": "uid-2"},
-    "spec": {"nprocPerNode": "4", "pytorchReplicaSpecs": {
-      "Master": {"replicas": 1, "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "pt:2"}]}}},
-      "Worker": {"replicas": 2, "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "pt:2"}]}}}
-    }}
-  })");
-  job["spec"].merge_patch(spec_patch);
-  return job;
-}
-
 // --- pods and services -------------------------------------------------------------------------
 
 TEST(JobPlanTest, TFJobCreatesOnePodAndHeadlessServicePerReplica) {

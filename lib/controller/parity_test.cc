@@ -163,19 +163,6 @@ TEST(ParityTest, TFJobServicesAreTheOperators) {
 
 // --- PyTorchJob ------------------------------------------------------------------------------
 
-json pytorch_master_workers() {
-  return json::parse(R"({
-    "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-    "metadata": {"name": "ddp", "namespace": "team", "uid": "uid-pt"},
-    "spec": {"nprocPerNode": "4", "pytorchReplicaSpecs": {
-      "Master": {"replicas": 1, "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "pt:2"}]}}},
-      "Worker": {"replicas": 2, "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "pt:2"}]}}}
-    }}
-  })");
-}
-
 json pytorch_labels(const std::string& type, int index) {
   return {{"training.kubeflow.org/operator-name", "pytorchjob-controller"},
           {"training.kubeflow.org/job-name", "ddp"},
@@ -197,7 +184,7 @@ json env_list(const std::vector<std::pair<std::string, std::string>>& vars) {
 // pytorch_defaults.go: restartPolicy OnFailure, pytorchjob-port 23456. initcontainer.go
 // setInitContainer: workers of a job with a Master get init-pytorch.
 TEST(ParityTest, PyTorchMasterAndWorkersPodsAreTheOperators) {
-  const Plan plan = plan_job(pytorch_master_workers(), {}, upstream_options());
+  const Plan plan = plan_job(pytorch_job(), {}, upstream_options());
   const json worker = {
       {"apiVersion", "v1"},
       {"kind", "Pod"},
@@ -205,7 +192,7 @@ TEST(ParityTest, PyTorchMasterAndWorkersPodsAreTheOperators) {
        {{"name", "ddp-worker-1"},
         {"namespace", "team"},
         {"labels", pytorch_labels("worker", 1)},
-        {"ownerReferences", controller_ref("kubeflow.org/v1", "PyTorchJob", "ddp", "uid-pt")}}},
+        {"ownerReferences", controller_ref("kubeflow.org/v1", "PyTorchJob", "ddp", "uid-2")}}},
       {"spec",
        {{"containers",
          {{{"name", "pytorch"},
@@ -248,16 +235,13 @@ TEST(ParityTest, PyTorchMasterAndWorkersPodsAreTheOperators) {
                                                               {"PET_NNODES", "3"}}));
 }
 
+/// pytorch_job without its Master, with an elastic policy (1 to 3 nodes, 5 restarts) and without
+/// spec.nprocPerNode unless `spec_patch` sets one.
 json pytorch_elastic(const json& spec_patch) {
-  json job = json::parse(R"({
-    "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-    "metadata": {"name": "ddp", "namespace": "team", "uid": "uid-pt"},
-    "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 3, "maxRestarts": 5},
-             "pytorchReplicaSpecs": {
-      "Worker": {"replicas": 2, "template": {"spec": {"containers": [
-        {"name": "pytorch", "image": "pt:2"}]}}}
-    }}
-  })");
+  json job = pytorch_job(
+      {{"elasticPolicy", {{"minReplicas", 1}, {"maxReplicas", 3}, {"maxRestarts", 5}}}});
+  job["spec"]["pytorchReplicaSpecs"].erase("Master");
+  job["spec"].erase("nprocPerNode");
   job["spec"].merge_patch(spec_patch);
   return job;
 }
@@ -306,7 +290,7 @@ TEST(ParityTest, PyTorchMetricsMakeTheOperatorsAutoscaler) {
       {"metadata",
        {{"name", "ddp"},
         {"namespace", "team"},
-        {"ownerReferences", controller_ref("kubeflow.org/v1", "PyTorchJob", "ddp", "uid-pt")}}},
+        {"ownerReferences", controller_ref("kubeflow.org/v1", "PyTorchJob", "ddp", "uid-2")}}},
       {"spec",
        {{"scaleTargetRef",
          {{"kind", "PyTorchJob"}, {"name", "ddp"}, {"apiVersion", "kubeflow.org/v1"}}},
@@ -534,7 +518,7 @@ json upstream_condition(const std::string& status, const std::string& reason,
 // <namespace>/<name> in these messages, as upstream's other messages do (README: condition
 // messages may word things differently); types, statuses and reasons are upstream's.
 TEST(ParityTest, SuspendAndResumeConditionsAreTheOperators) {
-  for (json job : {tf_all_roles(), pytorch_master_workers()}) {
+  for (json job : {tf_all_roles(), pytorch_job()}) {
     const std::string kind = job["kind"];
     const std::string name = "team/" + job["metadata"]["name"].get<std::string>();
     FakeCluster cluster = running_cluster(job);
@@ -596,7 +580,7 @@ TEST(ParityTest, DeadlineAndBackoffFailuresAreTheOperators) {
 
   // OnFailure: container restarts count against the limit (PastBackoffLimit). Upstream fails
   // once they reach it; trainctl once they pass it (README: backoffLimit N allows N restarts).
-  json job = pytorch_master_workers();
+  json job = pytorch_job();
   job["spec"]["runPolicy"]["backoffLimit"] = 1;
   FakeCluster backoff = running_cluster(job);
   backoff.pod("ddp-worker-0")["status"]["containerStatuses"] = {

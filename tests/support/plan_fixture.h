@@ -24,6 +24,22 @@ using std::chrono::seconds;
 
 inline const std::chrono::system_clock::time_point kStart{seconds(1'800'000'000)};
 
+/// A PyTorchJob `ddp` in `team`: one Master, two Workers, nprocPerNode 4; `spec_patch` merged in.
+inline json pytorch_job(const json& spec_patch = json::object()) {
+  json job = json::parse(R"({
+    "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+    "metadata": {"name": "ddp", "namespace": "team", "uid": "uid-2"},
+    "spec": {"nprocPerNode": "4", "pytorchReplicaSpecs": {
+      "Master": {"replicas": 1, "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "pt:2"}]}}},
+      "Worker": {"replicas": 2, "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "pt:2"}]}}}
+    }}
+  })");
+  job["spec"].merge_patch(spec_patch);
+  return job;
+}
+
 inline PlanOptions options(seconds after_start = seconds(0)) {
   PlanOptions o;
   o.now = kStart + after_start;
