@@ -727,6 +727,7 @@ TEST_F(SandboxErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
   });
   EXPECT_EQ(patched.kind(), ErrorKind::Invalid);
   EXPECT_EQ(patched.http_code(), 422);
+  EXPECT_EQ(patched.status()["details"].size(), 1u) << "only causes: no kind, no name";
   EXPECT_EQ(patched.status()["details"]["causes"][0]["field"], "patch");
   EXPECT_THAT(patched.message(),
               HasSubstr(": json: cannot unmarshal number into Go struct field ConfigMap.binaryData "
@@ -1491,6 +1492,9 @@ TEST_F(SandboxJobTest, SuspendedJobThatNeverRanMayChangeItsSchedulingDirectives)
   // nodeSelector, tolerations and node affinity, nothing else.
   json job = batch_job("queued");
   job["spec"]["suspend"] = true;
+  job["spec"]["template"]["spec"]["affinity"] = json::parse(R"({"nodeAffinity": {
+      "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}]}}})");
   client().create(resources::jobs(), "default", job);
   json changed = client().get(resources::jobs(), "default", "queued");
   json& tmpl = changed["spec"]["template"];
@@ -1498,8 +1502,10 @@ TEST_F(SandboxJobTest, SuspendedJobThatNeverRanMayChangeItsSchedulingDirectives)
   tmpl["metadata"]["annotations"] = {{"placed", "yes"}};
   tmpl["spec"]["nodeSelector"] = {{"pool", "gpu"}};
   tmpl["spec"]["tolerations"] = {{{"key", "gpu"}, {"operator", "Exists"}}};
+  tmpl["spec"].erase("affinity");  // an affinity of only nodeAffinity may go
   const json updated = client().update(resources::jobs(), "default", changed);
   EXPECT_EQ(updated["spec"]["template"]["spec"]["nodeSelector"], json({{"pool", "gpu"}}));
+  EXPECT_FALSE(updated["spec"]["template"]["spec"].contains("affinity"));
 
   changed = updated;
   changed["spec"]["template"]["spec"]["containers"][0]["image"] = "other";
