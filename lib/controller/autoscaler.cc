@@ -20,7 +20,7 @@ std::optional<json> desired_autoscaler(const json& job) {
               {"metadata",
                {{"name", name_of(job)},
                 {"namespace", namespace_of(job)},
-                {"labels", job_labels(api::JobKind::PyTorchJob, name_of(job))},
+                {"labels", managed_labels(name_of(job))},
                 {"ownerReferences", json::array({controller_reference(job)})}}},
               {"spec",
                {{"scaleTargetRef",

@@ -49,6 +49,8 @@ void append_elastic_env(json& env, const json& job, const json& elastic) {
                                                   elastic.value("maxReplicas", workers))));
   if (elastic.contains("maxRestarts"))
     env.push_back(env_var("PET_MAX_RESTARTS", scalar_text(elastic["maxRestarts"])));
+  if (elastic.contains("nProcPerNode"))
+    env.push_back(env_var("PET_NPROC_PER_NODE", scalar_text(elastic["nProcPerNode"])));
   if (elastic.contains("rdzvId"))
     env.push_back(env_var("PET_RDZV_ID", scalar_text(elastic["rdzvId"])));
   if (elastic.contains("rdzvConf") && elastic["rdzvConf"].is_array()) {
@@ -127,13 +129,14 @@ json pytorch_env(const json& job, std::string_view type, int index) {
     env.push_back(env_var("PET_NODE_RANK", rank));
   }
   // Master or not, as the operator's setPodEnv (pytorch/envvar.go): spec.nprocPerNode, which its
-  // defaulting sets to "auto"; the deprecated elasticPolicy.nProcPerNode stands in when only it
-  // is given, so that the variable is never set twice.
+  // defaulting sets to "auto" unless the deprecated elasticPolicy.nProcPerNode is given; that one
+  // comes with the elastic variables (validation refuses both).
   const json& elastic = spec.value("elasticPolicy", json());
   json nproc = spec.value("nprocPerNode", json());
-  if (nproc.is_null() && elastic.is_object())
-    nproc = elastic.value("nProcPerNode", json());
-  env.push_back(env_var("PET_NPROC_PER_NODE", scalar_text(nproc.is_null() ? json("auto") : nproc)));
+  if (nproc.is_null() && !(elastic.is_object() && elastic.contains("nProcPerNode")))
+    nproc = "auto";
+  if (!nproc.is_null())
+    env.push_back(env_var("PET_NPROC_PER_NODE", scalar_text(nproc)));
   if (elastic.is_object())
     append_elastic_env(env, job, elastic);
   else

@@ -95,9 +95,9 @@ std::string hostfile_line(const MpiSpec& spec, std::string_view host, const Plan
 
 /// The metadata of the job's ConfigMap, Secret, Service and launcher Job: the MPI Operator's
 /// `app: <job>` (mpi_job_controller.go newConfigMap, newService, newSSHAuthSecret,
-/// newLauncherJob) plus the job labels the controller's informers select on, controller owner.
+/// newLauncherJob) plus the label the controller's informers select on, controller owner.
 json object_meta(const json& job, const MpiSpec& spec, std::string name) {
-  json labels = job_labels(kKind, spec.name);
+  json labels = managed_labels(spec.name);
   labels["app"] = spec.name;
   return {{"name", std::move(name)},
           {"namespace", spec.namespace_},
@@ -317,12 +317,16 @@ json launcher_job(const json& job, const PlanOptions& options) {
   for (json& var : implementation_env(spec))
     append(container, "env", std::move(var));
   if (!spec.run_launcher_as_worker) {
-    // Empty values keep a launcher that only runs mpirun off the GPUs of its node.
-    append(container, "env", env_var("NVIDIA_VISIBLE_DEVICES", ""));
-    append(container, "env", env_var("NVIDIA_DRIVER_CAPABILITIES", ""));
+    // Empty values keep a launcher that only runs mpirun off the GPUs of its node; Go leaves
+    // the empty value out (nvidiaDisableEnvVars).
+    append(container, "env", {{"name", "NVIDIA_VISIBLE_DEVICES"}});
+    append(container, "env", {{"name", "NVIDIA_DRIVER_CAPABILITIES"}});
   }
   mount_ssh_keys(pod_spec, spec);
   mount_config(pod_spec, spec);
+  // newLauncherPodTemplate owns the template by the MPIJob too (the Job's pods are owned by the
+  // Job: the Job controller does not copy a template's owner references).
+  tmpl["metadata"]["ownerReferences"] = json::array({controller_reference(job)});
 
   json job_spec = {{"template", std::move(tmpl)}};
   const api::RunPolicy run_policy = api::JobView(job).run_policy();

@@ -33,6 +33,10 @@ std::string managed_selector() {
   return std::string(api::labels::job_name);
 }
 
+nlohmann::json managed_labels(std::string_view job_name) {
+  return {{std::string(api::labels::job_name), std::string(job_name)}};
+}
+
 nlohmann::json controller_reference(const nlohmann::json& job) {
   return {{"apiVersion", job.value("apiVersion", "")},
           {"kind", job.value("kind", "")},

@@ -30,6 +30,10 @@ nlohmann::json replica_labels(api::JobKind kind, std::string_view job_name,
 
 /// The selector that finds every object the controller made for any job, for informers.
 std::string managed_selector();
+/// The one label managed_selector() needs: job-name. What the controller makes beyond the
+/// Training Operator's pods and services (MPI ConfigMap, Secret, Service and launcher Job, the
+/// HPA) carries only it besides upstream's own labels.
+nlohmann::json managed_labels(std::string_view job_name);
 
 /// `{apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true}` for `job`.
 nlohmann::json controller_reference(const nlohmann::json& job);

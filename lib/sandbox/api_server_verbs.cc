@@ -60,6 +60,16 @@ DeleteRequest delete_request(const Request& request) {
   return del;
 }
 
+/// transformDecodeError: a body the Go type cannot hold is a 400 naming the kind and version.
+void decode_body(const ResourceStrategy& strategy, const std::string& kind,
+                 const std::string& version, json& object) {
+  if (const auto error = strategy.decode(object)) {
+    fail(ErrorKind::BadRequest, 400,
+         fmt::format("{} in version {:?} cannot be handled as a {}: {}", kind, version, kind,
+                     *error));
+  }
+}
+
 }  // namespace
 
 void ApiServer::serve_list(const Request& request, ResponseWriter& response, const Route& route) {
@@ -199,6 +209,7 @@ void ApiServer::serve_create(const Request& request, ResponseWriter& response, c
   } else {
     meta.erase("namespace");
   }
+  decode_body(*route.strategy, route.info.kind, route.version, obj);
   route.strategy->admit(obj, admission_context());
   const bool dry = dry_run(request);
   json created = store_.create(route.info.group_resource(), std::move(obj), dry);
@@ -235,6 +246,7 @@ void ApiServer::serve_update(const Request& request, ResponseWriter& response, c
   obj["apiVersion"] = route.info.api_version();
   obj["kind"] = route.info.kind;
   obj = route.strategy->from_version(std::move(obj), route.version);
+  decode_body(*route.strategy, route.info.kind, route.version, obj);
   const WritePart part = route.subresource == "status" ? WritePart::Status : WritePart::Main;
   const bool dry = dry_run(request);
   json updated = store_.update(route.info.group_resource(), std::move(obj), part, dry);

@@ -15,6 +15,10 @@ FieldError invalid_value(std::string field, const std::string& quoted_value, std
           "Invalid value: " + quoted_value + ": " + std::string(msg)};
 }
 
+FieldError immutable(std::string field, const std::string& quoted_value) {
+  return invalid_value(std::move(field), quoted_value, "field is immutable");
+}
+
 FieldError required_value(std::string field, std::string_view detail) {
   return {"FieldValueRequired", std::move(field),
           detail.empty() ? "Required value" : "Required value: " + std::string(detail)};
@@ -53,9 +57,12 @@ ApiError invalid(const std::string& group, const std::string& kind, const std::s
       aggregate += (i ? ", " : "") + messages[i];
     aggregate += "]";
   }
-  json details = {{"name", name}, {"kind", kind}, {"causes", std::move(causes)}};
-  if (!group.empty())
-    details["group"] = group;
+  // StatusDetails leaves out what is empty (omitempty), as for a patch that does not decode.
+  json details = {{"causes", std::move(causes)}};
+  for (const auto& [key, value] : {std::pair{"name", &name}, {"group", &group}, {"kind", &kind}}) {
+    if (!value->empty())
+      details[key] = *value;
+  }
   return ApiError(
       ErrorKind::Invalid, 422, "Invalid",
       fmt::format("{} {} is invalid: {}", qualified, validation::go_quote(name), aggregate),

@@ -20,6 +20,8 @@ struct FieldError {
 
 /// field.Invalid: `Invalid value: <quoted_value>: <msg>`.
 FieldError invalid_value(std::string field, const std::string& quoted_value, std::string_view msg);
+/// ValidateImmutableField's error: `Invalid value: <quoted_value>: field is immutable`.
+FieldError immutable(std::string field, const std::string& quoted_value);
 /// field.Required: `Required value[: <detail>]`.
 FieldError required_value(std::string field, std::string_view detail);
 /// field.Forbidden: `Forbidden: <detail>`.

@@ -8,6 +8,9 @@
 
 #include "api/status.h"
 #include "json_access.h"
+#include "sandbox/field_errors.h"
+#include "sandbox/selector.h"
+#include "sandbox/strategy.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -726,6 +729,11 @@ PatchResult patch(Store& store, const std::string& group_resource, const std::st
         break;
     }
     check_identity(patched, *info, ns, name);
+    if (const auto error = strategy_for(*info)->decode(patched)) {
+      // applyPatchToCurrentObject: the patched object does not decode.
+      throw invalid("", "", "",
+                    {invalid_value("patch", validation::go_quote(patched.dump()), *error)});
+    }
     stored = request.from_served ? request.from_served(std::move(patched)) : std::move(patched);
   };
 

@@ -77,8 +77,6 @@ ApiError storage_precondition_conflict(const ResourceStrategy& strategy, const R
 
 ApiError gone(std::string message);
 
-FieldError immutable(std::string field, const std::string& quoted_value);
-
 ApiError invalid(const ResourceInfo& info, const std::string& name,
                  const std::vector<FieldError>& errs);
 

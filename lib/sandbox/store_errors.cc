@@ -193,10 +193,6 @@ ApiError gone(std::string message) {
   return ApiError(ErrorKind::Gone, 410, "Expired", std::move(message));
 }
 
-FieldError immutable(std::string field, const std::string& quoted_value) {
-  return invalid_value(std::move(field), quoted_value, "field is immutable");
-}
-
 ApiError invalid(const ResourceInfo& info, const std::string& name,
                  const std::vector<FieldError>& errs) {
   return sandbox::invalid(info.group, info.kind, name, errs);

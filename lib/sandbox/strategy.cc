@@ -30,6 +30,10 @@ json ResourceStrategy::from_version(json object, const std::string&) const {
   return object;
 }
 
+std::optional<std::string> ResourceStrategy::decode(json&) const {
+  return std::nullopt;
+}
+
 void ResourceStrategy::admit(json&, const AdmissionContext&) const {}
 
 bool ResourceStrategy::tracks_generation() const {

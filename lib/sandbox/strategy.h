@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,15 @@ class ResourceStrategy {
   virtual nlohmann::json to_version(nlohmann::json stored, const std::string& version) const;
   /// An object a client sent in `version`, converted to the storage version.
   virtual nlohmann::json from_version(nlohmann::json object, const std::string& version) const;
+
+  // --- Decoding (the API server, before admission) ---------------------------------------------
+
+  /// What decoding `object` into the Go type does: normalizes what the decoder changes (a null
+  /// string becomes "") and returns its error ("json: cannot unmarshal ..."), nullopt when it
+  /// decodes. The server answers 400 BadRequest for such a create or update body, 422 on `patch`
+  /// for such a patch result. The default decodes anything (a custom resource's schema is not
+  /// checked).
+  virtual std::optional<std::string> decode(nlohmann::json& object) const;
 
   // --- Admission (the API server, before the store) -------------------------------------------
 

@@ -688,6 +688,54 @@ TEST_F(SandboxErrorTest, PodWithoutImageIsInvalidNamingTheField) {
   EXPECT_EQ(e.status()["details"]["causes"][0]["reason"], "FieldValueRequired");
 }
 
+TEST_F(SandboxErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
+  // The server cannot decode the body into a v1.ConfigMap (data is map[string]string): 400
+  // BadRequest with the decoder's words (handlers/rest.go transformDecodeError) on a create or
+  // an update.
+  json cm = configmap("numbers");
+  cm["data"]["replicas"] = 3;
+  Error e = expect_error([&] { client().create(resources::configmaps(), "default", cm); });
+  EXPECT_EQ(e.kind(), ErrorKind::BadRequest);
+  EXPECT_EQ(e.status(), json::parse(R"({
+      "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+      "message": "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string",
+      "reason": "BadRequest", "code": 400})"));
+
+  cm["data"] = {{"nested", {{"a", "b"}}}};
+  EXPECT_THAT(
+      expect_error([&] { client().create(resources::configmaps(), "default", cm); }).message(),
+      HasSubstr("cannot unmarshal object into Go struct field ConfigMap.data of type string"));
+  cm["data"] = json::array({"a"});
+  EXPECT_THAT(
+      expect_error([&] { client().create(resources::configmaps(), "default", cm); }).message(),
+      HasSubstr("cannot unmarshal array into Go struct field ConfigMap.data of type "
+                "map[string]string"));
+
+  // A null value decodes as an empty string.
+  cm["data"] = {{"empty", nullptr}, {"text", "x"}};
+  json created = client().create(resources::configmaps(), "default", cm);
+  EXPECT_EQ(created["data"], json({{"empty", ""}, {"text", "x"}}));
+
+  created["data"]["flag"] = true;
+  EXPECT_THAT(
+      expect_error([&] { client().update(resources::configmaps(), "default", created); }).message(),
+      HasSubstr("cannot unmarshal bool into Go struct field ConfigMap.data of type string"));
+  // A patch whose result does not decode is applyPatchToCurrentObject's 422 on `patch`.
+  const Error patched = expect_error([&] {
+    client().patch(resources::configmaps(), "default", "numbers", kube::PatchType::Merge,
+                   {{"binaryData", {{"blob", 1}}}});
+  });
+  EXPECT_EQ(patched.kind(), ErrorKind::Invalid);
+  EXPECT_EQ(patched.http_code(), 422);
+  EXPECT_EQ(patched.status()["details"].size(), 1u) << "only causes: no kind, no name";
+  EXPECT_EQ(patched.status()["details"]["causes"][0]["field"], "patch");
+  EXPECT_THAT(patched.message(),
+              HasSubstr(": json: cannot unmarshal number into Go struct field ConfigMap.binaryData "
+                        "of type []uint8"));
+  const std::string message = patched.status()["message"];
+  EXPECT_EQ(message.rfind(" \"\" is invalid: patch: Invalid value: \"{", 0), 0u) << message;
+}
+
 TEST_F(SandboxErrorTest, MissingNamespaceIsNotFound) {
   const Error e =
       expect_error([&] { client().create(resources::configmaps(), "nowhere", configmap("a")); });
@@ -1380,6 +1428,91 @@ TEST_F(SandboxJobTest, JobTemplateMustRestartOnFailureOrNever) {
       }).status()["message"],
       "Job.batch \"negative\" is invalid: spec.backoffLimit: Invalid value: -1: must be greater "
       "than or equal to 0");
+}
+
+TEST_F(SandboxJobTest, JobUpdateKeepsCompletionsSelectorAndTemplate) {
+  // ValidateJobSpecUpdate (pkg/apis/batch/validation): completions, selector, completionMode and
+  // the template are immutable; parallelism, activeDeadlineSeconds and suspend are not.
+  json job = client().create(resources::jobs(), "default", batch_job("fixed"));
+  const std::string uid = job["metadata"]["uid"];
+  auto update_error = [&](const std::function<void(json&)>& change) {
+    json changed = client().get(resources::jobs(), "default", "fixed");
+    change(changed);
+    return expect_error([&] { client().update(resources::jobs(), "default", changed); });
+  };
+  Error e = update_error([](json& j) { j["spec"]["completions"] = 2; });
+  EXPECT_EQ(e.kind(), ErrorKind::Invalid);
+  EXPECT_EQ(e.http_code(), 422);
+  EXPECT_EQ(e.status()["message"],
+            "Job.batch \"fixed\" is invalid: spec.completions: Invalid value: 2: field is "
+            "immutable");
+  EXPECT_EQ(e.status()["details"]["causes"][0]["field"], "spec.completions");
+
+  e = update_error([](json& j) { j["spec"]["template"]["spec"]["containers"][0]["image"] = "b"; });
+  EXPECT_EQ(e.status()["details"]["causes"], json::parse(R"([{"reason": "FieldValueInvalid",
+      "message": "Invalid value: core.PodTemplateSpec{...}: field is immutable",
+      "field": "spec.template"}])"));
+
+  // ValidateGeneratedSelector, then ValidateJobSpec twice (once in ValidateJob, once in
+  // ValidateJobSpecUpdate: listed twice among the causes, once in the message), then immutable.
+  e = update_error([](json& j) { j["spec"]["selector"]["matchLabels"]["extra"] = "x"; });
+  const std::string selector =
+      "v1.LabelSelector{MatchLabels:map[string]string{\"controller-uid\":\"" + uid +
+      "\", \"extra\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}";
+  const std::string labels = "map[string]string{\"app\":\"launcher\", \"controller-uid\":\"" + uid +
+                             "\", \"job-name\":\"fixed\"}";
+  EXPECT_EQ(e.status()["message"],
+            "Job.batch \"fixed\" is invalid: [spec.selector: Invalid value: " + selector +
+                ": `selector` not auto-generated, spec.template.metadata.labels: Invalid value: " +
+                labels +
+                ": `selector` does not match template `labels`, spec.selector: Invalid "
+                "value: " +
+                selector + ": field is immutable]");
+  std::vector<std::string> fields;
+  for (const json& cause : e.status()["details"]["causes"])
+    fields.push_back(cause["field"]);
+  EXPECT_EQ(fields, (std::vector<std::string>{"spec.selector", "spec.template.metadata.labels",
+                                              "spec.template.metadata.labels", "spec.selector"}));
+
+  e = update_error([](json& j) { j["spec"]["completionMode"] = "Indexed"; });
+  EXPECT_EQ(e.status()["details"]["causes"][0]["field"], "spec.completionMode");
+
+  // A job read back and written again is unchanged; parallelism and the deadline may change.
+  json same = client().get(resources::jobs(), "default", "fixed");
+  same["spec"]["parallelism"] = 3;
+  same["spec"]["activeDeadlineSeconds"] = 600;
+  const json updated = client().update(resources::jobs(), "default", same);
+  EXPECT_EQ(updated["spec"]["parallelism"], 3);
+  EXPECT_EQ(updated["metadata"]["generation"], 2);
+}
+
+TEST_F(SandboxJobTest, SuspendedJobThatNeverRanMayChangeItsSchedulingDirectives) {
+  // validatePodTemplateUpdate with JobMutableNodeSchedulingDirectives (beta, on in v1.26): a
+  // suspended job without startTime may change its template's labels, annotations,
+  // nodeSelector, tolerations and node affinity, nothing else.
+  json job = batch_job("queued");
+  job["spec"]["suspend"] = true;
+  job["spec"]["template"]["spec"]["affinity"] = json::parse(R"({"nodeAffinity": {
+      "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}]}}})");
+  client().create(resources::jobs(), "default", job);
+  json changed = client().get(resources::jobs(), "default", "queued");
+  json& tmpl = changed["spec"]["template"];
+  tmpl["metadata"]["labels"]["queue"] = "a";
+  tmpl["metadata"]["annotations"] = {{"placed", "yes"}};
+  tmpl["spec"]["nodeSelector"] = {{"pool", "gpu"}};
+  tmpl["spec"]["tolerations"] = {{{"key", "gpu"}, {"operator", "Exists"}}};
+  tmpl["spec"].erase("affinity");  // an affinity of only nodeAffinity may go
+  const json updated = client().update(resources::jobs(), "default", changed);
+  EXPECT_EQ(updated["spec"]["template"]["spec"]["nodeSelector"], json({{"pool", "gpu"}}));
+  EXPECT_FALSE(updated["spec"]["template"]["spec"].contains("affinity"));
+
+  changed = updated;
+  changed["spec"]["template"]["spec"]["containers"][0]["image"] = "other";
+  EXPECT_EQ(expect_error([&] {
+              client().update(resources::jobs(), "default", changed);
+            }).status()["details"]["causes"][0]["field"],
+            "spec.template");
 }
 
 TEST_F(SandboxJobTest, JobPastItsActiveDeadlineFailsOnTimeAndItsPodIsKilled) {

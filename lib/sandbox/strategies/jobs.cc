@@ -21,63 +21,109 @@ bool has_field(const json& obj, const char* key) {
   return !member(obj, key).is_null();
 }
 
+/// A map[string]string as Go's %#v prints it: keys sorted, `"k":"v"` pairs.
+std::string go_string_map(const json& map) {
+  std::string pairs;
+  for (const auto& [key, value] : map.items()) {
+    pairs += fmt::format("{}{}:{}", pairs.empty() ? "" : ", ", validation::go_quote(key),
+                         validation::go_quote(value.is_string() ? value.get<std::string>() : ""));
+  }
+  return "map[string]string{" + pairs + "}";
+}
+
+/// How field.Invalid prints the Go value of a job's spec.<field>: numbers as they are,
+/// strings quoted, absent ones as null, a label selector with %#v. A pod template is printed
+/// with %#v too, every field of core.PodTemplateSpec, which the sandbox shortens to its type.
+std::string spec_field_value(const std::string& field, const json& value) {
+  if (value.is_null())
+    return "null";
+  if (value.is_string())
+    return validation::go_quote(value.get<std::string>());
+  if (field == "template")
+    return "core.PodTemplateSpec{...}";
+  if (field != "selector")
+    return value.dump();
+  return fmt::format(
+      "v1.LabelSelector{{MatchLabels:{}, MatchExpressions:[]v1.LabelSelectorRequirement{}}}",
+      go_string_map(object_member(value, "matchLabels")),
+      array_member(value, "matchExpressions").empty() ? "(nil)" : "{...}");
+}
+
+/// ValidateImmutableField for spec.<field>.
+void check_immutable(const json& value, const json& old, const std::string& field,
+                     std::vector<FieldError>& errs) {
+  if (value != old)
+    errs.push_back(immutable("spec." + field, spec_field_value(field, value)));
+}
+
+/// validatePodTemplateUpdate's exception for a suspended job that never started: the old
+/// template takes the new one's labels, annotations, node selector, tolerations and node affinity
+/// before the two are compared.
+void take_scheduling_directives(json& old_template, const json& next_template) {
+  json& old_meta = ensure_object(old_template, "metadata");
+  json& old_spec = ensure_object(old_template, "spec");
+  const json& next_meta = object_member(next_template, "metadata");
+  const json& next_spec = object_member(next_template, "spec");
+  auto take = [](json& into, const json& from, const char* key) {
+    if (from.contains(key))
+      into[key] = from[key];
+    else
+      into.erase(key);
+  };
+  take(old_meta, next_meta, "labels");
+  take(old_meta, next_meta, "annotations");
+  take(old_spec, next_spec, "nodeSelector");
+  take(old_spec, next_spec, "tolerations");
+  const json& next_affinity = member(next_spec, "affinity");
+  if (next_affinity.is_object())
+    take(ensure_object(old_spec, "affinity"), next_affinity, "nodeAffinity");
+  else if (old_spec.contains("affinity") && old_spec["affinity"].is_object()) {
+    old_spec["affinity"].erase("nodeAffinity");
+    if (old_spec["affinity"].empty())
+      old_spec.erase("affinity");
+  }
+}
+
 class JobStrategy final : public ResourceStrategy {
  public:
   JobStrategy() : ResourceStrategy({"batch", "v1", "jobs", "Job", true, true}) {}
 
-  /// SetDefaults_Job (pkg/apis/batch/v1/defaults.go), the template's pod defaults, and
-  /// ValidateJob's checks (pkg/apis/batch/validation) in its order. What needs the uid is
-  /// prepare_for_create's.
   void admit(json& job, const AdmissionContext&) const override {
-    json& spec = ensure_object(job, "spec");
-    if (!has_field(spec, "completions") && !has_field(spec, "parallelism")) {
-      spec["completions"] = 1;
-      spec["parallelism"] = 1;
-    }
-    if (!has_field(spec, "parallelism"))
-      spec["parallelism"] = 1;
-    if (!has_field(spec, "backoffLimit"))
-      spec["backoffLimit"] = 6;
-    if (!has_field(spec, "completionMode"))
-      spec["completionMode"] = "NonIndexed";
-    if (!has_field(spec, "suspend"))
-      spec["suspend"] = false;
-    json& tmpl = ensure_object(spec, "template");
-    json& tmpl_meta = ensure_object(tmpl, "metadata");
-    if (!tmpl_meta.contains("creationTimestamp"))
-      tmpl_meta["creationTimestamp"] = nullptr;  // a zero metav1.Time, as Go prints it
-    json& pod_spec = ensure_object(tmpl, "spec");
-
-    std::vector<FieldError> errs;
-    for (const char* field : {"parallelism", "completions", "activeDeadlineSeconds", "backoffLimit",
-                              "ttlSecondsAfterFinished"}) {
-      const json& value = member(spec, field);
-      if (value.is_number() && value.get<double>() < 0) {
-        errs.push_back(invalid_value(fmt::format("spec.{}", field), value.dump(),
-                                     "must be greater than or equal to 0"));
-      }
-    }
-    const std::string mode = spec.value("completionMode", "");
-    if (mode != "NonIndexed" && mode != "Indexed") {
-      errs.push_back(not_supported("spec.completionMode", validation::go_quote(mode),
-                                   {"NonIndexed", "Indexed"}));
-    }
-    if (mode == "Indexed" && !has_field(spec, "completions"))
-      errs.push_back(required_value("spec.completions", "when completion mode is Indexed"));
-    default_pod_spec(pod_spec, "spec.template.spec", errs);
-    // The template's restartPolicy was defaulted to Always if missing, which a Job may not use.
-    const std::string restart = pod_spec.value("restartPolicy", "");
-    if (restart == "Always") {
-      errs.push_back(required_value("spec.template.spec.restartPolicy",
-                                    "valid values: \"OnFailure\", \"Never\""));
-    } else if (restart != "OnFailure" && restart != "Never") {
-      errs.push_back(not_supported("spec.template.spec.restartPolicy",
-                                   validation::go_quote(restart), {"OnFailure", "Never"}));
-    }
-    if (member(spec, "manualSelector") == json(true) && !has_field(spec, "selector"))
-      errs.push_back(required_value("spec.selector", ""));
+    const std::vector<FieldError> errs = default_and_validate(job);
     if (!errs.empty())
       throw invalid(info().group, info().kind, name_of(job), errs);
+  }
+
+  /// jobStrategy.ValidateUpdate (v1.26): ValidateJob (ValidateGeneratedSelector, then
+  /// ValidateJobSpec) and ValidateJobUpdate, whose ValidateJobSpecUpdate runs ValidateJobSpec
+  /// again (so its errors are listed twice among the causes, once in the message) before
+  /// completions, selector, template and completionMode must stay as they are. A suspended job
+  /// that never started may change its template's labels, annotations, node selector,
+  /// tolerations and node affinity (validatePodTemplateUpdate). Both sides are defaulted: the
+  /// server defaults what it reads from storage too.
+  void prepare_for_update(const json& old, json& next, WritePart part) const override {
+    ResourceStrategy::prepare_for_update(old, next, part);
+    if (part != WritePart::Main)
+      return;
+    const std::vector<FieldError> spec_errs = job_spec_errors(next);
+    std::vector<FieldError> errs = generated_selector_errors(next);
+    for (int pass = 0; pass < 2; ++pass)
+      errs.insert(errs.end(), spec_errs.begin(), spec_errs.end());
+    json stored = old;
+    default_and_validate(stored);
+    const json& spec = object_member(next, "spec");
+    const json& old_spec = object_member(stored, "spec");
+    for (const char* field : {"completions", "selector"})
+      check_immutable(member(spec, field), member(old_spec, field), field, errs);
+    json old_template = object_member(old_spec, "template");
+    if (member(old_spec, "suspend") == json(true) &&
+        member(object_member(stored, "status"), "startTime").is_null())
+      take_scheduling_directives(old_template, object_member(spec, "template"));
+    check_immutable(member(spec, "template"), old_template, "template", errs);
+    check_immutable(member(spec, "completionMode"), member(old_spec, "completionMode"),
+                    "completionMode", errs);
+    if (!errs.empty())
+      throw invalid(info().group, info().kind, name_of(next), errs);
   }
 
   bool tracks_generation() const override { return true; }
@@ -139,6 +185,104 @@ class JobStrategy final : public ResourceStrategy {
         {"Duration", "string", "Time required to complete the job.", 0,
          [](const json&, TablePrintTime) { return json(""); }},
         age_column()};
+  }
+
+ private:
+  /// ValidateJobSpec on a defaulted job: default_and_validate's checks, then the selector is
+  /// required and must match the template's labels.
+  static std::vector<FieldError> job_spec_errors(json& job) {
+    std::vector<FieldError> errs = default_and_validate(job);
+    const json& spec = object_member(job, "spec");
+    if (!has_field(spec, "selector") && member(spec, "manualSelector") != json(true))
+      errs.push_back(required_value("spec.selector", ""));
+    const json& template_meta = object_member(object_member(spec, "template"), "metadata");
+    const auto selector = LabelSelector::from_api(member(spec, "selector"));
+    if (selector && !selector->matches(member(template_meta, "labels"))) {
+      errs.push_back(invalid_value("spec.template.metadata.labels",
+                                   go_string_map(object_member(template_meta, "labels")),
+                                   "`selector` does not match template `labels`"));
+    }
+    return errs;
+  }
+
+  /// ValidateGeneratedSelector: unless spec.manualSelector, the template carries controller-uid
+  /// and job-name with the job's values and the selector selects exactly those.
+  static std::vector<FieldError> generated_selector_errors(const json& job) {
+    std::vector<FieldError> errs;
+    const json& spec = object_member(job, "spec");
+    if (member(spec, "manualSelector") == json(true) || !has_field(spec, "selector"))
+      return errs;
+    const json& labels =
+        object_member(object_member(object_member(spec, "template"), "metadata"), "labels");
+    const json expected = {{"controller-uid", uid_of(job)}, {"job-name", name_of(job)}};
+    for (const auto& [key, value] : expected.items()) {
+      const std::string field = fmt::format("spec.template.metadata.labels[{}]", key);
+      const std::string must_be = fmt::format("must be '{}'", value.get<std::string>());
+      if (!labels.contains(key))
+        errs.push_back(required_value(field, must_be));
+      else if (labels[key] != value)
+        errs.push_back(invalid_value(field, go_string_map(labels), must_be));
+    }
+    const auto selector = LabelSelector::from_api(member(spec, "selector"));
+    if (selector && !selector->matches(expected)) {
+      errs.push_back(invalid_value("spec.selector", spec_field_value("selector", spec["selector"]),
+                                   "`selector` not auto-generated"));
+    }
+    return errs;
+  }
+
+  /// SetDefaults_Job (pkg/apis/batch/v1/defaults.go), the template's pod defaults, and
+  /// ValidateJob's checks (pkg/apis/batch/validation) in its order. What needs the uid is
+  /// prepare_for_create's.
+  static std::vector<FieldError> default_and_validate(json& job) {
+    json& spec = ensure_object(job, "spec");
+    if (!has_field(spec, "completions") && !has_field(spec, "parallelism")) {
+      spec["completions"] = 1;
+      spec["parallelism"] = 1;
+    }
+    if (!has_field(spec, "parallelism"))
+      spec["parallelism"] = 1;
+    if (!has_field(spec, "backoffLimit"))
+      spec["backoffLimit"] = 6;
+    if (!has_field(spec, "completionMode"))
+      spec["completionMode"] = "NonIndexed";
+    if (!has_field(spec, "suspend"))
+      spec["suspend"] = false;
+    json& tmpl = ensure_object(spec, "template");
+    json& tmpl_meta = ensure_object(tmpl, "metadata");
+    if (!tmpl_meta.contains("creationTimestamp"))
+      tmpl_meta["creationTimestamp"] = nullptr;  // a zero metav1.Time, as Go prints it
+    json& pod_spec = ensure_object(tmpl, "spec");
+
+    std::vector<FieldError> errs;
+    for (const char* field : {"parallelism", "completions", "activeDeadlineSeconds", "backoffLimit",
+                              "ttlSecondsAfterFinished"}) {
+      const json& value = member(spec, field);
+      if (value.is_number() && value.get<double>() < 0) {
+        errs.push_back(invalid_value(fmt::format("spec.{}", field), value.dump(),
+                                     "must be greater than or equal to 0"));
+      }
+    }
+    const std::string mode = spec.value("completionMode", "");
+    if (mode != "NonIndexed" && mode != "Indexed") {
+      errs.push_back(not_supported("spec.completionMode", validation::go_quote(mode),
+                                   {"NonIndexed", "Indexed"}));
+    }
+    if (mode == "Indexed" && !has_field(spec, "completions"))
+      errs.push_back(required_value("spec.completions", "when completion mode is Indexed"));
+    default_pod_spec(pod_spec, "spec.template.spec", errs);
+    // The template's restartPolicy was defaulted to Always if missing, which a Job may not use.
+    const std::string restart = pod_spec.value("restartPolicy", "");
+    if (restart == "Always") {
+      errs.push_back(required_value("spec.template.spec.restartPolicy",
+                                    "valid values: \"OnFailure\", \"Never\""));
+    } else if (restart != "OnFailure" && restart != "Never") {
+      errs.push_back(not_supported("spec.template.spec.restartPolicy",
+                                   validation::go_quote(restart), {"OnFailure", "Never"}));
+    }
+    if (member(spec, "manualSelector") == json(true) && !has_field(spec, "selector"))
+      errs.push_back(required_value("spec.selector", ""));
+    return errs;
   }
 };
 
