@@ -2,7 +2,8 @@
 
 // A reconciler's typed work queue and its workers: client-go's processNextWorkItem loop. Each
 // key is reconciled by one worker at a time; a failure is logged, counted and retried with
-// backoff; a success clears the key's backoff. Metrics per reconcile: trainctl_reconcile_total
+// backoff (a conflict, retried after kConflictRetry, does not grow it); a success clears the
+// key's backoff. Metrics per reconcile: trainctl_reconcile_total
 // {kind, result}, trainctl_reconcile_duration_seconds {kind}, trainctl_workqueue_depth {name}
 // (declare_controller_metrics declares them).
 
@@ -23,6 +24,9 @@
 namespace trainctl::controller {
 
 /// `Key` is ordered and formattable with fmt (for logs).
+/// How soon a reconcile that hit a 409 Conflict is retried.
+inline constexpr std::chrono::milliseconds kConflictRetry{100};
+
 template <class Key>
 class ReconcileLoop {
  public:
@@ -66,10 +70,18 @@ class ReconcileLoop {
       queue_.forget(key);
       metrics_.increment("trainctl_reconcile_total", {kind, "success"});
     } catch (const Error& e) {
-      // Conflicts and stale reads resolve on the next try; everything else backs off.
-      log_.error("reconcile failed", {{"key", fmt::format("{}", key)}, {"error", e.what()}});
       metrics_.increment("trainctl_reconcile_total", {kind, "error"});
-      queue_.add_rate_limited(key);
+      if (e.kind() == ErrorKind::Conflict) {
+        // A write from a stale cache: it resolves once the informer shows the newer object, so
+        // retry soon without growing the key's backoff. Counting conflicts as failures made a
+        // busy key (the one admission pass, rewriting many PodGroups) back off for minutes.
+        log_.debug(1, "reconcile conflicted; retrying",
+                   {{"key", fmt::format("{}", key)}, {"error", e.what()}});
+        queue_.add_after(key, kConflictRetry);
+      } else {
+        log_.error("reconcile failed", {{"key", fmt::format("{}", key)}, {"error", e.what()}});
+        queue_.add_rate_limited(key);
+      }
     }
     metrics_.observe(
         "trainctl_reconcile_duration_seconds", {kind},
