@@ -281,10 +281,10 @@ TEST_F(PatchStoreTest, JsonPatchOnTheStatusSubresourceWritesOnlyStatus) {
       {.type = PatchType::Json,
        .body =
            json::array({{{"op", "replace"}, {"path", "/status/phase"}, {"value", "Running"}},
-                        {{"op", "add"}, {"path", "/metadata/labels"}, {"value", {{"a", "b"}}}}}),
+                        {{"op", "replace"}, {"path", "/spec/containers/0/image"}, {"value", "b"}}}),
        .part = WritePart::Status});
   EXPECT_EQ(result.object["status"]["phase"], "Running");
-  EXPECT_FALSE(result.object["metadata"].contains("labels"));
+  EXPECT_EQ(result.object["spec"]["containers"][0]["image"], "a");
 }
 
 TEST_F(PatchStoreTest, ApplyCreatesThenMerges) {

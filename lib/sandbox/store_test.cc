@@ -430,12 +430,16 @@ TEST_F(StoreTest, StatusSubresourceSplitsWrites) {
   json status = after_main;
   status["status"] = {{"phase", "Running"}};
   status["spec"]["containers"][0]["image"] = "ignored";
-  status["metadata"]["labels"]["a"] = "ignored";
+  status["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "ignored"}, {"uid", "ignored"}}};
+  status["metadata"]["labels"]["a"] = "2";
   json after_status = store_.update("pods", status, WritePart::Status);
   EXPECT_EQ(after_status["status"]["phase"], "Running");
   EXPECT_EQ(after_status["status"]["qosClass"], "BestEffort");  // backfilled
   EXPECT_EQ(after_status["spec"]["containers"][0]["image"], "busybox");
-  EXPECT_EQ(after_status["metadata"]["labels"]["a"], "1");
+  EXPECT_FALSE(after_status["metadata"].contains("ownerReferences"));
+  // As podStatusStrategy.PrepareForUpdate: pods/status takes the labels it is given.
+  EXPECT_EQ(after_status["metadata"]["labels"]["a"], "2");
 }
 
 TEST_F(StoreTest, WithoutStatusSubresourceAPlainUpdateWritesStatus) {

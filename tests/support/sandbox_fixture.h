@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "error.h"
 #include "kube/client.h"
 #include "kube/http.h"
 #include "kube/rest_config.h"
@@ -105,18 +106,26 @@ class LocalSandbox {
 };
 
 /// Creates the Kubeflow and Volcano CRDs shipped under packaging/crds (what `trainctl install`
-/// will apply) and waits until each is served.
+/// will apply) where the cluster has none of that name (those it has are kept, so a shared cluster
+/// keeps its CRDs) and waits until each is served.
 inline void install_training_crds(kube::Client& client) {
   for (const auto& entry : std::filesystem::directory_iterator(
            std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging" / "crds")) {
     const nlohmann::json crd = yaml_to_json(YAML::LoadFile(entry.path().string()));
-    client.create(kube::resources::custom_resource_definitions(), "", crd);
+    try {
+      client.create(kube::resources::custom_resource_definitions(), "", crd);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::AlreadyExists)
+        throw;
+    }
   }
   for (const auto& r :
        {kube::resources::job(api::JobKind::TFJob), kube::resources::job(api::JobKind::PyTorchJob),
         kube::resources::job(api::JobKind::MPIJob), kube::resources::podgroups(),
         kube::resources::queues()}) {
-    client.require_served(r);
+    // A real server serves a new CRD's resource a moment after the create.
+    if (!wait_until([&] { return client.serves(r); }, std::chrono::seconds(30)))
+      client.require_served(r);  // throws, naming the resource
   }
 }
 

@@ -156,9 +156,21 @@ class PodStrategy final : public ResourceStrategy {
   }
 
   void prepare_for_update(const json& old, json& next, WritePart part) const override {
+    const json written_metadata =
+        part == WritePart::Status ? object_member(next, "metadata") : json::object();
     ResourceStrategy::prepare_for_update(old, next, part);
+    if (part != WritePart::Status)
+      return;
+    // podStatusStrategy.PrepareForUpdate keeps only the spec and ownerReferences of the stored
+    // pod: a status write also sets the labels and annotations it carries.
+    for (const char* field : {"labels", "annotations"}) {
+      if (written_metadata.contains(field))
+        next["metadata"][field] = written_metadata[field];
+      else
+        next["metadata"].erase(field);
+    }
     // The QoS class is fixed at creation: a status write without one keeps it.
-    if (part == WritePart::Status && !member(next["status"], "qosClass").is_string() &&
+    if (!member(next["status"], "qosClass").is_string() &&
         member(member(old, "status"), "qosClass").is_string())
       next["status"]["qosClass"] = old["status"]["qosClass"];
   }

@@ -1,0 +1,1131 @@
+// The Kubernetes API semantics trainctl relies on, checked against whatever server the
+// ApiServerTest fixture connects to: an in-process sandbox (in CI), or the cluster that
+// TRAINCTL_TEST_KUBECONFIG names (`ctest -L real`), each test in a namespace of its own. Object
+// metadata, errors, list, watch, updates and patches, deletion and garbage collection, dry run.
+// What only the sandbox has (its faults, credentials, watch window) is in sandbox_api_test.cc.
+//
+// A real cluster differs from the sandbox in what its own controllers do (kube-controller-manager
+// publishes kube-root-ca.crt into every namespace and collects garbage a moment later, its
+// resourceVersions advance with every lease renewal); the checks hold for both.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "error.h"
+#include "kube/client.h"
+#include "kube/resource.h"
+#include "tests/support/api_objects.h"
+#include "tests/support/api_server_fixture.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/sandbox_fixture.h"
+
+namespace trainctl {
+namespace {
+
+using kube::PatchType;
+using kube::WatchEvent;
+using kube::WatchEventType;
+using nlohmann::json;
+using testing::collect_events;
+using testing::condition_status;
+using testing::configmap;
+using ::testing::Contains;
+using testing::describe;
+using ::testing::ElementsAre;
+using testing::exists;
+using testing::expect_error;
+using testing::find_resource;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::kSettleTimeout;
+using ::testing::MatchesRegex;
+using testing::names_of;
+using ::testing::Not;
+using testing::owner_reference;
+using testing::pod_manifest;
+using testing::RawSandboxHttp;
+using ::testing::SizeIs;
+using testing::tfjob;
+using ::testing::UnorderedElementsAre;
+using testing::wait_until;
+
+namespace resources = kube::resources;
+
+using ApiMetadataTest = testing::ApiServerTest;
+using ApiErrorTest = testing::ApiServerTest;
+using ApiListTest = testing::ApiServerTest;
+using ApiWatchTest = testing::ApiServerTest;
+using ApiWriteTest = testing::ApiServerTest;
+using ApiDeleteTest = testing::ApiServerTest;
+using ApiDryRunTest = testing::ApiServerTest;
+
+// --- helpers ----------------------------------------------------------------------------------
+
+json owned_configmap(const std::string& name, const json& owner, bool block = true) {
+  json cm = configmap(name);
+  cm["metadata"]["ownerReferences"] = json::array({owner_reference(owner, block)});
+  return cm;
+}
+
+/// The names of a ConfigMap list's items but the kube-root-ca.crt that kube-controller-manager
+/// publishes into every namespace (a sandbox publishes none).
+std::vector<std::string> configmap_names(const json& list) {
+  std::vector<std::string> names = names_of(list);
+  std::erase(names, testing::kRootCaConfigMap);
+  return names;
+}
+
+std::uint64_t rv_of(const json& object) {
+  return std::stoull(object["metadata"]["resourceVersion"].get<std::string>());
+}
+
+/// A pod with two containers that no scheduler touches (and so no kubelet either).
+json unscheduled_two_container_pod(const std::string& name) {
+  json pod = pod_manifest(name);
+  pod["spec"]["schedulerName"] = "manual-scheduler";
+  pod["spec"]["containers"].push_back({{"name", "helper"}, {"image", "busybox:1.36"}});
+  return pod;
+}
+
+// --- metadata ---------------------------------------------------------------------------------
+
+TEST_F(ApiMetadataTest, CreateSetsUidCreationTimestampAndResourceVersion) {
+  json requested = configmap("a");
+  requested["metadata"]["uid"] = "chosen-by-the-client";
+  requested["metadata"]["creationTimestamp"] = "2001-01-01T00:00:00Z";
+  const json a = client().create(resources::configmaps(), ns(), requested);
+  const json b = client().create(resources::configmaps(), ns(), configmap("b"));
+
+  const std::string uid = a["metadata"]["uid"];
+  EXPECT_THAT(uid, MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"));
+  EXPECT_NE(uid, b["metadata"]["uid"]);
+  EXPECT_THAT(a["metadata"]["creationTimestamp"].get<std::string>(),
+              MatchesRegex("20[2-9][0-9]-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"));
+  EXPECT_FALSE(a["metadata"]["resourceVersion"].get<std::string>().empty());
+  EXPECT_EQ(a["metadata"]["namespace"], ns());
+  EXPECT_EQ(client().get(resources::configmaps(), ns(), "a")["metadata"]["uid"], uid);
+}
+
+TEST_F(ApiMetadataTest, ResourceVersionIncreasesAcrossAllResourceTypes) {
+  const json cm = client().create(resources::configmaps(), ns(), configmap("a"));
+  const json secret =
+      client().create(resources::secrets(), ns(),
+                      {{"apiVersion", "v1"}, {"kind", "Secret"}, {"metadata", {{"name", "s"}}}});
+  testing::install_training_crds(client());
+  const json job = client().create(resources::job(api::JobKind::TFJob), ns(), tfjob("mnist"));
+  json changed = cm;
+  changed["data"]["key"] = "other";
+  const json updated = client().update(resources::configmaps(), ns(), changed);
+
+  EXPECT_LT(rv_of(cm), rv_of(secret));
+  EXPECT_LT(rv_of(secret), rv_of(job));
+  EXPECT_LT(rv_of(job), rv_of(updated));
+  const json list = client().list(resources::configmaps(), ns());
+  EXPECT_GE(std::stoull(list["metadata"]["resourceVersion"].get<std::string>()), rv_of(updated));
+}
+
+TEST_F(ApiMetadataTest, GenerationIsBumpedBySpecChangesOnly) {
+  testing::install_training_crds(client());
+  json job = client().create(resources::job(api::JobKind::TFJob), ns(), tfjob("mnist", 2));
+  EXPECT_EQ(job["metadata"]["generation"], 1);
+
+  job["metadata"]["labels"] = {{"team", "vision"}};
+  job = client().update(resources::job(api::JobKind::TFJob), ns(), job);
+  EXPECT_EQ(job["metadata"]["generation"], 1) << "a label change is not a spec change";
+
+  job["status"] = {{"conditions", json::array({{{"type", "Created"}, {"status", "True"}}})}};
+  job = client().update_status(resources::job(api::JobKind::TFJob), ns(), job);
+  EXPECT_EQ(job["metadata"]["generation"], 1) << "a status write is not a spec change";
+
+  job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 4;
+  job = client().update(resources::job(api::JobKind::TFJob), ns(), job);
+  EXPECT_EQ(job["metadata"]["generation"], 2);
+  job = client().patch(resources::job(api::JobKind::TFJob), ns(), "mnist", PatchType::Merge,
+                       {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  EXPECT_EQ(job["metadata"]["generation"], 3);
+}
+
+TEST_F(ApiMetadataTest, GenerateNameMakesAFreshNameEachTime) {
+  json request = configmap("");
+  request["metadata"].erase("name");
+  request["metadata"]["generateName"] = "worker-";
+  const std::string first =
+      client().create(resources::configmaps(), ns(), request)["metadata"]["name"];
+  const std::string second =
+      client().create(resources::configmaps(), ns(), request)["metadata"]["name"];
+  EXPECT_THAT(first, MatchesRegex("worker-[a-z0-9]{5}"));
+  EXPECT_THAT(second, MatchesRegex("worker-[a-z0-9]{5}"));
+  EXPECT_NE(first, second);
+  EXPECT_EQ(client().get(resources::configmaps(), ns(), first)["metadata"]["generateName"],
+            "worker-");
+}
+
+TEST_F(ApiMetadataTest, LabelsAnnotationsAndOwnerReferencesAreKept) {
+  const json owner = client().create(resources::configmaps(), ns(), configmap("owner"));
+  json dependent = owned_configmap("dependent", owner);
+  dependent["metadata"]["labels"] = {{"training.kubeflow.org/job-name", "mnist"}};
+  dependent["metadata"]["annotations"] = {{"example.com/note", "kept"}};
+  client().create(resources::configmaps(), ns(), dependent);
+
+  const json got = client().get(resources::configmaps(), ns(), "dependent");
+  EXPECT_EQ(got["metadata"]["ownerReferences"], dependent["metadata"]["ownerReferences"]);
+  EXPECT_EQ(got["metadata"]["labels"]["training.kubeflow.org/job-name"], "mnist");
+  EXPECT_EQ(got["metadata"]["annotations"]["example.com/note"], "kept");
+}
+
+TEST_F(ApiMetadataTest, FinalizersHoldDeletionUntilRemoved) {
+  json held = configmap("held");
+  held["metadata"]["finalizers"] = {"example.com/hold"};
+  const json created = client().create(resources::configmaps(), ns(), held);
+
+  const json deleting = client().remove(resources::configmaps(), ns(), "held");
+  EXPECT_TRUE(deleting["metadata"].contains("deletionTimestamp")) << deleting.dump();
+  const json still = client().get(resources::configmaps(), ns(), "held");
+  EXPECT_TRUE(still["metadata"].contains("deletionTimestamp"));
+  EXPECT_THAT(still["metadata"]["finalizers"], ElementsAre("example.com/hold"));
+
+  client().patch(resources::configmaps(), ns(), "held", PatchType::Merge,
+                 {{"metadata", {{"finalizers", nullptr}}}});
+  EXPECT_EQ(expect_error([&] { client().get(resources::configmaps(), ns(), "held"); }).kind(),
+            ErrorKind::NotFound);
+
+  kube::WatchOptions from_create;
+  from_create.resource_version = created["metadata"]["resourceVersion"];
+  // As kube-apiserver: the DELETE sets deletionTimestamp (MODIFIED); the write that empties the
+  // finalizers of a terminating object deletes it instead of storing it (DELETED only).
+  const auto events = collect_events(client(), resources::configmaps(), ns(), from_create, 2);
+  EXPECT_THAT(describe(events), ElementsAre("MODIFIED held", "DELETED held"));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(events[0].object["metadata"].contains("deletionTimestamp"));
+}
+
+// --- errors -----------------------------------------------------------------------------------
+
+TEST_F(ApiErrorTest, MissingObjectIsNotFoundWithAStatusNamingIt) {
+  const Error e = expect_error([&] { client().get(resources::pods(), ns(), "nope"); });
+  EXPECT_EQ(e.kind(), ErrorKind::NotFound);
+  EXPECT_EQ(e.http_code(), 404);
+  EXPECT_EQ(e.status()["message"], "pods \"nope\" not found");
+  EXPECT_EQ(e.status()["kind"], "Status");
+  EXPECT_EQ(e.status()["status"], "Failure");
+  EXPECT_EQ(e.status()["reason"], "NotFound");
+  EXPECT_EQ(e.status()["code"], 404);
+  EXPECT_EQ(e.status()["details"]["name"], "nope");
+  EXPECT_EQ(e.status()["details"]["kind"], "pods");
+}
+
+TEST_F(ApiErrorTest, CreatingAnExistingNameIsAlreadyExists) {
+  client().create(resources::configmaps(), ns(), configmap("a"));
+  const Error e =
+      expect_error([&] { client().create(resources::configmaps(), ns(), configmap("a")); });
+  EXPECT_EQ(e.kind(), ErrorKind::AlreadyExists);
+  EXPECT_EQ(e.http_code(), 409);
+  EXPECT_EQ(e.status()["reason"], "AlreadyExists");
+  EXPECT_EQ(e.status()["message"], "configmaps \"a\" already exists");
+}
+
+TEST_F(ApiErrorTest, StaleResourceVersionIsAConflict) {
+  const json v1 = client().create(resources::configmaps(), ns(), configmap("a"));
+  json first = v1;
+  first["data"]["key"] = "first";
+  client().update(resources::configmaps(), ns(), first);
+
+  json stale = v1;
+  stale["data"]["key"] = "second";
+  const Error e = expect_error([&] { client().update(resources::configmaps(), ns(), stale); });
+  EXPECT_EQ(e.kind(), ErrorKind::Conflict);
+  EXPECT_EQ(e.http_code(), 409);
+  EXPECT_EQ(e.status()["reason"], "Conflict");
+  EXPECT_THAT(e.message(), HasSubstr("Operation cannot be fulfilled on configmaps \"a\": the "
+                                     "object has been modified"));
+  EXPECT_EQ(client().get(resources::configmaps(), ns(), "a")["data"]["key"], "first");
+}
+
+TEST_F(ApiErrorTest, UpdateCarryingTheUidOfARecreatedObjectIsAPreconditionConflict) {
+  const json old = client().create(resources::configmaps(), ns(), configmap("a"));
+  client().remove(resources::configmaps(), ns(), "a");
+  const json now = client().create(resources::configmaps(), ns(), configmap("a"));
+
+  json stale = old;
+  stale["metadata"]["resourceVersion"] = now["metadata"]["resourceVersion"];
+  const Error e = expect_error([&] { client().update(resources::configmaps(), ns(), stale); });
+  EXPECT_EQ(e.kind(), ErrorKind::Conflict);
+  EXPECT_EQ(e.http_code(), 409);
+  EXPECT_EQ(e.status()["reason"], "Conflict");
+  EXPECT_EQ(e.status()["message"],
+            "Operation cannot be fulfilled on configmaps \"a\": StorageError: invalid object, "
+            "Code: 4, Key: /registry/configmaps/" +
+                ns() +
+                "/a, ResourceVersion: 0, "
+                "AdditionalErrorMsg: Precondition failed: UID in precondition: " +
+                old["metadata"]["uid"].get<std::string>() +
+                ", UID in object meta: " + now["metadata"]["uid"].get<std::string>());
+
+  // Deleted and not re-created: still the precondition conflict, with no uid in object meta
+  // (checked on kube-apiserver 1.26); without a uid the PUT is a plain 404.
+  client().remove(resources::configmaps(), ns(), "a");
+  const Error gone = expect_error([&] { client().update(resources::configmaps(), ns(), stale); });
+  EXPECT_EQ(gone.kind(), ErrorKind::Conflict);
+  EXPECT_THAT(
+      gone.status()["message"].get<std::string>(),
+      ::testing::EndsWith("Precondition failed: UID in precondition: " +
+                          old["metadata"]["uid"].get<std::string>() + ", UID in object meta: "));
+  stale["metadata"].erase("uid");
+  const Error missing =
+      expect_error([&] { client().update(resources::configmaps(), ns(), stale); });
+  EXPECT_EQ(missing.kind(), ErrorKind::NotFound);
+  EXPECT_EQ(missing.status()["message"], "configmaps \"a\" not found");
+}
+
+TEST_F(ApiErrorTest, BadNameIsInvalidNamingTheField) {
+  const Error e =
+      expect_error([&] { client().create(resources::configmaps(), ns(), configmap("Bad_Name")); });
+  EXPECT_EQ(e.kind(), ErrorKind::Invalid);
+  EXPECT_EQ(e.http_code(), 422);
+  EXPECT_EQ(e.status()["reason"], "Invalid");
+  EXPECT_THAT(e.message(), HasSubstr("metadata.name: Invalid value: \"Bad_Name\""));
+  EXPECT_THAT(e.message(), HasSubstr("RFC 1123"));
+  ASSERT_TRUE(e.status()["details"]["causes"].is_array()) << e.status().dump();
+  EXPECT_EQ(e.status()["details"]["causes"][0]["field"], "metadata.name");
+
+  json nameless = configmap("");
+  nameless["metadata"].erase("name");
+  const Error missing =
+      expect_error([&] { client().create(resources::configmaps(), ns(), nameless); });
+  EXPECT_EQ(missing.kind(), ErrorKind::Invalid);
+  EXPECT_THAT(missing.message(), HasSubstr("metadata.name: Required value"));
+}
+
+TEST_F(ApiErrorTest, PodWithoutImageIsInvalidNamingTheField) {
+  json pod = pod_manifest("no-image");
+  pod["spec"]["containers"][0].erase("image");
+  const Error e = expect_error([&] { client().create(resources::pods(), ns(), pod); });
+  EXPECT_EQ(e.kind(), ErrorKind::Invalid);
+  EXPECT_EQ(e.http_code(), 422);
+  EXPECT_EQ(e.status()["message"],
+            "Pod \"no-image\" is invalid: spec.containers[0].image: Required value");
+  // client-go and kubectl read the offending fields from details.causes.
+  EXPECT_EQ(e.status()["details"]["kind"], "Pod");
+  EXPECT_EQ(e.status()["details"]["name"], "no-image");
+  ASSERT_TRUE(e.status()["details"]["causes"].is_array()) << e.status().dump();
+  EXPECT_EQ(e.status()["details"]["causes"][0]["field"], "spec.containers[0].image");
+  EXPECT_EQ(e.status()["details"]["causes"][0]["reason"], "FieldValueRequired");
+}
+
+TEST_F(ApiErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
+  // The server cannot decode the body into a v1.ConfigMap (data is map[string]string): 400
+  // BadRequest with the decoder's words (handlers/rest.go transformDecodeError) on a create or
+  // an update.
+  json cm = configmap("numbers");
+  cm["data"]["replicas"] = 3;
+  Error e = expect_error([&] { client().create(resources::configmaps(), ns(), cm); });
+  EXPECT_EQ(e.kind(), ErrorKind::BadRequest);
+  EXPECT_EQ(e.status(), json::parse(R"({
+      "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+      "message": "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string",
+      "reason": "BadRequest", "code": 400})"));
+
+  cm["data"] = {{"nested", {{"a", "b"}}}};
+  EXPECT_THAT(
+      expect_error([&] { client().create(resources::configmaps(), ns(), cm); }).message(),
+      HasSubstr("cannot unmarshal object into Go struct field ConfigMap.data of type string"));
+  cm["data"] = json::array({"a"});
+  EXPECT_THAT(expect_error([&] { client().create(resources::configmaps(), ns(), cm); }).message(),
+              HasSubstr("cannot unmarshal array into Go struct field ConfigMap.data of type "
+                        "map[string]string"));
+
+  // A null value decodes as an empty string.
+  cm["data"] = {{"empty", nullptr}, {"text", "x"}};
+  json created = client().create(resources::configmaps(), ns(), cm);
+  EXPECT_EQ(created["data"], json({{"empty", ""}, {"text", "x"}}));
+
+  created["data"]["flag"] = true;
+  EXPECT_THAT(
+      expect_error([&] { client().update(resources::configmaps(), ns(), created); }).message(),
+      HasSubstr("cannot unmarshal bool into Go struct field ConfigMap.data of type string"));
+  // A patch whose result does not decode is applyPatchToCurrentObject's 422 on `patch`.
+  const Error patched = expect_error([&] {
+    client().patch(resources::configmaps(), ns(), "numbers", kube::PatchType::Merge,
+                   {{"binaryData", {{"blob", 1}}}});
+  });
+  EXPECT_EQ(patched.kind(), ErrorKind::Invalid);
+  EXPECT_EQ(patched.http_code(), 422);
+  EXPECT_EQ(patched.status()["details"].size(), 1u) << "only causes: no kind, no name";
+  EXPECT_EQ(patched.status()["details"]["causes"][0]["field"], "patch");
+  EXPECT_THAT(patched.message(),
+              HasSubstr(": json: cannot unmarshal number into Go struct field ConfigMap.binaryData "
+                        "of type []uint8"));
+  const std::string message = patched.status()["message"];
+  EXPECT_EQ(message.rfind(" \"\" is invalid: patch: Invalid value: \"{", 0), 0u) << message;
+}
+
+TEST_F(ApiErrorTest, MissingNamespaceIsNotFound) {
+  const std::string nowhere = ns() + "-missing";
+  const Error e =
+      expect_error([&] { client().create(resources::configmaps(), nowhere, configmap("a")); });
+  EXPECT_EQ(e.kind(), ErrorKind::NotFound);
+  EXPECT_EQ(e.http_code(), 404);
+  EXPECT_EQ(e.status()["message"], "namespaces \"" + nowhere + "\" not found");
+}
+
+TEST_F(ApiErrorTest, NamespaceInTheBodyMustMatchTheUrl) {
+  json cm = configmap("a");
+  cm["metadata"]["namespace"] = "kube-system";
+  const Error e = expect_error([&] { client().create(resources::configmaps(), ns(), cm); });
+  EXPECT_EQ(e.kind(), ErrorKind::BadRequest);
+  EXPECT_EQ(e.http_code(), 400);
+  EXPECT_THAT(e.message(), HasSubstr("does not match the namespace sent on the request"));
+}
+
+TEST_F(ApiErrorTest, UnsupportedMethodIs405) {
+  client().create(resources::configmaps(), ns(), configmap("a"));
+  const Error e = expect_error([&] {
+    client().patch(resources::pods(), ns(), "any", PatchType::Merge, json::object(),
+                   {.subresource = "log"});
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::MethodNotAllowed);
+  EXPECT_EQ(e.http_code(), 405);
+  EXPECT_EQ(e.status()["reason"], "MethodNotAllowed");
+
+  RawSandboxHttp http(config());
+  const auto put_collection =
+      http.send("PUT", "/api/v1/namespaces/" + ns() + "/configmaps", configmap("a").dump());
+  EXPECT_EQ(put_collection.status, 405);
+  EXPECT_EQ(json::parse(put_collection.body)["reason"], "MethodNotAllowed");
+}
+
+TEST_F(ApiErrorTest, StrategicMergeOnACustomResourceIs415) {
+  testing::install_training_crds(client());
+  client().create(resources::job(api::JobKind::TFJob), ns(), tfjob("mnist"));
+  const Error e = expect_error([&] {
+    client().patch(resources::job(api::JobKind::TFJob), ns(), "mnist", PatchType::Strategic,
+                   {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::UnsupportedMediaType);
+  EXPECT_EQ(e.http_code(), 415);
+  EXPECT_EQ(e.status()["reason"], "UnsupportedMediaType");
+  EXPECT_THAT(e.message(), HasSubstr("application/merge-patch+json"));
+  EXPECT_THAT(e.message(), Not(HasSubstr("strategic")));
+
+  client().create(resources::configmaps(), ns(), configmap("a"));
+  RawSandboxHttp http(config());
+  const auto unknown = http.send("PATCH", "/api/v1/namespaces/" + ns() + "/configmaps/a",
+                                 R"({"data":{"k":"v"}})", "text/plain");
+  EXPECT_EQ(unknown.status, 415);
+}
+
+// --- list -------------------------------------------------------------------------------------
+
+TEST_F(ApiListTest, ServicesPrintAsTheServersTable) {
+  // What `kubectl create service clusterip web --tcp=80:80 --tcp=443:8443` sends.
+  const json service = client().create(
+      resources::services(), ns(),
+      {{"apiVersion", "v1"},
+       {"kind", "Service"},
+       {"metadata", {{"name", "web"}, {"labels", {{"app", "web"}}}}},
+       {"spec",
+        {{"type", "ClusterIP"},
+         {"selector", {{"app", "web"}}},
+         {"ports",
+          {{{"name", "80-80"}, {"port", 80}, {"protocol", "TCP"}, {"targetPort", 80}},
+           {{"name", "443-8443"}, {"port", 443}, {"protocol", "TCP"}, {"targetPort", 8443}}}}}}});
+  RawSandboxHttp http(config());
+  const std::string accept =
+      "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta."
+      "k8s.io,application/json";
+  const auto list = http.send("GET", "/api/v1/namespaces/" + ns() + "/services?limit=500", "", "",
+                              {{"Accept", accept}});
+  ASSERT_EQ(list.status, 200) << list.body;
+  const json table = json::parse(list.body);
+  ASSERT_EQ(table["rows"].size(), 1u) << list.body;
+  json cells = table["rows"][0]["cells"];
+  ASSERT_EQ(cells.size(), 7u) << cells.dump();
+  EXPECT_EQ(cells[0], "web");
+  EXPECT_EQ(cells[1], "ClusterIP");
+  EXPECT_THAT(cells[2].get<std::string>(), MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+\\.[0-9]+"));
+  EXPECT_EQ(cells[2], service["spec"]["clusterIP"]);
+  EXPECT_EQ(cells[3], "<none>");
+  EXPECT_EQ(cells[4], "80/TCP,443/TCP");
+  EXPECT_THAT(cells[5].get<std::string>(), MatchesRegex("[0-9]+s"));
+  EXPECT_EQ(cells[6], "app=web");
+
+  const auto one = http.send("GET", "/api/v1/namespaces/" + ns() + "/services/web", "", "",
+                             {{"Accept", accept}});
+  ASSERT_EQ(one.status, 200) << one.body;
+  json one_cells = json::parse(one.body)["rows"][0]["cells"];
+  ASSERT_EQ(one_cells.size(), 7u) << one.body;
+  // The same row, but for the AGE, which may have ticked on between the two reads.
+  one_cells.erase(5);
+  cells.erase(5);
+  EXPECT_EQ(one_cells, cells);
+}
+
+TEST_F(ApiListTest, LabelSelectorsSupportEveryOperator) {
+  client().create(resources::configmaps(), ns(),
+                  configmap("web-front", {{"app", "web"}, {"tier", "front"}}));
+  client().create(resources::configmaps(), ns(),
+                  configmap("web-back", {{"app", "web"}, {"tier", "back"}}));
+  client().create(resources::configmaps(), ns(), configmap("db", {{"app", "db"}}));
+  client().create(resources::configmaps(), ns(), configmap("plain"));
+  auto select = [&](const std::string& selector) {
+    return configmap_names(
+        client().list(resources::configmaps(), ns(), {.label_selector = selector}));
+  };
+  EXPECT_THAT(select("app=web"), UnorderedElementsAre("web-front", "web-back"));
+  EXPECT_THAT(select("app==web"), UnorderedElementsAre("web-front", "web-back"));
+  EXPECT_THAT(select("app!=web"), UnorderedElementsAre("db", "plain"));
+  EXPECT_THAT(select("app in (web,db)"), UnorderedElementsAre("web-front", "web-back", "db"));
+  EXPECT_THAT(select("app notin (web)"), UnorderedElementsAre("db", "plain"));
+  EXPECT_THAT(select("tier"), UnorderedElementsAre("web-front", "web-back"));
+  EXPECT_THAT(select("!tier"), UnorderedElementsAre("db", "plain"));
+  EXPECT_THAT(select("app=web,tier!=front"), UnorderedElementsAre("web-back"));
+  EXPECT_THAT(select("app=nothing"), IsEmpty());
+
+  const Error bad = expect_error([&] { select("app in web"); });
+  EXPECT_EQ(bad.kind(), ErrorKind::BadRequest);
+  EXPECT_EQ(bad.http_code(), 400);
+}
+
+TEST_F(ApiListTest, FieldSelectorsOnPods) {
+  const std::string other = create_namespace();
+  // No scheduler or kubelet touches these pods: the test binds one and sets its phase itself.
+  json placed = unscheduled_two_container_pod("placed");
+  placed["spec"]["nodeName"] = "trainctl-test-node";
+  placed = client().create(resources::pods(), ns(), placed);
+  placed["status"]["phase"] = "Running";
+  client().update_status(resources::pods(), ns(), placed);
+  client().create(resources::pods(), ns(), unscheduled_two_container_pod("stuck"));
+  client().create(resources::pods(), other, unscheduled_two_container_pod("stuck"));
+
+  // "first/NAME" and "other/NAME" for the pods of the test's two namespaces that `selector`
+  // selects in `in` (a shared cluster has pods of its own).
+  auto select = [&](std::string_view in, const std::string& selector) {
+    std::vector<std::string> out;
+    const json list = client().list(resources::pods(), in, {.field_selector = selector});
+    for (const auto& pod : list["items"]) {
+      const std::string pod_ns = pod["metadata"]["namespace"];
+      if (pod_ns == ns() || pod_ns == other)
+        out.push_back((pod_ns == ns() ? "first/" : "other/") +
+                      pod["metadata"]["name"].get<std::string>());
+    }
+    return out;
+  };
+  EXPECT_THAT(select(ns(), "metadata.name=stuck"), ElementsAre("first/stuck"));
+  EXPECT_THAT(select("", "metadata.name=stuck"),
+              UnorderedElementsAre("first/stuck", "other/stuck"));
+  EXPECT_THAT(select("", "metadata.namespace=" + other), ElementsAre("other/stuck"));
+  EXPECT_THAT(select(ns(), "status.phase=Running"), ElementsAre("first/placed"));
+  EXPECT_THAT(select("", "status.phase=Pending"),
+              UnorderedElementsAre("first/stuck", "other/stuck"));
+  EXPECT_THAT(select("", "spec.nodeName=trainctl-test-node"), ElementsAre("first/placed"));
+  EXPECT_THAT(select(ns(), "spec.nodeName="), ElementsAre("first/stuck"));
+  EXPECT_THAT(select("", "status.phase!=Pending,metadata.namespace=" + ns()),
+              ElementsAre("first/placed"));
+
+  const Error bad = expect_error(
+      [&] { client().list(resources::pods(), ns(), {.field_selector = "spec.image=x"}); });
+  EXPECT_EQ(bad.kind(), ErrorKind::BadRequest);
+  EXPECT_THAT(bad.message(), HasSubstr("field label not supported: spec.image"));
+}
+
+TEST_F(ApiListTest, LimitAndContinuePageThroughAConsistentSnapshot) {
+  for (int i = 0; i < 7; ++i)
+    client().create(resources::configmaps(), ns(), configmap("cm-" + std::to_string(i)));
+
+  // On a real cluster the namespace's kube-root-ca.crt is listed too, after the cm-*.
+  const std::size_t total = client().list(resources::configmaps(), ns())["items"].size();
+  const json first = client().list(resources::configmaps(), ns(), {.limit = 3});
+  EXPECT_THAT(names_of(first), ElementsAre("cm-0", "cm-1", "cm-2"));
+  const std::string token = first["metadata"].value("continue", "");
+  ASSERT_FALSE(token.empty());
+  EXPECT_EQ(first["metadata"]["remainingItemCount"], total - 3);
+
+  // Pages after the first show the list as it was when the first was read.
+  client().create(resources::configmaps(), ns(), configmap("cm-9-late"));
+  client().remove(resources::configmaps(), ns(), "cm-5");
+  const json second =
+      client().list(resources::configmaps(), ns(), {.limit = 3, .continue_token = token});
+  EXPECT_THAT(names_of(second), ElementsAre("cm-3", "cm-4", "cm-5"));
+  EXPECT_EQ(second["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"]);
+
+  const json all = client().list_all(resources::configmaps(), ns(), {.limit = 2});
+  EXPECT_THAT(configmap_names(all),
+              ElementsAre("cm-0", "cm-1", "cm-2", "cm-3", "cm-4", "cm-6", "cm-9-late"));
+  EXPECT_FALSE(all["metadata"].contains("continue"));
+}
+
+TEST_F(ApiListTest, ListCarriesTheResourceVersionItWasReadAt) {
+  const json created = client().create(resources::configmaps(), ns(), configmap("a"));
+  const json list = client().list(resources::configmaps(), ns());
+  EXPECT_EQ(list["kind"], "ConfigMapList");
+  EXPECT_EQ(list["apiVersion"], "v1");
+  const std::uint64_t list_rv = std::stoull(list["metadata"]["resourceVersion"].get<std::string>());
+  EXPECT_GE(list_rv, rv_of(created));
+
+  EXPECT_THAT(configmap_names(client().list(resources::configmaps(), ns(),
+                                            {.resource_version = std::to_string(list_rv)})),
+              ElementsAre("a"));
+}
+
+TEST_F(ApiListTest, AVersionNotReachedIsWaitedForThenRefusedAsTheWatchCacheDoes) {
+  const json created = client().create(resources::configmaps(), ns(), configmap("a"));
+  const std::uint64_t current =
+      std::stoull(client()
+                      .list(resources::configmaps(), ns())["metadata"]["resourceVersion"]
+                      .get<std::string>());
+  const std::string wanted = std::to_string(current + 1000);
+  // What kube-apiserver 1.26 answers after waiting 3 s for its cache, Retry-After header included.
+  RawSandboxHttp http(config());
+  const auto start = std::chrono::steady_clock::now();
+  const auto response =
+      http.send("GET", "/api/v1/namespaces/" + ns() + "/configmaps?resourceVersion=" + wanted);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(2900));
+  EXPECT_LT(waited, std::chrono::seconds(6));
+  EXPECT_EQ(response.status, 504);
+  EXPECT_EQ(response.header("retry-after"), "1");
+  const json status = json::parse(response.body);
+  EXPECT_EQ(status["reason"], "Timeout");
+  // "current" is the newest version the server's cache of the resource has seen: at least the
+  // ConfigMap's, at most the newest after the refusal (a real server's versions count every
+  // other write too, and its cache follows them while it waits).
+  std::smatch match;
+  const std::string message = status.value("message", "");
+  ASSERT_TRUE(
+      std::regex_match(message, match,
+                       std::regex(fmt::format(
+                           "Timeout: Too large resource version: {}, current: ([0-9]+)", wanted))))
+      << message;
+  const std::uint64_t newest = rv_of(client().list(resources::configmaps(), ns()));
+  EXPECT_GE(std::stoull(match[1]), rv_of(created)) << message;
+  EXPECT_LE(std::stoull(match[1]), newest) << message;
+  EXPECT_EQ(
+      status["details"],
+      (json{{"causes",
+             {{{"reason", "ResourceVersionTooLarge"}, {"message", "Too large resource version"}}}},
+            {"retryAfterSeconds", 1}}));
+  // The client does not retry it: the server already waited, and one that lost its data (a
+  // restore, a restart) never gets there.
+  const auto sent = client().requests_sent();
+  const Error refused = expect_error(
+      [&] { client().list(resources::configmaps(), ns(), {.resource_version = wanted}); });
+  EXPECT_EQ(client().requests_sent(), sent + 1);
+  EXPECT_TRUE(kube::is_too_large_resource_version(refused)) << refused.what();
+  EXPECT_EQ(refused.kind(), ErrorKind::Timeout);
+
+  // A version that is no number: the real server's 500 without a reason, for lists and watches.
+  for (const std::string& path :
+       {"/api/v1/namespaces/" + ns() + "/configmaps?resourceVersion=abc",
+        "/api/v1/namespaces/" + ns() + "/configmaps?watch=true&resourceVersion=abc"}) {
+    const auto invalid = http.send("GET", path);
+    EXPECT_EQ(invalid.status, 500) << path;
+    const json body = json::parse(invalid.body);
+    EXPECT_EQ(body["message"],
+              "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": "
+              "invalid syntax");
+    EXPECT_FALSE(body.contains("reason"));
+  }
+}
+
+// --- watch ------------------------------------------------------------------------------------
+
+TEST_F(ApiWatchTest, FromAResourceVersionEveryLaterEventArrivesInOrder) {
+  client().create(resources::configmaps(), ns(), configmap("before"));
+  const std::string start =
+      client().list(resources::configmaps(), ns())["metadata"]["resourceVersion"];
+  const json a = client().create(resources::configmaps(), ns(), configmap("a"));
+  json changed = a;
+  changed["data"]["key"] = "changed";
+  client().update(resources::configmaps(), ns(), changed);
+  client().remove(resources::configmaps(), ns(), "a");
+
+  kube::WatchOptions options;
+  options.resource_version = start;
+  const auto events = collect_events(client(), resources::configmaps(), ns(), options, 3);
+  EXPECT_THAT(describe(events), ElementsAre("ADDED a", "MODIFIED a", "DELETED a"));
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1].object["data"]["key"], "changed");
+  EXPECT_EQ(events[0].object["apiVersion"], "v1");
+  EXPECT_EQ(events[0].object["kind"], "ConfigMap");
+  EXPECT_LT(rv_of(events[0].object), rv_of(events[1].object));
+  EXPECT_LT(rv_of(events[1].object), rv_of(events[2].object));
+}
+
+TEST_F(ApiWatchTest, WithoutAResourceVersionExistingObjectsArriveFirstThenLiveEvents) {
+  client().create(resources::configmaps(), ns(), configmap("old", {{"app", "web"}}));
+  client().create(resources::configmaps(), ns(), configmap("other", {{"app", "db"}}));
+  std::vector<WatchEvent> events;
+  std::jthread writer;
+  kube::WatchOptions options;
+  options.label_selector = "app=web";
+  options.timeout_seconds = 5;
+  client().watch(resources::configmaps(), ns(), options, [&](const WatchEvent& e) {
+    if (e.type == WatchEventType::Bookmark)
+      return true;
+    events.push_back(e);
+    if (events.size() == 1) {
+      writer = std::jthread([this] {
+        client().create(resources::configmaps(), ns(), configmap("skipped", {{"app", "db"}}));
+        client().create(resources::configmaps(), ns(), configmap("new", {{"app", "web"}}));
+      });
+    }
+    return events.size() < 2;
+  });
+  EXPECT_THAT(describe(events), ElementsAre("ADDED old", "ADDED new"));
+}
+
+// A bookmark carries the newest version the server's cache of the resource has seen, and only once
+// that is newer than where the watch started (kube-apiserver's cacheWatcher sends nothing older, so
+// on a quiet cluster none comes): ConfigMaps written in another namespace while the watch runs
+// move it on without an event in this one.
+TEST_F(ApiWatchTest, BookmarksArriveWhenAskedFor) {
+  const json cm = client().create(resources::configmaps(), ns(), configmap("a"));
+  const std::string elsewhere = create_namespace();
+  std::jthread writer([&](const std::stop_token& stop) {
+    for (int i = 0; !stop.stop_requested(); ++i) {
+      client().create(resources::configmaps(), elsewhere, configmap("b-" + std::to_string(i)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::vector<WatchEvent> bookmarks;
+  kube::WatchOptions options;
+  options.resource_version = cm["metadata"]["resourceVersion"];
+  options.allow_bookmarks = true;
+  options.timeout_seconds = 5;  // kube-apiserver sends one 2 s before the end at the latest
+  client().watch(resources::configmaps(), ns(), options, [&](const WatchEvent& e) {
+    if (e.type == WatchEventType::Bookmark)
+      bookmarks.push_back(e);
+    return bookmarks.empty();
+  });
+  writer.request_stop();
+  ASSERT_THAT(bookmarks, SizeIs(1)) << "no BOOKMARK within the watch's 5 s";
+  EXPECT_EQ(bookmarks[0].object["kind"], "ConfigMap");
+  EXPECT_GT(rv_of(bookmarks[0].object), rv_of(cm));
+}
+
+TEST_F(ApiWatchTest, BookmarksDoNotArriveUnasked) {
+  kube::WatchOptions options;
+  options.resource_version =
+      client().list(resources::configmaps(), ns())["metadata"]["resourceVersion"];
+  options.allow_bookmarks = false;
+  options.timeout_seconds = 1;  // the sandbox would have sent one after 1 s of silence
+  std::size_t bookmarks = 0;
+  client().watch(resources::configmaps(), ns(), options, [&](const WatchEvent& e) {
+    bookmarks += e.type == WatchEventType::Bookmark ? 1 : 0;
+    return true;
+  });
+  EXPECT_EQ(bookmarks, 0u);
+}
+
+TEST_F(ApiWatchTest, TimeoutSecondsEndsTheWatch) {
+  kube::WatchOptions options;
+  options.resource_version = client().list(resources::pods(), ns())["metadata"]["resourceVersion"];
+  options.timeout_seconds = 1;
+  options.allow_bookmarks = false;
+  const auto started = std::chrono::steady_clock::now();
+  const kube::WatchResult result =
+      client().watch(resources::pods(), ns(), options, [](const WatchEvent&) { return true; });
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(result.events, 0u);
+  EXPECT_GE(took, std::chrono::milliseconds(900));
+  EXPECT_LT(took, std::chrono::milliseconds(2500));
+}
+
+// --- update and patch -------------------------------------------------------------------------
+
+TEST_F(ApiWriteTest, UpdateSucceedsOnlyFromTheCurrentResourceVersion) {
+  const json v1 = client().create(resources::configmaps(), ns(), configmap("a"));
+  json next = v1;
+  next["data"]["key"] = "two";
+  const json v2 = client().update(resources::configmaps(), ns(), next);
+  EXPECT_GT(rv_of(v2), rv_of(v1));
+  EXPECT_EQ(v2["data"]["key"], "two");
+
+  next["data"]["key"] = "three";  // still carries v1's resourceVersion
+  EXPECT_EQ(expect_error([&] { client().update(resources::configmaps(), ns(), next); }).kind(),
+            ErrorKind::Conflict);
+
+  // A built-in object updated without a resourceVersion is written unconditionally.
+  next["metadata"].erase("resourceVersion");
+  EXPECT_EQ(client().update(resources::configmaps(), ns(), next)["data"]["key"], "three");
+}
+
+TEST_F(ApiWriteTest, MergePatchSetsAndRemovesFields) {
+  json cm = configmap("a", {{"app", "web"}, {"tier", "front"}});
+  cm["data"]["other"] = "x";
+  client().create(resources::configmaps(), ns(), cm);
+  const json patched =
+      client().patch(resources::configmaps(), ns(), "a", PatchType::Merge,
+                     {{"metadata", {{"labels", {{"tier", nullptr}, {"team", "vision"}}}}},
+                      {"data", {{"key", "new"}}}});
+  EXPECT_EQ(patched["metadata"]["labels"], json({{"app", "web"}, {"team", "vision"}}));
+  EXPECT_EQ(patched["data"], json({{"key", "new"}, {"other", "x"}}));
+
+  const Error stale = expect_error([&] {
+    client().patch(resources::configmaps(), ns(), "a", PatchType::Merge,
+                   {{"metadata", {{"resourceVersion", "1"}}}, {"data", {{"key", "stale"}}}});
+  });
+  EXPECT_EQ(stale.kind(), ErrorKind::Conflict) << "a resourceVersion in a patch is a precondition";
+  EXPECT_EQ(expect_error([&] {
+              client().patch(resources::configmaps(), ns(), "missing", PatchType::Merge,
+                             {{"data", {{"k", "v"}}}});
+            }).kind(),
+            ErrorKind::NotFound);
+}
+
+TEST_F(ApiWriteTest, JsonPatchAppliesOperationsInOrder) {
+  client().create(resources::configmaps(), ns(), configmap("a", {{"app", "web"}}));
+  const json patched = client().patch(
+      resources::configmaps(), ns(), "a", PatchType::Json,
+      json::array({{{"op", "test"}, {"path", "/data/key"}, {"value", "value"}},
+                   {{"op", "add"}, {"path", "/metadata/labels/team"}, {"value", "vision"}},
+                   {{"op", "remove"}, {"path", "/metadata/labels/app"}},
+                   {{"op", "replace"}, {"path", "/data/key"}, {"value", "replaced"}}}));
+  EXPECT_EQ(patched["metadata"]["labels"], json({{"team", "vision"}}));
+  EXPECT_EQ(patched["data"]["key"], "replaced");
+
+  const Error failed = expect_error([&] {
+    client().patch(resources::configmaps(), ns(), "a", PatchType::Json,
+                   json::array({{{"op", "test"}, {"path", "/data/key"}, {"value", "value"}},
+                                {{"op", "add"}, {"path", "/data/x"}, {"value", "y"}}}));
+  });
+  EXPECT_EQ(failed.kind(), ErrorKind::Invalid);
+  EXPECT_EQ(failed.http_code(), 422);
+  EXPECT_FALSE(client().get(resources::configmaps(), ns(), "a")["data"].contains("x"))
+      << "a failed test operation applies nothing";
+}
+
+TEST_F(ApiWriteTest, StrategicMergePatchMergesContainersByName) {
+  client().create(resources::pods(), ns(), unscheduled_two_container_pod("p"));
+  const json patched = client().patch(
+      resources::pods(), ns(), "p", PatchType::Strategic,
+      {{"metadata", {{"labels", {{"patched", "yes"}}}}},
+       {"spec", {{"containers", json::array({{{"name", "helper"}, {"image", "busybox:1.37"}}})}}}});
+  const json& containers = patched["spec"]["containers"];
+  ASSERT_EQ(containers.size(), 2u) << containers.dump();
+  EXPECT_EQ(containers[0]["name"], "main");
+  EXPECT_EQ(containers[0]["image"], "busybox:1.36");
+  EXPECT_EQ(containers[1]["name"], "helper");
+  EXPECT_EQ(containers[1]["image"], "busybox:1.37");
+  EXPECT_EQ(patched["metadata"]["labels"]["patched"], "yes");
+}
+
+TEST_F(ApiWriteTest, ApplyPatchCreatesThenMerges) {
+  const json applied =
+      client().patch(resources::configmaps(), ns(), "applied", PatchType::Apply,
+                     {{"apiVersion", "v1"},
+                      {"kind", "ConfigMap"},
+                      {"metadata", {{"name", "applied"}, {"labels", {{"app", "web"}}}}},
+                      {"data", {{"a", "1"}}}},
+                     {.field_manager = "trainctl"});
+  EXPECT_EQ(applied["data"], json({{"a", "1"}}));
+  bool recorded = false;
+  for (const auto& entry : applied["metadata"].value("managedFields", json::array()))
+    recorded = recorded || (entry["manager"] == "trainctl" && entry["operation"] == "Apply");
+  EXPECT_TRUE(recorded) << applied["metadata"].dump();
+
+  const json merged = client().patch(resources::configmaps(), ns(), "applied", PatchType::Apply,
+                                     {{"apiVersion", "v1"},
+                                      {"kind", "ConfigMap"},
+                                      {"metadata", {{"name", "applied"}}},
+                                      {"data", {{"b", "2"}}}},
+                                     {.field_manager = "other-manager"});
+  EXPECT_EQ(merged["data"], json({{"a", "1"}, {"b", "2"}}));
+  EXPECT_EQ(merged["metadata"]["labels"]["app"], "web");
+  EXPECT_EQ(merged["metadata"]["uid"], applied["metadata"]["uid"]);
+}
+
+TEST_F(ApiWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfACustomResource) {
+  testing::install_training_crds(client());
+  json job = client().create(resources::job(api::JobKind::TFJob), ns(), tfjob("mnist", 2));
+
+  json both = job;
+  both["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3;
+  both["status"] = {{"conditions", json::array({{{"type", "Running"}, {"status", "True"}}})}};
+  job = client().update(resources::job(api::JobKind::TFJob), ns(), both);
+  EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 3);
+  EXPECT_EQ(condition_status(job, "Running"), "") << "a main write must not touch status";
+
+  both = job;
+  both["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 9;
+  both["status"] = {{"conditions", json::array({{{"type", "Running"}, {"status", "True"}}})}};
+  job = client().update_status(resources::job(api::JobKind::TFJob), ns(), both);
+  EXPECT_EQ(condition_status(job, "Running"), "True");
+  EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 3)
+      << "a status write must not touch spec";
+
+  job = client().patch(resources::job(api::JobKind::TFJob), ns(), "mnist", PatchType::Merge,
+                       {{"status", {{"replicaStatuses", {{"Worker", {{"active", 3}}}}}}}},
+                       {.subresource = "status"});
+  EXPECT_EQ(job["status"]["replicaStatuses"]["Worker"]["active"], 3);
+  EXPECT_EQ(
+      condition_status(client().get(resources::job(api::JobKind::TFJob), ns(), "mnist", "status"),
+                       "Running"),
+      "True");
+}
+
+// apiextensions-apiserver registry/customresource/etcd.go: ScaleREST Get/Update and
+// scaleFromCustomResource; validator.go ValidateScaleSpec.
+TEST_F(ApiWriteTest, ScaleSubresourceReadsAndWritesTheCrdsReplicaPaths) {
+  testing::install_training_crds(client());
+  const json list = client().discover("kubeflow.org", "v1");
+  const json scale_entry = find_resource(list, "pytorchjobs/scale");
+  ASSERT_TRUE(scale_entry.is_object()) << list.dump();
+  EXPECT_EQ(scale_entry["group"], "autoscaling");
+  EXPECT_EQ(scale_entry["kind"], "Scale");
+  EXPECT_FALSE(find_resource(list, "tfjobs/scale").is_object());
+
+  json job = {{"apiVersion", "kubeflow.org/v1"},
+              {"kind", "PyTorchJob"},
+              {"metadata", {{"name", "ddp"}}},
+              {"spec", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 2}}}}}}}};
+  job = client().create(resources::job(api::JobKind::PyTorchJob), ns(), job);
+  client().patch(
+      resources::job(api::JobKind::PyTorchJob), ns(), "ddp", PatchType::Merge,
+      {{"status", {{"replicaStatuses", {{"Worker", {{"active", 2}, {"selector", "a=b"}}}}}}}},
+      {.subresource = "status"});
+
+  json scale = client().get(resources::job(api::JobKind::PyTorchJob), ns(), "ddp", "scale");
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["metadata"]["uid"], job["metadata"]["uid"]);
+  EXPECT_EQ(scale["spec"], json({{"replicas", 2}}));
+  EXPECT_EQ(scale["status"], json({{"replicas", 2}, {"selector", "a=b"}}));
+
+  scale = client().patch(resources::job(api::JobKind::PyTorchJob), ns(), "ddp", PatchType::Merge,
+                         {{"spec", {{"replicas", 4}}}}, {.subresource = "scale"});
+  EXPECT_EQ(scale["spec"]["replicas"], 4);
+  EXPECT_EQ(client().get(resources::job(api::JobKind::PyTorchJob), ns(),
+                         "ddp")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
+            4);
+
+  RawSandboxHttp http(config());
+  const std::string path = "/apis/kubeflow.org/v1/namespaces/" + ns() + "/pytorchjobs/ddp/scale";
+  json stale = scale;
+  stale["metadata"]["resourceVersion"] = job["metadata"]["resourceVersion"];
+  stale["spec"]["replicas"] = 1;
+  EXPECT_EQ(http.send("PUT", path, stale.dump(), "application/json").status, 409);
+  json negative = scale;
+  negative["spec"]["replicas"] = -1;
+  const auto invalid = http.send("PUT", path, negative.dump(), "application/json");
+  EXPECT_EQ(invalid.status, 422);
+  EXPECT_EQ(
+      json::parse(invalid.body)["message"],
+      "PyTorchJob.kubeflow.org \"ddp\" is invalid: .spec.pytorchReplicaSpecs.Worker.replicas: "
+      "Invalid value: -1: should be a non-negative integer");
+  scale["spec"]["replicas"] = 3;
+  const auto put = http.send("PUT", path, scale.dump(), "application/json");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(json::parse(put.body)["spec"]["replicas"], 3);
+  EXPECT_EQ(expect_error([&] {
+              client().get(resources::job(api::JobKind::TFJob), ns(), "ddp", "scale");
+            }).kind(),
+            ErrorKind::NotFound);
+}
+
+TEST_F(ApiWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfAPod) {
+  json pod = client().create(resources::pods(), ns(), unscheduled_two_container_pod("p"));
+  EXPECT_EQ(pod["status"]["phase"], "Pending");
+
+  json both = pod;
+  both["metadata"]["labels"] = {{"seen", "yes"}};
+  both["status"]["phase"] = "Running";
+  pod = client().update(resources::pods(), ns(), both);
+  EXPECT_EQ(pod["metadata"]["labels"]["seen"], "yes");
+  EXPECT_EQ(pod["status"]["phase"], "Pending") << "a main write must not touch status";
+
+  // podStatusStrategy.PrepareForUpdate keeps the stored spec and ownerReferences; the labels
+  // and annotations are the write's, as in a main write.
+  const json owner = client().create(resources::configmaps(), ns(), configmap("owner"));
+  both = pod;
+  both["spec"]["containers"][0]["image"] = "busybox:9";
+  both["metadata"]["ownerReferences"] = json::array({owner_reference(owner)});
+  both["metadata"]["labels"] = {{"seen", "changed"}};
+  both["status"]["phase"] = "Running";
+  pod = client().update_status(resources::pods(), ns(), both);
+  EXPECT_EQ(pod["status"]["phase"], "Running");
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "busybox:1.36")
+      << "a status write must not touch spec";
+  EXPECT_FALSE(pod["metadata"].contains("ownerReferences"))
+      << "a status write must not touch ownerReferences";
+  EXPECT_EQ(pod["metadata"]["labels"], json({{"seen", "changed"}}));
+}
+
+// --- delete -----------------------------------------------------------------------------------
+
+TEST_F(ApiDeleteTest, BackgroundCollectsOwnedDependents) {
+  const json owner = client().create(resources::configmaps(), ns(), configmap("owner"));
+  client().create(resources::configmaps(), ns(), owned_configmap("dep-1", owner));
+  client().create(resources::configmaps(), ns(), owned_configmap("dep-2", owner, false));
+  client().create(resources::configmaps(), ns(), configmap("unrelated"));
+
+  client().remove(resources::configmaps(), ns(), "owner", {.propagation_policy = "Background"});
+  // The garbage collector deletes them a moment later.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return configmap_names(client().list(resources::configmaps(), ns())) ==
+               std::vector<std::string>{"unrelated"};
+      },
+      kSettleTimeout))
+      << client().list(resources::configmaps(), ns()).dump();
+}
+
+TEST_F(ApiDeleteTest, OrphanKeepsDependentsAndDropsTheirOwnerReferences) {
+  const json owner = client().create(resources::configmaps(), ns(), configmap("owner"));
+  const json other = client().create(resources::configmaps(), ns(), configmap("other"));
+  json dependent = owned_configmap("dep", owner);
+  dependent["metadata"]["ownerReferences"].push_back(owner_reference(other, false));
+  dependent["metadata"]["ownerReferences"][1]["controller"] = false;
+  client().create(resources::configmaps(), ns(), dependent);
+
+  client().remove(resources::configmaps(), ns(), "owner", {.propagation_policy = "Orphan"});
+  ASSERT_TRUE(wait_until([&] { return !exists(client(), resources::configmaps(), ns(), "owner"); },
+                         kSettleTimeout));
+  const json kept = client().get(resources::configmaps(), ns(), "dep");
+  ASSERT_EQ(kept["metadata"]["ownerReferences"].size(), 1u) << kept.dump();
+  EXPECT_EQ(kept["metadata"]["ownerReferences"][0]["name"], "other");
+}
+
+TEST_F(ApiDeleteTest, ForegroundDeletesDependentsBeforeTheOwner) {
+  const json owner = client().create(resources::configmaps(), ns(), configmap("owner"));
+  client().create(resources::configmaps(), ns(), owned_configmap("dep", owner));
+  const std::string start =
+      client().list(resources::configmaps(), ns())["metadata"]["resourceVersion"];
+
+  const json deleting =
+      client().remove(resources::configmaps(), ns(), "owner", {.propagation_policy = "Foreground"});
+  EXPECT_TRUE(deleting["metadata"].contains("deletionTimestamp")) << deleting.dump();
+
+  // Watch until the owner is gone: first it is marked (deletionTimestamp and the
+  // foregroundDeletion finalizer), then its dependent goes, then it does.
+  std::vector<WatchEvent> events;
+  kube::WatchOptions options;
+  options.resource_version = start;
+  options.timeout_seconds = kSettleTimeout.count();
+  client().watch(resources::configmaps(), ns(), options, [&](const WatchEvent& e) {
+    if (e.type == WatchEventType::Bookmark)
+      return true;
+    events.push_back(e);
+    return !(e.type == WatchEventType::Deleted && e.object["metadata"]["name"] == "owner");
+  });
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(describe({events.front()}), std::vector<std::string>{"MODIFIED owner"});
+  EXPECT_TRUE(events.front().object["metadata"].contains("deletionTimestamp"));
+  EXPECT_THAT(events.front().object["metadata"].value("finalizers", json::array()),
+              Contains("foregroundDeletion"));
+  std::vector<std::string> deletions;
+  for (const auto& d : describe(events)) {
+    if (d.starts_with("DELETED"))
+      deletions.push_back(d);
+  }
+  EXPECT_THAT(deletions, ElementsAre("DELETED dep", "DELETED owner"));
+}
+
+TEST_F(ApiDeleteTest, ForegroundOwnerWaitsForABlockingDependentsFinalizer) {
+  const json owner = client().create(resources::configmaps(), ns(), configmap("owner"));
+  json dependent = owned_configmap("dep", owner);
+  dependent["metadata"]["finalizers"] = {"example.com/hold"};
+  client().create(resources::configmaps(), ns(), dependent);
+
+  client().remove(resources::configmaps(), ns(), "owner", {.propagation_policy = "Foreground"});
+  const json held_owner = client().get(resources::configmaps(), ns(), "owner");
+  EXPECT_TRUE(held_owner["metadata"].contains("deletionTimestamp"));
+  // The garbage collector deletes the dependent (a moment later), which its finalizer holds.
+  json held_dep;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        held_dep = client().get(resources::configmaps(), ns(), "dep");
+        return held_dep["metadata"].contains("deletionTimestamp");
+      },
+      kSettleTimeout))
+      << held_dep.dump();
+  EXPECT_TRUE(client().get(resources::configmaps(), ns(), "owner")["metadata"].contains(
+      "deletionTimestamp"))
+      << "the owner waits for its dependent";
+
+  client().patch(resources::configmaps(), ns(), "dep", PatchType::Merge,
+                 {{"metadata", {{"finalizers", nullptr}}}});
+  auto gone = [&](const std::string& name) {
+    return !exists(client(), resources::configmaps(), ns(), name);
+  };
+  EXPECT_TRUE(wait_until([&] { return gone("dep") && gone("owner"); }, kSettleTimeout));
+}
+
+TEST_F(ApiDeleteTest, PreconditionsMustMatch) {
+  const json cm = client().create(resources::configmaps(), ns(), configmap("a"));
+  const Error uid = expect_error([&] {
+    client().remove(resources::configmaps(), ns(), "a",
+                    {.precondition_uid = "00000000-0000-0000-0000-000000000000"});
+  });
+  EXPECT_EQ(uid.kind(), ErrorKind::Conflict);
+  // rest.BeforeDelete's wording, kind and all.
+  EXPECT_THAT(uid.message(),
+              HasSubstr("Operation cannot be fulfilled on ConfigMap \"a\": the UID in the "
+                        "precondition (00000000-0000-0000-0000-000000000000) does not match the "
+                        "UID in record"));
+  const Error rv = expect_error([&] {
+    client().remove(resources::configmaps(), ns(), "a", {.precondition_resource_version = "1"});
+  });
+  EXPECT_EQ(rv.kind(), ErrorKind::Conflict);
+  EXPECT_NO_THROW(client().remove(resources::configmaps(), ns(), "a",
+                                  {.precondition_uid = cm["metadata"]["uid"].get<std::string>()}));
+}
+
+// --- dry run ----------------------------------------------------------------------------------
+
+TEST_F(ApiDryRunTest, CreateUpdatePatchAndDeleteChangeNothing) {
+  const json dry_created =
+      client().create(resources::configmaps(), ns(), configmap("dry"), {.dry_run = true});
+  EXPECT_EQ(dry_created["metadata"]["name"], "dry");
+  EXPECT_EQ(expect_error([&] { client().get(resources::configmaps(), ns(), "dry"); }).kind(),
+            ErrorKind::NotFound);
+
+  const json real = client().create(resources::configmaps(), ns(), configmap("real"));
+  json changed = real;
+  changed["data"]["key"] = "dry-run";
+  EXPECT_EQ(
+      client().update(resources::configmaps(), ns(), changed, {.dry_run = true})["data"]["key"],
+      "dry-run");
+  client().patch(resources::configmaps(), ns(), "real", PatchType::Merge,
+                 {{"data", {{"key", "dry-patch"}}}}, {.dry_run = true});
+  client().remove(resources::configmaps(), ns(), "real", {.dry_run = true});
+
+  const json after = client().get(resources::configmaps(), ns(), "real");
+  EXPECT_EQ(after["data"]["key"], "value");
+  EXPECT_EQ(after["metadata"]["resourceVersion"], real["metadata"]["resourceVersion"]);
+  kube::WatchOptions since_create;
+  since_create.resource_version = real["metadata"]["resourceVersion"];
+  since_create.timeout_seconds = 1;
+  since_create.allow_bookmarks = false;
+  EXPECT_THAT(describe(collect_events(client(), resources::configmaps(), ns(), since_create, 1)),
+              IsEmpty())
+      << "a dry run must write nothing a watcher sees";
+
+  EXPECT_EQ(expect_error([&] {
+              client().create(resources::configmaps(), ns(), configmap("Bad_Name"),
+                              {.dry_run = true});
+            }).kind(),
+            ErrorKind::Invalid)
+      << "a dry run still validates";
+}
+
+TEST_F(ApiDryRunTest, DryRunDeleteOfACrdKeepsItServed) {
+  testing::install_training_crds(client());
+  client().create(resources::job(api::JobKind::TFJob), ns(), tfjob("mnist"));
+  client().remove(resources::custom_resource_definitions(), "", "tfjobs.kubeflow.org",
+                  {.dry_run = true});
+  EXPECT_NO_THROW(client().require_served(resources::job(api::JobKind::TFJob)));
+  EXPECT_EQ(client().get(resources::job(api::JobKind::TFJob), ns(), "mnist")["metadata"]["name"],
+            "mnist");
+}
+
+}  // namespace
+}  // namespace trainctl
