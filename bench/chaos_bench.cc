@@ -9,6 +9,7 @@
 // At the end: every job reached the terminal state its scripts decide (Succeeded, or Failed for
 // the jobs whose chief exits 1), and no pod is left that its cleanPodPolicy removes (MPI
 // launchers stay, as the MPI Operator keeps the launcher Job).
+// The controller exiting by itself counts as a violation too (it is restarted, as a kubelet would).
 // Prints the timings and every violation; exits 1 when an invariant broke or jobs did not finish
 // within the limit (timings themselves never fail it). CI runs a short version (ctest -L chaos).
 // Usage: chaos_bench [jobs=1000] [kills=5] [nodes=40] [limit_seconds=900] [seed=1]
@@ -364,6 +365,12 @@ int main(int argc, char** argv) {
                  next_kill + 1, kills);
       controller = bench::spawn(controller_args);
       ++next_kill;
+    }
+    // The controller must not die of the faults; if it does, the kubelet would restart it.
+    if (int exited = 0; ::waitpid(controller, &exited, WNOHANG) == controller) {
+      invariants.violation(fmt::format("{:.1f}s: the controller exited by itself (status {})",
+                                       seconds_since(t0), exited));
+      controller = bench::spawn(controller_args);
     }
     if (next_kill == kill_at.size() && all_finished(sb.store(), cases)) {
       finished_at = seconds_since(t0);

@@ -64,10 +64,19 @@ class AdmissionReconciler : public Runnable {
     }
   }
 
+  void prepare() override { client_.require_served(kube::resources::queues()); }
+
+  void run(std::stop_token stop) override {
+    loop_.add({});
+    loop_.run(stop);
+  }
+
+ private:
   // Jobs that name no queue land in `default`; Volcano creates it at start-up, and so does the
-  // builtin admission, so such jobs are not held forever.
-  void prepare() override {
-    client_.require_served(kube::resources::queues());
+  // builtin admission (on its first pass, so that a failed create is retried, not fatal).
+  void ensure_default_queue() {
+    if (queues_->get(std::string(default_queue)))
+      return;
     const json queue{{"apiVersion", "scheduling.volcano.sh/v1beta1"},
                      {"kind", "Queue"},
                      {"metadata", {{"name", std::string(default_queue)}}},
@@ -77,13 +86,8 @@ class AdmissionReconciler : public Runnable {
                                             .object = queue}}});
   }
 
-  void run(std::stop_token stop) override {
-    loop_.add({});
-    loop_.run(stop);
-  }
-
- private:
   void reconcile() {
+    ensure_default_queue();
     // Only the jobs PodGroups name are read, not a copy of every cached job.
     const JobLookup job = [this](std::string_view kind, std::string_view ns,
                                  std::string_view name) -> std::optional<json> {
