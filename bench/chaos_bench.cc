@@ -382,9 +382,17 @@ int main(int argc, char** argv) {
   done = true;
   faults = {};
   checker = {};
-  // Cleanup runs on the controller's next passes: give it a moment without faults.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
-  check_end(sb.store(), cases, invariants);
+  // Cleanup runs on the controller's next passes: give it up to 30 s without faults.
+  for (const auto end_by = Clock::now() + std::chrono::seconds(30);;) {
+    Invariants end;
+    check_end(sb.store(), cases, end);
+    if (end.violations() == 0 || Clock::now() >= end_by) {
+      for (auto& v : end.examples())
+        invariants.violation(std::move(v));
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   const int status = bench::stop(controller, SIGTERM);
 
   if (finished_at > 0)
