@@ -105,12 +105,21 @@ std::string image_notice(const std::vector<json>& objects, const InstallSettings
   const std::string image =
       (*deployment)["spec"]["template"]["spec"]["containers"][0].value("image", "");
   const std::string where = fmt::format("deployment {}/{}", settings.ns, name_of(*deployment));
-  const std::string tag = image.substr(image.rfind(':') + 1);
+  // The tag, when the reference ends in one (not a digest, not a registry's port).
+  const std::size_t colon = image.rfind(':');
+  const bool tagged = image.find('@') == std::string::npos && colon != std::string::npos &&
+                      image.find('/', colon) == std::string::npos;
+  const std::string tag = tagged ? image.substr(colon + 1) : "";
   if (!settings.image.empty()) {
-    return fmt::format(
-        "{} runs image {}: every node must be able to pull it (build it with packaging/image, "
-        "push it with: skopeo copy oci:build/image/oci:{} docker://{})\n",
-        where, image, tag, image);
+    std::string notice =
+        fmt::format("{} runs image {}: every node must be able to pull it", where, image);
+    if (tagged) {
+      notice += fmt::format(
+          " (build it with packaging/image --tag {0}, push it with: skopeo copy "
+          "oci:build/image/oci:{1} docker://{0})",
+          image, tag);
+    }
+    return notice + "\n";
   }
   return fmt::format(
       "{} runs image {}, the packaged default, which no public registry serves: its pods cannot "

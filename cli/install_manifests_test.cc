@@ -253,8 +253,17 @@ TEST(InstallManifestsTest, ImageNoticeNamesAChosenImageAndNothingForCrdsOnly) {
   const std::string notice = image_notice(install_objects(chosen), chosen);
   EXPECT_THAT(notice, HasSubstr("deployment ml-ops/trainctl-controller runs image reg.io/tc:2: "
                                 "every node must be able to pull it"));
+  EXPECT_THAT(notice, HasSubstr("packaging/image --tag reg.io/tc:2"));
   EXPECT_THAT(notice, HasSubstr("skopeo copy oci:build/image/oci:2 docker://reg.io/tc:2"));
   EXPECT_THAT(notice, Not(HasSubstr("packaged default")));
+
+  // A digest or an untagged name (the colon is a registry's port) has no tag to build.
+  for (const std::string image : {"reg.io/tc@sha256:0123abcd", "reg.io:5000/tc"}) {
+    const InstallSettings pinned{.image = image};
+    const std::string text = image_notice(install_objects(pinned), pinned);
+    EXPECT_THAT(text, HasSubstr("runs image " + image + ": every node must be able to pull it"));
+    EXPECT_THAT(text, Not(HasSubstr("skopeo"))) << image;
+  }
 
   const InstallSettings crds{.crds_only = true};
   EXPECT_EQ(image_notice(install_objects(crds), crds), "");
