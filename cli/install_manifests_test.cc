@@ -227,9 +227,9 @@ TEST(InstallManifestsTest, ResourcesAndNamesOfPackagedObjects) {
 
 TEST(InstallManifestsTest, PackagedImageIsWhatPackagingImageTags) {
   // packaging/image tags its image trainctl:<project version>; the Deployment must name it.
-  const json& container =
-      find_object(install_objects({}), "Deployment",
-                  "trainctl-controller")["spec"]["template"]["spec"]["containers"][0];
+  const std::vector<json> objects = install_objects({});
+  const json& container = find_object(
+      objects, "Deployment", "trainctl-controller")["spec"]["template"]["spec"]["containers"][0];
   EXPECT_EQ(container["image"], fmt::format("trainctl:{}", kVersion));
 }
 
