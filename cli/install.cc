@@ -14,6 +14,7 @@
 #include "install_manifests.h"
 #include "json_access.h"
 #include "printer.h"
+#include "trainctl/version.h"
 
 namespace trainctl::cli {
 namespace {
@@ -79,6 +80,7 @@ struct InstallOptions {
     const std::vector<json> objects = install_objects(target.settings);
     if (dry_run) {
       print_documents(std::cout, objects, parse_output_format(output.empty() ? "yaml" : output));
+      std::cerr << image_notice(objects, target.settings);
       return;
     }
     kube::Client& client = target.connection.client();
@@ -90,6 +92,7 @@ struct InstallOptions {
       if (is_crd(object))
         wait_until_served(client, object, deadline);
     }
+    std::cerr << image_notice(objects, target.settings);
   }
 
   /// Jobs cannot be created until the API server serves the new kind (the CRD is Established).
@@ -150,13 +153,18 @@ void add_install_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_flag("--crds-only", install->target.settings.crds_only,
                 "Only the CustomResourceDefinitions (e.g. to use another controller)");
   cmd->add_option("--image", install->target.settings.image,
-                  "The controller's container image (default: as packaged)");
+                  "The controller's image, pushed where every node can pull it (default: "
+                  "trainctl:VERSION, which no registry serves: build it with packaging/image "
+                  "and push it with skopeo copy; see the README's install section)");
   add_target_flags(*cmd, install->target);
-  add_examples(*cmd, R"(# Install (or upgrade) the CRDs and the controller
-trainctl install
+  add_examples(*cmd, fmt::format(R"(# Build the image, push it where the nodes pull from, install
+packaging/image
+skopeo copy oci:build/image/oci:{0} docker://registry.example/trainctl:{0}
+trainctl install --image registry.example/trainctl:{0}
 # Only the CRDs, or see what would be applied
 trainctl install --crds-only
-trainctl install --dry-run -o yaml)");
+trainctl install --dry-run -o yaml)",
+                                 kVersion));
   run_verb(*cmd, install, flags);
 
   auto uninstall = std::make_shared<UninstallOptions>();

@@ -96,6 +96,40 @@ std::vector<json> install_objects(const InstallSettings& settings) {
   return objects;
 }
 
+std::string image_notice(const std::vector<json>& objects, const InstallSettings& settings) {
+  const auto deployment = std::find_if(objects.begin(), objects.end(), [](const json& o) {
+    return o.value("kind", "") == "Deployment";
+  });
+  if (deployment == objects.end())
+    return "";
+  const std::string image =
+      (*deployment)["spec"]["template"]["spec"]["containers"][0].value("image", "");
+  const std::string where = fmt::format("deployment {}/{}", settings.ns, name_of(*deployment));
+  // The tag, when the reference ends in one (not a digest, not a registry's port).
+  const std::size_t colon = image.rfind(':');
+  const bool tagged = image.find('@') == std::string::npos && colon != std::string::npos &&
+                      image.find('/', colon) == std::string::npos;
+  const std::string tag = tagged ? image.substr(colon + 1) : "";
+  if (!settings.image.empty()) {
+    std::string notice =
+        fmt::format("{} runs image {}: every node must be able to pull it", where, image);
+    if (tagged) {
+      notice += fmt::format(
+          " (build it with packaging/image --tag {0}, push it with: skopeo copy "
+          "oci:build/image/oci:{1} docker://{0})",
+          image, tag);
+    }
+    return notice + "\n";
+  }
+  return fmt::format(
+      "{} runs image {}, the packaged default, which no public registry serves: its pods cannot "
+      "start until every node has it. Build the image with packaging/image (no Docker needed), "
+      "push it with\n  skopeo copy oci:build/image/oci:{} docker://REGISTRY/trainctl:{}\nand "
+      "install with\n  trainctl install --image REGISTRY/trainctl:{}\n(or import "
+      "build/image/trainctl-image.tar into every node's runtime: ctr -n k8s.io image import)\n",
+      where, image, tag, tag, tag);
+}
+
 bool is_crd(const json& object) {
   return object.value("kind", "") == "CustomResourceDefinition";
 }

@@ -35,6 +35,12 @@ struct InstallSettings {
 /// ClusterRoleBinding, Role, RoleBinding, Service, Deployment. Uninstall deletes them in reverse.
 std::vector<nlohmann::json> install_objects(const InstallSettings& settings);
 
+/// What install says about the image its Deployment runs (empty when there is no Deployment, as
+/// with --crds-only): the reference, and for the packaged default, which no registry serves, how
+/// to build and push an image (packaging/image, skopeo) and install it with --image.
+std::string image_notice(const std::vector<nlohmann::json>& objects,
+                         const InstallSettings& settings);
+
 /// Whether `object` is a CustomResourceDefinition.
 bool is_crd(const nlohmann::json& object);
 /// The resource a CRD defines (its storage version), to check that it is served.

@@ -1,5 +1,6 @@
 #include "install_manifests.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 
 #include "error.h"
 #include "tests/support/temp_dir.h"
+#include "trainctl/version.h"
 
 namespace trainctl::cli {
 namespace {
@@ -16,6 +18,8 @@ namespace {
 using nlohmann::json;
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::filesystem::path kPackaging = std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging";
 
@@ -221,6 +225,50 @@ TEST(InstallManifestsTest, ResourcesAndNamesOfPackagedObjects) {
   EXPECT_EQ(resource_of(find_object(objects, "Deployment", "trainctl-controller")).api_version(),
             "apps/v1");
   EXPECT_THROW(resource_of({{"kind", "Ingress"}, {"metadata", {{"name", "x"}}}}), Error);
+}
+
+TEST(InstallManifestsTest, PackagedImageIsWhatPackagingImageTags) {
+  // packaging/image tags its image trainctl:<project version>; the Deployment must name it.
+  const std::vector<json> objects = install_objects({});
+  const json& container = find_object(
+      objects, "Deployment", "trainctl-controller")["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(container["image"], fmt::format("trainctl:{}", kVersion));
+}
+
+TEST(InstallManifestsTest, ImageNoticeSaysHowToBuildAndPushThePackagedImage) {
+  const InstallSettings settings;
+  const std::string notice = image_notice(install_objects(settings), settings);
+  EXPECT_THAT(notice, HasSubstr(fmt::format(
+                          "deployment trainctl-system/trainctl-controller runs image trainctl:{}, "
+                          "the packaged default, which no public registry serves",
+                          kVersion)));
+  EXPECT_THAT(notice, HasSubstr("packaging/image"));
+  EXPECT_THAT(notice,
+              HasSubstr(fmt::format(
+                  "skopeo copy oci:build/image/oci:{0} docker://REGISTRY/trainctl:{0}", kVersion)));
+  EXPECT_THAT(notice,
+              HasSubstr(fmt::format("trainctl install --image REGISTRY/trainctl:{}", kVersion)));
+}
+
+TEST(InstallManifestsTest, ImageNoticeNamesAChosenImageAndNothingForCrdsOnly) {
+  const InstallSettings chosen{.ns = "ml-ops", .image = "reg.io/tc:2"};
+  const std::string notice = image_notice(install_objects(chosen), chosen);
+  EXPECT_THAT(notice, HasSubstr("deployment ml-ops/trainctl-controller runs image reg.io/tc:2: "
+                                "every node must be able to pull it"));
+  EXPECT_THAT(notice, HasSubstr("packaging/image --tag reg.io/tc:2"));
+  EXPECT_THAT(notice, HasSubstr("skopeo copy oci:build/image/oci:2 docker://reg.io/tc:2"));
+  EXPECT_THAT(notice, Not(HasSubstr("packaged default")));
+
+  // A digest or an untagged name (the colon is a registry's port) has no tag to build.
+  for (const std::string image : {"reg.io/tc@sha256:0123abcd", "reg.io:5000/tc"}) {
+    const InstallSettings pinned{.image = image};
+    const std::string text = image_notice(install_objects(pinned), pinned);
+    EXPECT_THAT(text, HasSubstr("runs image " + image + ": every node must be able to pull it"));
+    EXPECT_THAT(text, Not(HasSubstr("skopeo"))) << image;
+  }
+
+  const InstallSettings crds{.crds_only = true};
+  EXPECT_EQ(image_notice(install_objects(crds), crds), "");
 }
 
 }  // namespace

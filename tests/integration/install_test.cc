@@ -16,6 +16,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const kube::Resource kDeployments{"apps", "v1", "deployments", true, "Deployment"};
 const kube::Resource kClusterRoles{"rbac.authorization.k8s.io", "v1", "clusterroles", false,
@@ -68,10 +69,14 @@ TEST(InstallDryRunTest, JsonIsOneListAndFlagsChangeNamespaceImageAndSelection) {
   EXPECT_EQ(deployment["metadata"]["namespace"], "ml-ops");
   EXPECT_EQ(deployment["spec"]["template"]["spec"]["containers"][0]["image"],
             "reg.example/trainctl:9");
+  // Which image runs goes to stderr, so that stdout stays the objects.
+  EXPECT_THAT(r.err, HasSubstr("deployment ml-ops/trainctl-controller runs image "
+                               "reg.example/trainctl:9: every node must be able to pull it"));
 
   const auto crds = trainctl("install --dry-run --crds-only");
   ASSERT_EQ(crds.exit_code, 0) << crds.err;
   EXPECT_EQ(api::parse_manifests(crds.out, "stdout").size(), 5u);
+  EXPECT_THAT(crds.err, Not(HasSubstr("runs image")));
 
   const auto bad = trainctl("install --dry-run -o wide");
   EXPECT_EQ(bad.exit_code, 2);
@@ -102,6 +107,9 @@ TEST_F(InstallTest, InstallServesTheCrdsAndCreatesTheController) {
   EXPECT_THAT(r.out, HasSubstr("customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org "
                                "serverside-applied"));
   EXPECT_THAT(r.out, HasSubstr("deployment.apps/trainctl-controller serverside-applied"));
+  EXPECT_THAT(r.err, HasSubstr("runs image trainctl:"));
+  EXPECT_THAT(r.err, HasSubstr("the packaged default, which no public registry serves"));
+  EXPECT_THAT(r.err, HasSubstr("packaging/image"));
   for (const auto& res :
        {kube::resources::job(api::JobKind::TFJob), kube::resources::job(api::JobKind::PyTorchJob),
         kube::resources::job(api::JobKind::MPIJob), kube::resources::podgroups(),
