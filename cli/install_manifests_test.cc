@@ -137,15 +137,17 @@ TEST(InstallManifestsTest, ClusterRoleGrantsWhatTheControllerUses) {
     }
     return out;
   };
-  EXPECT_EQ(verbs("kubeflow.org", "mpijobs/status"), (std::set<std::string>{"update", "patch"}));
+  // ControllerTest.EveryRuleOfThePackagedRbacIsUsed checks every rule against the calls the
+  // controller makes; these pin a few that matter to users reading the policy.
+  EXPECT_EQ(verbs("kubeflow.org", "mpijobs/status"), (std::set<std::string>{"update"}));
   EXPECT_EQ(verbs("", "pods"),
-            (std::set<std::string>{"create", "delete", "get", "list", "watch", "patch"}));
+            (std::set<std::string>{"create", "delete", "list", "watch", "patch"}));
   // The proxy terminator: exactly what the exec upgrade needs, and reading namespaces.
   EXPECT_EQ(verbs("", "pods/exec"), (std::set<std::string>{"create", "get"}));
   EXPECT_EQ(verbs("", "namespaces"), (std::set<std::string>{"list", "watch"}));
   EXPECT_TRUE(verbs("", "pods/log").empty());
   EXPECT_EQ(verbs("scheduling.volcano.sh", "queues/status"), (std::set<std::string>{"update"}));
-  EXPECT_EQ(verbs("", "nodes"), (std::set<std::string>{"get", "list", "watch"}));
+  EXPECT_EQ(verbs("", "nodes"), (std::set<std::string>{"list", "watch"}));
   EXPECT_TRUE(verbs("coordination.k8s.io", "leases").empty());  // only in the Role
   EXPECT_EQ(
       find_object(objects, "Role", "trainctl-controller-leader-election")["rules"][0]["resources"],
