@@ -43,7 +43,11 @@ class AdmissionReconciler : public Runnable {
         options_(options.admission),
         loop_({.name = "admission",
                .metric_kind = [](const AdmissionKey&) { return std::string("controller"); },
-               .reconcile = [this](const AdmissionKey&) { reconcile(); }},
+               .reconcile = [this](const AdmissionKey&) { reconcile(); },
+               // One key for every gang: a pass writes many objects, so under a 5 % error rate
+               // most passes fail somewhere, and a growing backoff would stall all admission.
+               // Each pass redoes what the last one did not.
+               .max_backoff = std::chrono::seconds(2)},
               manager.metrics(), manager.log()) {
     const auto due = [this](const json&) { loop_.add({}); };
     const kube::cache::EventHandlers handlers{

@@ -37,10 +37,15 @@ class ReconcileLoop {
     std::function<std::string(const Key&)> metric_kind;
     /// Reconciles one key; throws Error to be retried with backoff.
     std::function<void(const Key&)> reconcile;
+    /// The longest a failing key waits (client-go's default: 1000 s).
+    std::chrono::milliseconds max_backoff = std::chrono::seconds(1000);
   };
 
   ReconcileLoop(Options options, MetricsRegistry& metrics, Logger& log)
-      : options_(std::move(options)), metrics_(metrics), log_(log) {}
+      : options_(std::move(options)),
+        metrics_(metrics),
+        log_(log),
+        queue_(kube::real_clock(), {.max_delay = options_.max_backoff}) {}
 
   void add(const Key& key) { queue_.add(key); }
   void add_after(const Key& key, std::chrono::nanoseconds delay) { queue_.add_after(key, delay); }

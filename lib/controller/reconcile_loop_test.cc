@@ -13,7 +13,8 @@ namespace {
 
 // Reconciles one key with `reconcile` (given the call's number) until it returns true or `limit`
 // passes; returns the calls made.
-int calls_until_done(const std::function<bool(int)>& reconcile, std::chrono::seconds limit) {
+int calls_until_done(const std::function<bool(int)>& reconcile, std::chrono::seconds limit,
+                     std::chrono::milliseconds max_backoff = std::chrono::seconds(1000)) {
   MetricsRegistry metrics;
   declare_controller_metrics(metrics);
   std::ostringstream log_text;
@@ -28,7 +29,8 @@ int calls_until_done(const std::function<bool(int)>& reconcile, std::chrono::sec
                                          if (!reconcile(++calls))
                                            return;
                                          done = true;
-                                       }},
+                                       },
+                                   .max_backoff = max_backoff},
                                   metrics, log);
   loop.add("key");
   std::jthread worker([&](std::stop_token stop) { loop.run(stop); });
@@ -59,6 +61,15 @@ TEST(ReconcileLoopTest, OtherErrorsBackOffExponentially) {
       std::chrono::seconds(3));
   EXPECT_GT(calls, 5);
   EXPECT_LT(calls, 12);
+}
+
+// A loop with one key for all the work (admission) caps the backoff: a key failing every time
+// is still retried every max_backoff.
+TEST(ReconcileLoopTest, BackoffStopsGrowingAtMaxBackoff) {
+  const int calls = calls_until_done(
+      [](int) -> bool { throw Error(ErrorKind::ServerError, "an error on the server"); },
+      std::chrono::seconds(3), std::chrono::milliseconds(100));
+  EXPECT_GT(calls, 20);  // uncapped: about 10 (see above)
 }
 
 }  // namespace
