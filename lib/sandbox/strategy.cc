@@ -30,6 +30,10 @@ json ResourceStrategy::from_version(json object, const std::string&) const {
   return object;
 }
 
+std::vector<std::string> ResourceStrategy::decode(json&, const std::string&) const {
+  return {};
+}
+
 void ResourceStrategy::admit(json&, const AdmissionContext&) const {}
 
 bool ResourceStrategy::tracks_generation() const {
@@ -68,6 +72,8 @@ void ResourceStrategy::prepare_for_create(json& object) const {
 }
 
 void ResourceStrategy::name_generated(json&) const {}
+
+void ResourceStrategy::validate(const json&, std::vector<FieldError>&) const {}
 
 void ResourceStrategy::prepare_for_update(const json& old, json& next, WritePart part) const {
   if (part == WritePart::Status) {

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sandbox/field_errors.h"
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
@@ -83,7 +84,12 @@ class ResourceStrategy {
   /// An object a client sent in `version`, converted to the storage version.
   virtual nlohmann::json from_version(nlohmann::json object, const std::string& version) const;
 
-  // --- Admission (the API server, before the store) -------------------------------------------
+  // --- Decoding and admission (the API server, before the store) ------------------------------
+
+  /// Decodes an object a client sent in `version` (its body, or a patch's result): a custom
+  /// resource is pruned against the version's structural schema and defaulted. Returns the unknown
+  /// fields dropped ("spec.foo"), which the request's fieldValidation warns about or refuses.
+  virtual std::vector<std::string> decode(nlohmann::json& object, const std::string& version) const;
 
   /// Fills in what the real server defaults and throws ApiError(422 Invalid) for what its
   /// validation rejects, for a create through the API.
@@ -114,6 +120,9 @@ class ResourceStrategy {
   /// subresource), a status write keeps everything but the status.
   virtual void prepare_for_update(const nlohmann::json& old, nlohmann::json& next,
                                   WritePart part) const;
+  /// Validate/ValidateUpdate beyond ObjectMeta, on every create and update (status too): appends
+  /// what is wrong with the object as stored (a custom resource's schema; nothing by default).
+  virtual void validate(const nlohmann::json& object, std::vector<FieldError>& errs) const;
   /// Whether delete preconditions are checked in the storage layer's words (the namespace and
   /// CRD registries check them before deleting) rather than rest.BeforeDelete's.
   virtual bool checks_delete_preconditions_in_storage() const;
