@@ -83,8 +83,9 @@ size_t on_header(char* data, size_t size, size_t nitems, void* user) {
   }
   auto colon = line.find(':');
   if (colon != std::string_view::npos) {
-    t->response->headers[to_lower(trim(line.substr(0, colon)))] =
-        std::string(trim(line.substr(colon + 1)));
+    // A repeated field (one Warning per unknown field) is one list, as RFC 9110 combines them.
+    std::string& value = t->response->headers[to_lower(trim(line.substr(0, colon)))];
+    value += (value.empty() ? "" : ", ") + std::string(trim(line.substr(colon + 1)));
   }
   return size * nitems;
 }

@@ -34,7 +34,7 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 0;
   std::string body;
-  /// Header names lower-cased.
+  /// Header names lower-cased; a repeated field's values joined with ", ".
   std::map<std::string, std::string> headers;
   /// The negotiated HTTP version: 11 or 2.
   int http_version = 0;

@@ -18,6 +18,8 @@
 #include "sandbox/api_server_internal.h"
 #include "sandbox/field_errors.h"
 #include "sandbox/patch.h"
+#include "sandbox/selector.h"
+#include "sandbox/structural_schema.h"
 #include "sandbox/table.h"
 #include "text.h"
 #include "yaml_json.h"
@@ -60,14 +62,71 @@ DeleteRequest delete_request(const Request& request) {
   return del;
 }
 
-/// transformDecodeError: a body the Go type cannot hold is a 400 naming the kind and version.
-void decode_body(const ResourceStrategy& strategy, const std::string& kind,
-                 const std::string& version, json& object) {
-  if (const auto error = strategy.decode(object)) {
-    fail(ErrorKind::BadRequest, 400,
-         fmt::format("{} in version {:?} cannot be handled as a {}: {}", kind, version, kind,
-                     *error));
+/// A write's fieldValidation directive: what decoding does with unknown fields.
+enum class FieldValidation {
+  Ignore,  // dropped silently
+  Warn,    // dropped, one Warning header each (the default since v1.25)
+  Strict,  // the request fails
+};
+
+FieldValidation field_validation(const Request& request, const std::string& options_kind) {
+  const std::string value = request.param("fieldValidation");
+  if (value.empty() || value == "Warn")
+    return FieldValidation::Warn;
+  if (value == "Ignore")
+    return FieldValidation::Ignore;
+  if (value == "Strict")
+    return FieldValidation::Strict;
+  throw invalid("meta.k8s.io", options_kind, "",
+                {not_supported("fieldValidation", validation::go_quote(value),
+                               {"", "Ignore", "Strict", "Warn"})});
+}
+
+/// The Warning headers of unknown fields: `299 - "unknown field \"spec.foo\""`.
+HeaderList unknown_field_warnings(FieldValidation mode, const std::vector<std::string>& unknown) {
+  HeaderList headers;
+  if (mode != FieldValidation::Warn)
+    return headers;
+  for (const auto& field : unknown) {
+    headers.emplace_back(
+        "Warning", "299 - " + validation::go_quote("unknown field " + validation::go_quote(field)));
   }
+  return headers;
+}
+
+/// Decodes a create's or update's body as the served version's codec does: unknown fields
+/// dropped, refused with 400 under Strict ("strict decoding error").
+HeaderList decode_body(json& obj, const ResourceStrategy& strategy, const std::string& version,
+                       FieldValidation mode) {
+  const ResourceStrategy::Decoded decoded = strategy.decode(obj, version);
+  // transformDecodeError: a body the Go type cannot hold is a 400 naming the kind and version.
+  const auto refuse = [&](const std::string& why) {
+    const std::string& kind = strategy.info().kind;
+    fail(ErrorKind::BadRequest, 400,
+         fmt::format("{} in version {:?} cannot be handled as a {}: {}", kind, version, kind, why));
+  };
+  if (decoded.error)
+    refuse(*decoded.error);
+  if (mode == FieldValidation::Strict && !decoded.unknown_fields.empty())
+    refuse(strict_decoding_error(decoded.unknown_fields));
+  return unknown_field_warnings(mode, decoded.unknown_fields);
+}
+
+/// Server-side apply builds a typed object of the applied configuration from the schema first:
+/// a field the schema does not declare fails it with 500, whatever fieldValidation says.
+void check_applied_fields(const json& config, const ResourceStrategy& strategy,
+                          const std::string& version, const std::string& name) {
+  json copy = config;
+  const std::vector<std::string> unknown = strategy.decode(copy, version).unknown_fields;
+  if (unknown.empty())
+    return;
+  const json& meta = config.value("metadata", json::object());
+  const ResourceInfo& info = strategy.info();
+  throw ApiError(ErrorKind::ServerError, 500, "",
+                 fmt::format("failed to create typed patch object ({}/{}; {}/{}, Kind={}): .{}: "
+                             "field not declared in schema",
+                             meta.is_object() ? meta.value("namespace", "") : "", name, info.group,
+                             version, info.kind, unknown.front()));
 }
 
 }  // namespace
@@ -177,6 +236,7 @@ void ApiServer::serve_watch(const Request& request, ResponseWriter& response, co
 }
 
 void ApiServer::serve_create(const Request& request, ResponseWriter& response, const Route& route) {
+  const FieldValidation mode = field_validation(request, "CreateOptions");
   json obj = parse_body(request);
   if (!obj.is_object())
     fail(ErrorKind::BadRequest, 400, "the request body is not an object");
@@ -193,6 +253,7 @@ void ApiServer::serve_create(const Request& request, ResponseWriter& response, c
          fmt::format("the kind in the data ({}) does not match the expected kind ({})", kind,
                      route.info.kind));
   }
+  const HeaderList warnings = decode_body(obj, *route.strategy, route.version, mode);
   obj["apiVersion"] = route.info.api_version();
   obj["kind"] = route.info.kind;
   obj = route.strategy->from_version(std::move(obj), route.version);
@@ -209,13 +270,12 @@ void ApiServer::serve_create(const Request& request, ResponseWriter& response, c
   } else {
     meta.erase("namespace");
   }
-  decode_body(*route.strategy, route.info.kind, route.version, obj);
   route.strategy->admit(obj, admission_context());
   const bool dry = dry_run(request);
   json created = store_.create(route.info.group_resource(), std::move(obj), dry);
   if (!dry)
     route.strategy->after_write(created, WriteVerb::Create, served_);
-  respond_json(response, 201, route.present(std::move(created)));
+  respond_json(response, 201, route.present(std::move(created)), warnings);
 }
 
 void ApiServer::serve_update(const Request& request, ResponseWriter& response, const Route& route) {
@@ -226,7 +286,9 @@ void ApiServer::serve_update(const Request& request, ResponseWriter& response, c
                      "(injected fault)",
                      route.info.group_resource(), route.name));
   }
+  const FieldValidation mode = field_validation(request, "UpdateOptions");
   json obj = parse_body(request);
+  const HeaderList warnings = decode_body(obj, *route.strategy, route.version, mode);
   json& meta = obj["metadata"];
   if (!meta.is_object())
     meta = json::object();
@@ -246,13 +308,12 @@ void ApiServer::serve_update(const Request& request, ResponseWriter& response, c
   obj["apiVersion"] = route.info.api_version();
   obj["kind"] = route.info.kind;
   obj = route.strategy->from_version(std::move(obj), route.version);
-  decode_body(*route.strategy, route.info.kind, route.version, obj);
   const WritePart part = route.subresource == "status" ? WritePart::Status : WritePart::Main;
   const bool dry = dry_run(request);
   json updated = store_.update(route.info.group_resource(), std::move(obj), part, dry);
   if (!dry)
     route.strategy->after_write(updated, WriteVerb::Update, served_);
-  respond_json(response, 200, route.present(std::move(updated)));
+  respond_json(response, 200, route.present(std::move(updated)), warnings);
 }
 
 void ApiServer::serve_patch(const Request& request, ResponseWriter& response, const Route& route) {
@@ -262,6 +323,7 @@ void ApiServer::serve_patch(const Request& request, ResponseWriter& response, co
                      "(injected fault)",
                      route.info.group_resource(), route.name));
   }
+  const FieldValidation mode = field_validation(request, "PatchOptions");
   const std::string gr = route.info.group_resource();
   const std::string content_type = request.header("content-type");
   const std::optional<PatchType> type = patch_type_for(content_type);
@@ -278,6 +340,29 @@ void ApiServer::serve_patch(const Request& request, ResponseWriter& response, co
   if (*type == PatchType::Apply && patch_request.field_manager.empty()) {
     fail(ErrorKind::BadRequest, 400, "PATCH, application/apply-patch+yaml requires fieldManager");
   }
+  if (*type == PatchType::Apply)
+    check_applied_fields(patch_request.body, *route.strategy, route.version, route.name);
+  std::vector<std::string> unknown;
+  patch_request.decode = [&route, &unknown, mode](json& patched) {
+    const json before = patched;
+    const ResourceStrategy::Decoded decoded = route.strategy->decode(patched, route.version);
+    if (decoded.error) {
+      // applyPatchToCurrentObject: the patched object does not decode.
+      throw invalid("", "", "",
+                    {invalid_value("patch", validation::go_quote(before.dump()), *decoded.error)});
+    }
+    unknown = decoded.unknown_fields;
+    if (mode != FieldValidation::Strict || unknown.empty())
+      return;
+    // The patched object does not decode: a 422 naming the whole object as the bad value.
+    const std::string body = "Invalid value: " + validation::go_quote(before.dump()) + ": " +
+                             strict_decoding_error(unknown);
+    throw ApiError(
+        ErrorKind::Invalid, 422, "Invalid", " \"\" is invalid: patch: " + body,
+        {{"causes",
+          json::array(
+              {{{"reason", "FieldValueInvalid"}, {"message", body}, {"field", "patch"}}})}});
+  };
   if (route.version != route.strategy->info().version) {
     // The patch applies to the object as the client's version shows it.
     patch_request.to_served = [&route](json stored) { return route.present(std::move(stored)); };
@@ -288,7 +373,8 @@ void ApiServer::serve_patch(const Request& request, ResponseWriter& response, co
   PatchResult result = patch(store_, gr, route.ns, route.name, patch_request);
   if (!patch_request.dry_run)
     route.strategy->after_write(result.object, WriteVerb::Patch, served_);
-  respond_json(response, result.created ? 201 : 200, route.present(std::move(result.object)));
+  respond_json(response, result.created ? 201 : 200, route.present(std::move(result.object)),
+               unknown_field_warnings(mode, unknown));
 }
 
 void ApiServer::serve_delete(const Request& request, ResponseWriter& response, const Route& route) {

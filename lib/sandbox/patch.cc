@@ -729,11 +729,8 @@ PatchResult patch(Store& store, const std::string& group_resource, const std::st
         break;
     }
     check_identity(patched, *info, ns, name);
-    if (const auto error = strategy_for(*info)->decode(patched)) {
-      // applyPatchToCurrentObject: the patched object does not decode.
-      throw invalid("", "", "",
-                    {invalid_value("patch", validation::go_quote(patched.dump()), *error)});
-    }
+    if (request.decode)
+      request.decode(patched);
     stored = request.from_served ? request.from_served(std::move(patched)) : std::move(patched);
   };
 
@@ -751,6 +748,8 @@ PatchResult patch(Store& store, const std::string& group_resource, const std::st
     json created = request.body;
     check_identity(created, *info, ns, name);
     record_apply_manager(created, *info, request.field_manager, request.body, time, request.part);
+    if (request.decode)
+      request.decode(created);
     if (request.from_served)
       created = request.from_served(std::move(created));
     try {

@@ -77,6 +77,9 @@ struct PatchRequest {
   /// shows it (the patch applies to that) and back. Empty = the storage version.
   std::function<nlohmann::json(nlohmann::json)> to_served;
   std::function<nlohmann::json(nlohmann::json)> from_served;
+  /// Decodes the patched object (in the client's version) as a request body is decoded: a custom
+  /// resource's pruning and defaults; may throw to refuse it. Empty = nothing to do.
+  std::function<void(nlohmann::json&)> decode;
 };
 
 struct PatchResult {

@@ -200,7 +200,8 @@ void ServedResources::definition_written(const json& written) {
   }
   const CustomResource resource = custom_resource(crd);
   const ResourceInfo& storage = resource.strategy->info();
-  store_.register_resource(storage);  // keeps the objects; takes a new status subresource
+  // Keeps the objects; takes a new status subresource and schema.
+  store_.register_resource(storage, resource.strategy);
   {
     std::lock_guard lock(mu_);
     std::erase_if(served_, [&](const auto& entry) {

@@ -49,11 +49,11 @@ Store::~Store() {
   }
 }
 
-void Store::register_resource(const ResourceInfo& info) {
+void Store::register_resource(const ResourceInfo& info, StrategyPtr strategy) {
   std::lock_guard lock(core_->mu);
   Table& t = core_->tables[info.group_resource()];
   t.info = info;
-  t.strategy = strategy_for(info);
+  t.strategy = strategy ? std::move(strategy) : strategy_for(info);
 }
 
 void Store::unregister_resource(const std::string& group_resource) {

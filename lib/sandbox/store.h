@@ -112,6 +112,7 @@ struct SerializedWatchEvent {
 };
 
 struct StoreCore;
+class ResourceStrategy;
 struct EncodedEvent;
 
 /// A live watch: events matching its filter arrive in order until it is closed or expires.
@@ -251,9 +252,11 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  /// Registers (or re-registers, keeping objects) a resource type. The `namespaces` resource is
-  /// registered from the start.
-  void register_resource(const ResourceInfo& info);
+  /// Registers (or re-registers, keeping objects) a resource type, filed by `strategy` (a CRD's,
+  /// built from its definition) or, when null, by strategy_for(info). The `namespaces` resource
+  /// is registered from the start.
+  void register_resource(const ResourceInfo& info,
+                         std::shared_ptr<const ResourceStrategy> strategy = nullptr);
   /// Deletes every object of the type (DELETED events), closes its watches and forgets it.
   void unregister_resource(const std::string& group_resource);
   std::optional<ResourceInfo> resource(const std::string& group_resource) const;

@@ -186,6 +186,7 @@ void StoreCore::validate_create(const Table& t, const json& obj) {
       errs.push_back(invalid_value("metadata.namespace", validation::go_quote(ns), msg));
   }
   validate_metadata_content(md, errs);
+  t.strategy->validate(obj, errs);
   if (!errs.empty())
     throw invalid(info, name, errs);
 }
@@ -269,6 +270,7 @@ SharedJson StoreCore::update(Table& t, const std::string& key, json obj, WritePa
       }
     }
   }
+  t.strategy->validate(next, errs);
   if (!errs.empty())
     throw invalid(info, name, errs);
   md["resourceVersion"] = old_md["resourceVersion"];

@@ -30,8 +30,8 @@ json ResourceStrategy::from_version(json object, const std::string&) const {
   return object;
 }
 
-std::optional<std::string> ResourceStrategy::decode(json&) const {
-  return std::nullopt;
+ResourceStrategy::Decoded ResourceStrategy::decode(json&, const std::string&) const {
+  return {};
 }
 
 void ResourceStrategy::admit(json&, const AdmissionContext&) const {}
@@ -72,6 +72,8 @@ void ResourceStrategy::prepare_for_create(json& object) const {
 }
 
 void ResourceStrategy::name_generated(json&) const {}
+
+void ResourceStrategy::validate(const json&, std::vector<FieldError>&) const {}
 
 void ResourceStrategy::prepare_for_update(const json& old, json& next, WritePart part) const {
   if (part == WritePart::Status) {

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sandbox/field_errors.h"
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
@@ -84,16 +85,22 @@ class ResourceStrategy {
   /// An object a client sent in `version`, converted to the storage version.
   virtual nlohmann::json from_version(nlohmann::json object, const std::string& version) const;
 
-  // --- Decoding (the API server, before admission) ---------------------------------------------
+  // --- Decoding and admission (the API server, before the store) ------------------------------
 
-  /// What decoding `object` into the Go type does: normalizes what the decoder changes (a null
-  /// string becomes "") and returns its error ("json: cannot unmarshal ..."), nullopt when it
-  /// decodes. The server answers 400 BadRequest for such a create or update body, 422 on `patch`
-  /// for such a patch result. The default decodes anything (a custom resource's schema is not
-  /// checked).
-  virtual std::optional<std::string> decode(nlohmann::json& object) const;
+  /// What decoding a body (or a patch's result) into the Go type does.
+  struct Decoded {
+    /// The decoder's error ("json: cannot unmarshal ..."): the server answers 400 BadRequest for
+    /// such a create or update body, 422 on `patch` for such a patch result.
+    std::optional<std::string> error;
+    /// Unknown fields dropped ("spec.foo"), which the request's fieldValidation warns about or
+    /// refuses.
+    std::vector<std::string> unknown_fields;
+  };
 
-  // --- Admission (the API server, before the store) -------------------------------------------
+  /// Decodes an object a client sent in `version`, normalizing what the decoder changes (a null
+  /// string becomes ""); a custom resource is pruned against the version's structural schema and
+  /// defaulted. The default decodes anything unchanged.
+  virtual Decoded decode(nlohmann::json& object, const std::string& version) const;
 
   /// Fills in what the real server defaults and throws ApiError(422 Invalid) for what its
   /// validation rejects, for a create through the API.
@@ -124,6 +131,9 @@ class ResourceStrategy {
   /// subresource), a status write keeps everything but the status.
   virtual void prepare_for_update(const nlohmann::json& old, nlohmann::json& next,
                                   WritePart part) const;
+  /// Validate/ValidateUpdate beyond ObjectMeta, on every create and update (status too): appends
+  /// what is wrong with the object as stored (a custom resource's schema; nothing by default).
+  virtual void validate(const nlohmann::json& object, std::vector<FieldError>& errs) const;
   /// Whether delete preconditions are checked in the storage layer's words (the namespace and
   /// CRD registries check them before deleting) rather than rest.BeforeDelete's.
   virtual bool checks_delete_preconditions_in_storage() const;

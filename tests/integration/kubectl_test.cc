@@ -201,6 +201,16 @@ class KubectlTest : public ::testing::Test {
         {"create", "-f", manifest(name + ".yaml", pod_yaml(name, run_seconds, exit_code))});
   }
 
+  /// Applies the packaged PyTorchJob CRD (idempotent) and waits until it is Established.
+  static bool apply_pytorchjob_crd() {
+    const std::string crd =
+        (fs::path(TRAINCTL_SOURCE_DIR) / "packaging/crds/kubeflow.org_pytorchjobs.yaml").string();
+    return kubectl({"apply", "--server-side", "-f", crd}).exit_code == 0 &&
+           kubectl({"wait", "--for", "condition=Established", "--timeout=10s",
+                    "crd/pytorchjobs.kubeflow.org"})
+                   .exit_code == 0;
+  }
+
   static std::string jsonpath(const std::string& kind_and_name, const std::string& path,
                               const std::string& ns = "") {
     std::vector<std::string> args = {"get", kind_and_name, "-o", "jsonpath=" + path};
@@ -439,16 +449,50 @@ TEST_F(KubectlTest, CreatingACrdServesItsResourceToKubectl) {
       << "x-kubernetes-preserve-unknown-fields must keep the whole spec";
 }
 
+// kubectl's --validate against a custom resource, as kube-apiserver v1.26 answered the same
+// commands with the same CRD on the real control plane: strict (the default) refuses an unknown
+// field with 400, false drops it and leaves the schema's 422, warn prints a warning per field.
+TEST_F(KubectlTest, CustomResourcesAreCheckedAgainstTheirCrdSchema) {
+  ASSERT_TRUE(apply_pytorchjob_crd());
+  const std::string job = R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: schema-checked}
+spec:
+  foo: 1
+  runPolicy: {backoffLimit: BACKOFF}
+  pytorchReplicaSpecs:
+    Worker: {replicas: 1, template: {spec: {containers: [{name: pytorch, image: pt:2}]}}}
+)";
+  auto with_backoff = [&](const std::string& value) {
+    std::string text = job;
+    text.replace(text.find("BACKOFF"), 7, value);
+    return manifest("schema-checked.yaml", text);
+  };
+  const std::string bad = with_backoff("\"string\"");
+  Output strict = kubectl({"create", "-f", bad});
+  EXPECT_NE(strict.exit_code, 0);
+  EXPECT_THAT(strict.err,
+              HasSubstr("Error from server (BadRequest): error when creating \"" + bad +
+                        "\": PyTorchJob in version \"v1\" cannot be handled as a PyTorchJob: "
+                        "strict decoding error: unknown field \"spec.foo\""));
+  Output invalid = kubectl({"create", "-f", bad, "--validate=false"});
+  EXPECT_NE(invalid.exit_code, 0);
+  EXPECT_THAT(invalid.err,
+              HasSubstr("The PyTorchJob \"schema-checked\" is invalid: "
+                        "spec.runPolicy.backoffLimit: Invalid value: \"string\": "
+                        "spec.runPolicy.backoffLimit in body must be of type integer: \"string\""));
+  Output warned = kubectl({"create", "-f", with_backoff("3"), "--validate=warn"});
+  ASSERT_EQ(warned.exit_code, 0) << warned.err;
+  EXPECT_THAT(warned.err, HasSubstr("Warning: unknown field \"spec.foo\""));
+  EXPECT_EQ(jsonpath("pytorchjob/schema-checked", "{.spec.foo}|{.spec.runPolicy.backoffLimit}"),
+            "|3");
+}
+
 // The shipped PyTorchJob CRD has upstream's scale subresource, so `kubectl scale` (a PATCH of
 // pytorchjobs/scale) changes the Worker replicas, as it does with the Training Operator's CRD.
 TEST_F(KubectlTest, ScalePyTorchJobChangesItsWorkerReplicas) {
-  const std::string crd =
-      (fs::path(TRAINCTL_SOURCE_DIR) / "packaging/crds/kubeflow.org_pytorchjobs.yaml").string();
-  ASSERT_EQ(kubectl({"apply", "--server-side", "-f", crd}).exit_code, 0);
-  ASSERT_EQ(kubectl({"wait", "--for", "condition=Established", "--timeout=10s",
-                     "crd/pytorchjobs.kubeflow.org"})
-                .exit_code,
-            0);
+  ASSERT_TRUE(apply_pytorchjob_crd());
   Output job = kubectl({"create", "-f", manifest("ddp.yaml", R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob

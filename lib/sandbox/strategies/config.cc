@@ -60,7 +60,9 @@ class ConfigMapStrategy final : public ResourceStrategy {
   ConfigMapStrategy()
       : ResourceStrategy({"", "v1", "configmaps", "ConfigMap", true, false}, {"cm"}) {}
 
-  std::optional<std::string> decode(json& cm) const override { return decode_config_map(cm); }
+  Decoded decode(json& cm, const std::string&) const override {
+    return {.error = decode_config_map(cm)};
+  }
 
   std::vector<PrintColumn> columns(const std::string&) const override {
     return {

@@ -1,10 +1,11 @@
 // Resources served from CustomResourceDefinitions: one strategy per definition, holding what
-// the definition says per version (printer columns, the scale subresource).
+// the definition says per version (structural schema, printer columns, the scale subresource).
 
 #include "sandbox/strategies/custom_resources.h"
 
 #include <map>
 
+#include "sandbox/structural_schema.h"
 #include "sandbox/table.h"
 
 namespace trainctl::sandbox {
@@ -16,14 +17,33 @@ namespace {
 class CustomResourceStrategy final : public ResourceStrategy {
  public:
   CustomResourceStrategy(ResourceInfo storage, std::vector<std::string> short_names,
-                         std::vector<std::string> versions, std::map<std::string, json> columns,
-                         std::map<std::string, json> scales)
+                         std::vector<std::string> versions,
+                         std::map<std::string, StructuralSchema> schemas,
+                         std::map<std::string, json> columns, std::map<std::string, json> scales)
       : ResourceStrategy(std::move(storage), std::move(short_names)),
         versions_(std::move(versions)),
+        schemas_(std::move(schemas)),
         columns_(std::move(columns)),
         scales_(std::move(scales)) {}
 
   std::vector<std::string> served_versions() const override { return versions_; }
+
+  Decoded decode(json& object, const std::string& version) const override {
+    const auto it = schemas_.find(version);
+    if (it == schemas_.end())
+      return {};
+    return {.unknown_fields = it->second.decode(object)};
+  }
+
+  void validate(const json& object, std::vector<FieldError>& errs) const override {
+    // Stored objects are in the storage version; with the "None" conversion every version's
+    // object is that one's too.
+    const auto it = schemas_.find(info().version);
+    if (it == schemas_.end())
+      return;
+    auto found = it->second.validate(object);
+    errs.insert(errs.end(), found.begin(), found.end());
+  }
 
   std::vector<PrintColumn> columns(const std::string& version) const override {
     const auto it = columns_.find(version);
@@ -39,8 +59,9 @@ class CustomResourceStrategy final : public ResourceStrategy {
 
  private:
   std::vector<std::string> versions_;
-  std::map<std::string, json> columns_;  // by version: additionalPrinterColumns
-  std::map<std::string, json> scales_;   // by version: subresources.scale
+  std::map<std::string, StructuralSchema> schemas_;  // by version: schema.openAPIV3Schema
+  std::map<std::string, json> columns_;              // by version: additionalPrinterColumns
+  std::map<std::string, json> scales_;               // by version: subresources.scale
 };
 
 }  // namespace
@@ -53,6 +74,7 @@ CustomResource custom_resource(const json& crd) {
   ResourceInfo storage;
   CustomResource out;
   std::vector<std::string> versions;
+  std::map<std::string, StructuralSchema> schemas;
   std::map<std::string, json> columns;
   std::map<std::string, json> scales;
   for (const auto& v : spec.value("versions", json::array())) {
@@ -68,6 +90,9 @@ CustomResource custom_resource(const json& crd) {
       out.served.push_back(info);
       versions.push_back(info.version);
     }
+    const json& schema = v.value("schema", json::object()).value("openAPIV3Schema", json());
+    if (schema.is_object())
+      schemas.emplace(info.version, StructuralSchema(schema));
     if (v.contains("additionalPrinterColumns"))
       columns[info.version] = v["additionalPrinterColumns"];
     const json& scale = v.value("subresources", json::object()).value("scale", json());
@@ -78,8 +103,8 @@ CustomResource custom_resource(const json& crd) {
   for (const auto& s : names.value("shortNames", json::array()))
     short_names.push_back(s);
   out.strategy = std::make_shared<CustomResourceStrategy>(
-      std::move(storage), std::move(short_names), std::move(versions), std::move(columns),
-      std::move(scales));
+      std::move(storage), std::move(short_names), std::move(versions), std::move(schemas),
+      std::move(columns), std::move(scales));
   return out;
 }
 
