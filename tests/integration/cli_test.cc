@@ -200,8 +200,8 @@ TEST_F(CliTest, AServerCertificateFromAnUnknownCaIsRefusedAndSkippingTheCheckWar
       dir_.write("other-ca.crt", sandbox::make_certificate_authority("some other CA").cert_pem)
           .string();
 
-  RunResult refused = run_cli("version --kubeconfig " + config + " --certificate-authority " +
-                              other_ca);
+  RunResult refused =
+      run_cli("version --kubeconfig " + config + " --certificate-authority " + other_ca);
   EXPECT_EQ(refused.exit_code, 3) << refused.out;
   EXPECT_THAT(refused.out, HasSubstr("the server's certificate is not trusted"));
   EXPECT_THAT(refused.out, HasSubstr("certificate-authority"));
