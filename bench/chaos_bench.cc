@@ -35,6 +35,7 @@
 #include "json_access.h"
 #include "kube/client.h"
 #include "sandbox/sandbox.h"
+#include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
 #include "yaml_json.h"
 
@@ -264,7 +265,7 @@ int main(int argc, char** argv) {
   const double limit = argc > 4 ? std::atof(argv[4]) : 900;
   std::mt19937 rng(argc > 5 ? std::atoi(argv[5]) : 1);
 
-  testing::TempDir dir;
+  trainctl::testing::TempDir dir;
   sandbox::SandboxOptions options;
   options.data_dir = dir.path() / "sandbox";
   options.port = 0;
@@ -276,14 +277,7 @@ int main(int argc, char** argv) {
   kube::RestConfig admin = sb.admin_config();
   admin.qps = 0;
   kube::Client client(admin);
-  for (const auto& entry : std::filesystem::directory_iterator(
-           std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging" / "crds"))
-    client.create(kube::resources::custom_resource_definitions(), "",
-                  yaml_to_json(YAML::LoadFile(entry.path().string())));
-  for (const api::JobKind kind :
-       {api::JobKind::TFJob, api::JobKind::PyTorchJob, api::JobKind::MPIJob})
-    client.require_served(kube::resources::job(kind));
-  client.require_served(kube::resources::queues());
+  trainctl::testing::install_training_crds(client);
   for (int q = 0; q < kQueues; ++q)
     client.create(
         kube::resources::queues(), "",

@@ -26,6 +26,7 @@
 #include "kube/client.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/selector.h"
+#include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
 #include "yaml_json.h"
 
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
   const int nodes = argc > 3 ? std::atoi(argv[3]) : 500;
   const int total_pods = jobs * replicas;
 
-  testing::TempDir dir;
+  trainctl::testing::TempDir dir;
   sandbox::SandboxOptions options;
   options.data_dir = dir.path() / "sandbox";
   options.port = 0;
@@ -128,11 +129,7 @@ int main(int argc, char** argv) {
   kube::RestConfig admin = sb.admin_config();
   admin.qps = 0;
   kube::Client client(admin);
-  for (const auto& entry : std::filesystem::directory_iterator(
-           std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging" / "crds"))
-    client.create(kube::resources::custom_resource_definitions(), "",
-                  yaml_to_json(YAML::LoadFile(entry.path().string())));
-  client.require_served(kube::resources::job(api::JobKind::TFJob));
+  trainctl::testing::install_training_crds(client);
   fmt::print("controller_bench: {} jobs x {} replicas, {} nodes\n", jobs, replicas, nodes);
 
   // Reference: the pods and services the controller must create, written by 8 threads.

@@ -337,11 +337,7 @@ spec:
   EXPECT_FALSE(job(kube::resources::job(api::JobKind::TFJob), "mnist").contains("status"));
 }
 
-// elasticPolicy.metrics: the controller creates the job's HPA (pytorch/hpa.go); scaling the job
-// through its scale subresource, as the HPA controller does, adds a worker.
-TEST_F(ControllerTest, PyTorchMetricsGetAnAutoscalerAndScalingAddsWorkers) {
-  start();
-  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
+constexpr const char* kElasticPyTorchJob = R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: elastic}
@@ -356,7 +352,13 @@ spec:
       template:
         metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
         spec: {containers: [{name: pytorch, image: pt:2}]}
-)");
+)";
+
+// elasticPolicy.metrics: the controller creates the job's HPA (pytorch/hpa.go); scaling the job
+// through its scale subresource, as the HPA controller does, adds a worker.
+TEST_F(ControllerTest, PyTorchMetricsGetAnAutoscalerAndScalingAddsWorkers) {
+  start();
+  create(kube::resources::job(api::JobKind::PyTorchJob), kElasticPyTorchJob);
   ASSERT_TRUE(wait_until([&] { return pods_of("elastic").size() == 2; }));
   ASSERT_TRUE(
       wait_until([&] { return exists(kube::resources::horizontalpodautoscalers(), "elastic"); }));
@@ -754,22 +756,9 @@ TEST_F(ControllerTest, EveryRuleOfThePackagedRbacIsUsed) {
   client().create(kube::resources::job(api::JobKind::TFJob), "default", tf);
 
   // PyTorchJob with metrics: its HPA is created, changed with the job, and deleted on suspend.
-  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: elastic}
-spec:
-  elasticPolicy:
-    minReplicas: 1
-    maxReplicas: 3
-    metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}}]
-  pytorchReplicaSpecs:
-    Worker:
-      replicas: 1
-      template:
-        metadata: {annotations: {sandbox.trainctl.io/run-seconds: forever}}
-        spec: {containers: [{name: pytorch, image: pt:2}]}
-)");
+  json elastic = yaml(kElasticPyTorchJob);
+  elastic["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1;
+  client().create(kube::resources::job(api::JobKind::PyTorchJob), "default", elastic);
   ASSERT_TRUE(
       wait_until([&] { return exists(kube::resources::horizontalpodautoscalers(), "elastic"); }));
   client().patch(kube::resources::job(api::JobKind::PyTorchJob), "default", "elastic",
