@@ -581,12 +581,14 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
 
   // Nothing is left whose owner is gone, and the queue holds only the new job.
   std::set<std::string> live_jobs;
-  for (const json& job :
-       client().list_all(kube::resources::job(api::JobKind::PyTorchJob), "default")["items"])
+  // Each list is held in a variable: a range-for over a member of a temporary reads freed memory.
+  const json jobs = client().list_all(kube::resources::job(api::JobKind::PyTorchJob), "default");
+  for (const json& job : jobs["items"])
     live_jobs.insert(job["metadata"]["uid"].get<std::string>());
   for (const auto& resource : {kube::resources::pods(), kube::resources::services(),
                                kube::resources::configmaps(), kube::resources::podgroups()}) {
-    for (const json& object : client().list_all(resource, "default")["items"]) {
+    const json objects = client().list_all(resource, "default");
+    for (const json& object : objects["items"]) {
       const std::string owner = trainctl::controller_uid(object);
       EXPECT_TRUE(owner.empty() || live_jobs.contains(owner))
           << resource.plural << "/" << object["metadata"]["name"] << " outlived its job";
