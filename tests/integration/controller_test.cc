@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "controller/event_recorder.h"
 #include "controller/executor.h"
 #include "controller/objects.h"
@@ -750,12 +751,25 @@ TEST_F(ControllerTest, EveryRuleOfThePackagedRbacIsUsed) {
       .namespace_ = "trainctl-system", .name = "trainctl-controller", .identity = "tour"};
   start(controller::GangScheduler::Builtin, std::move(manager));
 
-  // TFJob: a meshed worker (its proxy is asked to quit), a PS that cleanup deletes, TTL 0.
+  // TFJobs: one whose PS cleanup deletes and whose TTL is 0; one with meshed workers, whose
+  // proxies are asked to quit once their training containers are done.
   json tf = yaml(kTfJob);
   tf["spec"]["runPolicy"] = {{"cleanPodPolicy", "Running"}, {"ttlSecondsAfterFinished", 0}};
-  tf["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].push_back(
-      {{"name", "istio-proxy"}, {"image", "istio/proxyv2:1.22"}});
   client().create(kube::resources::job(api::JobKind::TFJob), "default", tf);
+  json meshed = yaml(kTfJob);
+  meshed["metadata"]["name"] = "meshed";
+  meshed["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].push_back(
+      {{"name", "istio-proxy"}, {"image", "istio/proxyv2:1.22"}});
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", meshed);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return exists(kube::resources::pods(), "meshed-worker-0") &&
+               !annotation_of(client().get(kube::resources::pods(), "default", "meshed-worker-0"),
+                              api::annotations::sidecar_stop_requested)
+                    .empty();
+      },
+      std::chrono::seconds(30)))
+      << "the meshed worker's proxy was asked to quit";
 
   // PyTorchJob with metrics: its HPA is created, changed with the job, and deleted on suspend.
   json elastic = yaml(kElasticPyTorchJob);

@@ -364,7 +364,9 @@ TEST_F(JobFollowTest, WaitForCreatedAndDeleted) {
   EXPECT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(c.out, "tfjob.kubeflow.org/later condition met\n");
 
-  auto deleted = start("wait later --for=deleted --timeout 20s");
+  // With --kind, the output names the kind even when the job is gone before the (slowly
+  // starting, under sanitizers) command first looks for it.
+  auto deleted = start("wait later --for=deleted --kind tfjob --timeout 20s");
   EXPECT_EQ(deleted.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
   client().remove(kube::resources::job(api::JobKind::TFJob), "default", "later");
   RunResult d = finish(deleted);
