@@ -241,7 +241,10 @@ class JobReconciler : public Runnable {
     const std::string key = key_text(job_key);
     if (!expectations_.satisfied(key, std::chrono::steady_clock::now())) {
       log_.debug(2, "waiting for the cache to show earlier writes", {{"job", key}});
-      return;  // the informer event that satisfies them enqueues the job again
+      // The informer event that satisfies them enqueues the job again; should it never come
+      // (an event lost with a dropped watch), the expectations lapse and this retry replans.
+      loop_.add_after(job_key, options_.expectation_timeout);
+      return;
     }
     const auto job =
         jobs_.at(job_key.kind)

@@ -835,7 +835,11 @@ spec:
     const std::string name = kind == api::JobKind::MPIJob ? "hvd" : "elastic";
     client().patch(kube::resources::job(kind), "default", name, kube::PatchType::Merge,
                    {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
-    ASSERT_TRUE(wait_status(kube::resources::job(kind), name, "Suspended"));
+    // Past the controller's 30 s expectation timeout: a lost event delays, never blocks.
+    ASSERT_TRUE(
+        wait_status(kube::resources::job(kind), name, "Suspended", std::chrono::seconds(45)))
+        << name << " is " << status_of(kube::resources::job(kind), name) << ": "
+        << job(kube::resources::job(kind), name).value("status", json()).dump();
   }
   ASSERT_TRUE(
       wait_until([&] { return !exists(kube::resources::job(api::JobKind::TFJob), "mnist"); },
