@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -259,6 +260,7 @@ bool all_finished(sandbox::Store& store, const std::vector<JobCase>& cases) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run killed by a timeout keeps what it printed
   const int jobs = argc > 1 ? std::atoi(argv[1]) : 1000;
   const int kills = argc > 2 ? std::atoi(argv[2]) : 5;
   const int nodes = argc > 3 ? std::atoi(argv[3]) : 40;
