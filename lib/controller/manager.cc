@@ -160,6 +160,7 @@ void Manager::run_elected(std::stop_token stop, const kube::cache::LeaderElectio
   const std::string lease = election.namespace_ + "/" + election.name;
   log_.info("waiting for the leader lease", {{"lease", lease}, {"identity", election.identity}});
   kube::cache::LeaderElector elector(client_, election);
+  metrics_.set("trainctl_leader", {}, 0);  // a standby says so, rather than nothing
   bool lost = false;
   elector.run(stop, {.on_started_leading =
                          [&](std::stop_token leading) {

@@ -285,6 +285,10 @@ TEST_F(ControllerProcessTest, ExactlyOneLeaderActsAndAStandbyTakesOver) {
   std::this_thread::sleep_for(500ms);
   ASSERT_NE(is_leader(port_a), is_leader(port_b)) << "exactly one replica leads";
   const bool a_leads = is_leader(port_a);
+  const auto standby_page = httplib::Client("127.0.0.1", a_leads ? port_b : port_a).Get("/metrics");
+  ASSERT_TRUE(standby_page);
+  EXPECT_NE(standby_page->body.find("\ntrainctl_leader 0\n"), std::string::npos)
+      << "the standby exports trainctl_leader 0";
   const json lease = client().get(kube::resources::leases(), "default", "trainctl-controller");
   EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 2);
   create_job("before", 1, "0.2");
