@@ -104,30 +104,6 @@ json parse_volume_flag(const std::string& text) {
   }
 }
 
-/// Rejects render values that are not UTF-8 (from a flag, --set or a values file) before they
-/// reach a template: JSON, and so the job, takes nothing else.
-void reject_non_utf8_values(const json& value, const std::string& path) {
-  auto check = [&path](const std::string& text) {
-    if (const auto offset = invalid_utf8_offset(text)) {
-      throw Error(ErrorKind::Usage,
-                  fmt::format("value {}: invalid UTF-8 byte {:#04x} at offset {}",
-                              path.empty() ? "<top>" : path,
-                              static_cast<unsigned char>(text[*offset]), *offset));
-    }
-  };
-  if (value.is_string()) {
-    check(value.get_ref<const std::string&>());
-  } else if (value.is_object()) {
-    for (const auto& [key, child] : value.items()) {
-      check(key);
-      reject_non_utf8_values(child, path.empty() ? key : path + "." + key);
-    }
-  } else if (value.is_array()) {
-    for (std::size_t i = 0; i < value.size(); ++i)
-      reject_non_utf8_values(value[i], fmt::format("{}[{}]", path, i));
-  }
-}
-
 void put_string(json& v, const char* key, const std::string& value) {
   if (!value.empty())
     v[key] = value;
@@ -245,7 +221,7 @@ json JobFlags::values(const std::string& namespace_) const {
                                         .sets = sets,
                                         .set_strings = set_strings},
                                        check);
-  reject_non_utf8_values(values, "");
+  render::require_utf8(values);
   return values;
 }
 

@@ -222,8 +222,11 @@ struct ListOptions {
           client,
           kube::cache::InformerOptions{.resource = kube::resources::podgroups(),
                                        .namespace_ = namespace_},
+          // A gang seen after its job (the two watches race) turns the job's row into Queued.
           kube::cache::EventHandlers{
-              .on_update = [&gang_changed](const json&, const json& o) { gang_changed(o); }},
+              .on_add = gang_changed,
+              .on_update = [&gang_changed](const json&, const json& o) { gang_changed(o); },
+              .on_delete = gang_changed},
           stop_on_any_error);
       gangs->start();
     }

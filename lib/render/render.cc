@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "render/value_schema.h"
+#include "render/values.h"
 
 namespace trainctl::render {
 namespace {
@@ -335,6 +336,7 @@ std::string render_template(std::string_view template_text, const nlohmann::json
     if (!as_written.is_valid())
       template_error(text, template_name, as_written.error_message());
   }
+  require_utf8(values);  // the values are dumped as JSON, which takes nothing else
   mustache::mustache tmpl(strip_standalone_lines(text));
   if (!tmpl.is_valid())
     template_error(text, template_name, tmpl.error_message());

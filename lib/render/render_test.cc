@@ -330,3 +330,22 @@ TEST(Render, TemplateErrorsNameTemplateAndLine) {
 
 }  // namespace
 }  // namespace trainctl::render
+
+namespace trainctl::render {
+namespace {
+
+// Found by fuzz_render: a values file whose string is not UTF-8 made the JSON dump of the value
+// throw past every caller and abort. Rendering refuses such values with the path and the byte.
+TEST(RenderTemplateTest, ValuesThatAreNotUtf8AreAUsageErrorNamingTheValue) {
+  const nlohmann::json values = {{"command", {"python", "--lr=0.\xc8 # x"}}};
+  try {
+    render_template("c: {{json:command}}\n", values, "t");
+    FAIL() << "rendered a value that is not UTF-8";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_EQ(e.message(), "value command[1]: invalid UTF-8 byte 0xc8 at offset 7");
+  }
+}
+
+}  // namespace
+}  // namespace trainctl::render

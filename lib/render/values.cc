@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "error.h"
+#include "text.h"
 #include "yaml_json.h"
 
 extern char** environ;
@@ -310,6 +311,28 @@ nlohmann::json layered_values(const ValueLayers& layers, const LayerCheck& check
   for (const auto& assignment : layers.set_strings)
     set_checked_value(values, assignment, true, check);
   return values;
+}
+
+void require_utf8(const nlohmann::json& values, const std::string& path) {
+  auto check = [&path](const std::string& text) {
+    if (const auto offset = invalid_utf8_offset(text)) {
+      throw Error(ErrorKind::Usage,
+                  fmt::format("value {}: invalid UTF-8 byte {:#04x} at offset {}",
+                              path.empty() ? "<top>" : path,
+                              static_cast<unsigned char>(text[*offset]), *offset));
+    }
+  };
+  if (values.is_string()) {
+    check(values.get_ref<const std::string&>());
+  } else if (values.is_object()) {
+    for (const auto& [key, child] : values.items()) {
+      check(key);
+      require_utf8(child, path.empty() ? key : path + "." + key);
+    }
+  } else if (values.is_array()) {
+    for (std::size_t i = 0; i < values.size(); ++i)
+      require_utf8(values[i], fmt::format("{}[{}]", path, i));
+  }
 }
 
 }  // namespace trainctl::render

@@ -38,6 +38,11 @@ void set_checked_value(nlohmann::json& values, std::string_view assignment, bool
 /// scalars, null) in `overlay` replaces what `base` had.
 void deep_merge(nlohmann::json& base, const nlohmann::json& overlay);
 
+/// Rejects render values that are not UTF-8 (from a flag, --set or a values file) before they
+/// reach a template: JSON, and so the job, takes nothing else. Error(Usage) names the first
+/// offending value's path, byte and offset.
+void require_utf8(const nlohmann::json& values, const std::string& path = "");
+
 /// Turns `TRAINCTL_*` environment variables into values. After the prefix, `__` separates path
 /// segments and `_` separates words of a segment, joined lower camelCase:
 /// TRAINCTL_IMAGE -> image, TRAINCTL_PRIORITY_CLASS -> priorityClass,
