@@ -221,7 +221,7 @@ json JobFlags::values(const std::string& namespace_) const {
                                         .sets = sets,
                                         .set_strings = set_strings},
                                        check);
-  render::require_utf8(values);
+  render::require_printable(values);
   return values;
 }
 

@@ -336,7 +336,7 @@ std::string render_template(std::string_view template_text, const nlohmann::json
     if (!as_written.is_valid())
       template_error(text, template_name, as_written.error_message());
   }
-  require_utf8(values);  // the values are dumped as JSON, which takes nothing else
+  require_printable(values);  // the values are dumped as JSON, which takes nothing else
   mustache::mustache tmpl(strip_standalone_lines(text));
   if (!tmpl.is_valid())
     template_error(text, template_name, tmpl.error_message());

@@ -336,7 +336,7 @@ namespace {
 
 // Found by fuzz_render: a values file whose string is not UTF-8 made the JSON dump of the value
 // throw past every caller and abort. Rendering refuses such values with the path and the byte.
-TEST(RenderTemplateTest, ValuesThatAreNotUtf8AreAUsageErrorNamingTheValue) {
+TEST(RenderTemplateTest, ValuesNotUtf8OrWithControlCharactersAreAUsageErrorNamingTheValue) {
   const nlohmann::json values = {{"command", {"python", "--lr=0.\xc8 # x"}}};
   try {
     render_template("c: {{json:command}}\n", values, "t");
@@ -344,6 +344,13 @@ TEST(RenderTemplateTest, ValuesThatAreNotUtf8AreAUsageErrorNamingTheValue) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Usage);
     EXPECT_EQ(e.message(), "value command[1]: invalid UTF-8 byte 0xc8 at offset 7");
+  }
+  // Also found by fuzz_render: DEL survives the JSON spelling, and YAML refuses it.
+  try {
+    render_template("i: {{image}}\n", {{"image", "pt:2\x02im\x7f"}}, "t");
+    FAIL() << "rendered a value with control characters";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "value image: control character 0x02 at offset 4");
   }
 }
 

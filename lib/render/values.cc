@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -313,13 +314,23 @@ nlohmann::json layered_values(const ValueLayers& layers, const LayerCheck& check
   return values;
 }
 
-void require_utf8(const nlohmann::json& values, const std::string& path) {
+void require_printable(const nlohmann::json& values, const std::string& path) {
   auto check = [&path](const std::string& text) {
+    const std::string where = path.empty() ? "<top>" : path;
     if (const auto offset = invalid_utf8_offset(text)) {
       throw Error(ErrorKind::Usage,
-                  fmt::format("value {}: invalid UTF-8 byte {:#04x} at offset {}",
-                              path.empty() ? "<top>" : path,
+                  fmt::format("value {}: invalid UTF-8 byte {:#04x} at offset {}", where,
                               static_cast<unsigned char>(text[*offset]), *offset));
+    }
+    // As YAML (and so the rendered manifest) allows: no control character but tab, LF and CR.
+    const auto control = std::find_if(text.begin(), text.end(), [](char c) {
+      const auto byte = static_cast<unsigned char>(c);
+      return (byte < 0x20 && c != '\t' && c != '\n' && c != '\r') || byte == 0x7f;
+    });
+    if (control != text.end()) {
+      throw Error(ErrorKind::Usage,
+                  fmt::format("value {}: control character {:#04x} at offset {}", where,
+                              static_cast<unsigned char>(*control), control - text.begin()));
     }
   };
   if (values.is_string()) {
@@ -327,11 +338,11 @@ void require_utf8(const nlohmann::json& values, const std::string& path) {
   } else if (values.is_object()) {
     for (const auto& [key, child] : values.items()) {
       check(key);
-      require_utf8(child, path.empty() ? key : path + "." + key);
+      require_printable(child, path.empty() ? key : path + "." + key);
     }
   } else if (values.is_array()) {
     for (std::size_t i = 0; i < values.size(); ++i)
-      require_utf8(values[i], fmt::format("{}[{}]", path, i));
+      require_printable(values[i], fmt::format("{}[{}]", path, i));
   }
 }
 

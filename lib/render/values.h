@@ -38,10 +38,11 @@ void set_checked_value(nlohmann::json& values, std::string_view assignment, bool
 /// scalars, null) in `overlay` replaces what `base` had.
 void deep_merge(nlohmann::json& base, const nlohmann::json& overlay);
 
-/// Rejects render values that are not UTF-8 (from a flag, --set or a values file) before they
-/// reach a template: JSON, and so the job, takes nothing else. Error(Usage) names the first
-/// offending value's path, byte and offset.
-void require_utf8(const nlohmann::json& values, const std::string& path = "");
+/// Rejects render values (from a flag, --set or a values file) that are not UTF-8 or hold a
+/// control character other than tab, LF and CR, before they reach a template: JSON takes nothing
+/// but UTF-8, and YAML, so the rendered manifest, no other control character. Error(Usage) names
+/// the first offending value's path, byte and offset.
+void require_printable(const nlohmann::json& values, const std::string& path = "");
 
 /// Turns `TRAINCTL_*` environment variables into values. After the prefix, `__` separates path
 /// segments and `_` separates words of a segment, joined lower camelCase:
