@@ -153,6 +153,17 @@ void Executor::perform_batched(const std::vector<Action>& actions, std::size_t f
 std::vector<json> Executor::apply(const Plan& plan) {
   const std::vector<Action>& actions = plan.actions;
   std::vector<json> results(actions.size());
+  try {
+    apply_actions(actions, results);
+  } catch (const Error& e) {
+    throw ApplyError(e, std::move(results));
+  }
+  for (const auto& event : plan.events)
+    events_.record(event);
+  return results;
+}
+
+void Executor::apply_actions(const std::vector<Action>& actions, std::vector<json>& results) {
   const auto independent = [&](std::size_t i) {
     return actions[i].type == Action::Type::Create || actions[i].type == Action::Type::Delete;
   };
@@ -176,9 +187,6 @@ std::vector<json> Executor::apply(const Plan& plan) {
     perform_batched(actions, i, end, results);
     i = end;
   }
-  for (const auto& event : plan.events)
-    events_.record(event);
-  return results;
 }
 
 }  // namespace trainctl::controller

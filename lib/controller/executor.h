@@ -5,10 +5,12 @@
 // at any point repeats at most harmless requests.
 
 #include <string>
+#include <vector>
 
 #include "controller/event_recorder.h"
 #include "controller/metrics.h"
 #include "controller/plan.h"
+#include "error.h"
 #include "kube/client.h"
 #include "log.h"
 
@@ -16,6 +18,19 @@ namespace trainctl::controller {
 
 /// Declares trainctl_api_writes_total{verb,resource} and the event counters on `metrics`.
 void declare_executor_metrics(MetricsRegistry& metrics);
+
+/// What Executor::apply throws when a write fails: that write's error, with what the server
+/// returned for each action that went through before it (null for the rest), so the caller still
+/// sees what was written.
+class ApplyError : public Error {
+ public:
+  ApplyError(const Error& cause, std::vector<nlohmann::json> results)
+      : Error(cause), results_(std::move(results)) {}
+  const std::vector<nlohmann::json>& results() const { return results_; }
+
+ private:
+  std::vector<nlohmann::json> results_;
+};
 
 class Executor {
  public:
@@ -30,10 +45,12 @@ class Executor {
   /// cache was stale: the caller retries); a write to an object that is gone (NotFound, or a
   /// Conflict on its uid: deleted, perhaps re-created under the same name) is done too. Events that
   /// cannot be recorded are logged, never fatal. Returns what the server returned for each action
-  /// (null for one that was already done).
+  /// (null for one that was already done). A failed write throws ApplyError.
   std::vector<nlohmann::json> apply(const Plan& plan);
 
  private:
+  /// apply()'s writes, each action's answer into `results` as it completes.
+  void apply_actions(const std::vector<Action>& actions, std::vector<nlohmann::json>& results);
   nlohmann::json perform(const Action& action);
   /// perform() of actions [first, last) in slow-start batches, each batch concurrently.
   void perform_batched(const std::vector<Action>& actions, std::size_t first, std::size_t last,

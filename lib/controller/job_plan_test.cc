@@ -621,6 +621,50 @@ INSTANTIATE_TEST_SUITE_P(
                                          {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}}),
     [](const auto& info) { return info.param.policy; });
 
+/// The index of the first action of `type` on `plural` in `plan` (plan.actions.size() if none).
+std::size_t first_action(const Plan& plan, Action::Type type, std::string_view plural) {
+  std::size_t i = 0;
+  while (i < plan.actions.size() &&
+         !(plan.actions[i].type == type && plan.actions[i].resource.plural == plural))
+    ++i;
+  return i;
+}
+
+// A job's pods are the evidence of how it ended, so the status recording the end is written before
+// the clean-up deletes them: when that write fails (the executor then sends nothing after it), the
+// retry still finds the pods and ends the job again, rather than finding a running job with its
+// chief gone and starting the chief again (found by chaos_bench). The Training Operator likewise
+// cleans up only once the stored status says the job ended.
+TEST(JobPlanTest, TheEndIsRecordedBeforeTheCleanUpDeletesThePods) {
+  FakeCluster cluster = running_cluster(tf_job({{"runPolicy", {{"cleanPodPolicy", "All"}}}}));
+  cluster.set_phase("mnist-worker-0", "Succeeded", 0);
+  const Plan ending = plan_job(cluster.job, cluster.observed, options(seconds(1)));
+  const std::size_t status = first_action(ending, Action::Type::UpdateStatus, "tfjobs");
+  ASSERT_LT(status, ending.actions.size());
+  EXPECT_LT(status, first_action(ending, Action::Type::Delete, "pods"));
+  EXPECT_EQ(names(ending, Action::Type::Delete, "pods").size(), 3u);
+
+  // The status write fails: only what came before it went through.
+  cluster.apply(Plan{.actions = {ending.actions.begin(),
+                                 ending.actions.begin() + static_cast<std::ptrdiff_t>(status)}});
+  const Plan retry = cluster.step(options(seconds(2)));
+  EXPECT_TRUE(names(retry, Action::Type::Create, "pods").empty());
+  EXPECT_EQ(api::job_status(cluster.job), "Succeeded");
+  EXPECT_TRUE(cluster.observed.pods.empty());
+
+  // The same on a limit: the evidence (the failed pod) stays until Failed is recorded.
+  json job = tf_job({{"runPolicy", {{"backoffLimit", 0}}}});
+  job["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode";
+  FakeCluster limited{.job = job};
+  limited.step(options());
+  limited.set_phase("mnist-worker-0", "Failed", 143);
+  const Plan failing = plan_job(limited.job, limited.observed, options(seconds(1)));
+  const std::size_t failed = first_action(failing, Action::Type::UpdateStatus, "tfjobs");
+  ASSERT_LT(failed, failing.actions.size());
+  EXPECT_LT(failed, first_action(failing, Action::Type::Delete, "pods"));
+  EXPECT_EQ(names(failing, Action::Type::Delete, "pods").size(), 3u);
+}
+
 TEST(JobPlanTest, TtlDeletesTheFinishedJob) {
   FakeCluster cluster{.job = tf_job({{"runPolicy", {{"ttlSecondsAfterFinished", 100}}}})};
   cluster.step(options());

@@ -213,6 +213,7 @@ void JobPlanner::fail(std::string message, std::string reason) {
 }
 
 void JobPlanner::fail_on_limit(std::string message) {
+  cleanup_from_ = plan_.actions.size();
   for (const json& pod : observed_.pods) {
     remove(kube::resources::pods(), pod);
     for (const json& service : observed_.services) {
@@ -224,6 +225,8 @@ void JobPlanner::fail_on_limit(std::string message) {
 }
 
 void JobPlanner::finish() {
+  if (!cleanup_from_)
+    cleanup_from_ = plan_.actions.size();
   const std::string policy =
       run_policy_.clean_pod_policy.empty() ? "None" : run_policy_.clean_pod_policy;
   for (const json& pod : observed_.pods) {
@@ -276,11 +279,13 @@ Plan JobPlanner::take_plan() {
     json object = stored_;
     object["status"] = status_;
     object["status"]["lastReconcileTime"] = now_;
-    plan_.actions.push_back({.type = Action::Type::UpdateStatus,
-                             .resource = resource,
-                             .namespace_ = namespace_,
-                             .name = name_,
-                             .object = std::move(object)});
+    const auto at = plan_.actions.begin() +
+                    static_cast<std::ptrdiff_t>(cleanup_from_.value_or(plan_.actions.size()));
+    plan_.actions.insert(at, {.type = Action::Type::UpdateStatus,
+                              .resource = resource,
+                              .namespace_ = namespace_,
+                              .name = name_,
+                              .object = std::move(object)});
   }
   if (!annotations_.empty()) {
     plan_.actions.push_back({.type = Action::Type::Patch,

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -91,6 +92,11 @@ class JobPlanner {
 
   /// The plan: the pass's actions, then the status write when the status changed (not counting
   /// lastReconcileTime), the job's annotations, and the job's own deletion when its TTL ran out.
+  /// The clean-up of a finished job (fail_on_limit's and finish()'s deletions) comes after the
+  /// status write: the pods are the evidence of how the job ended, so they may go only once the
+  /// end is recorded. The executor stops at the first failed write, so a status write that fails
+  /// deletes nothing, and the next pass does not find the job unfinished with its pods gone (and
+  /// start them again).
   Plan take_plan();
 
  private:
@@ -108,6 +114,8 @@ class JobPlanner {
   std::string namespace_;
   nlohmann::json status_;
   Plan plan_;
+  /// Where in plan_.actions the clean-up of a finished job starts (the status write goes there).
+  std::optional<std::size_t> cleanup_from_;
   std::set<std::string> deleted_;                          // "<plural>/<name>" deleted in this pass
   nlohmann::json annotations_ = nlohmann::json::object();  // annotate_job's, not yet written
   bool delete_job_ = false;

@@ -197,25 +197,35 @@ class JobReconciler : public Runnable {
     expectations_.expect(key, expected,
                          std::chrono::steady_clock::now() + options_.expectation_timeout);
     try {
-      const std::vector<json> results = executor_.apply(plan);
-      // Writes to the job itself: wait until the cache shows the last one, or the next plan
-      // would start from the job's old status.
-      std::string job_version;
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        const Action& action = plan.actions[i];
-        if (action.type != Action::Type::Create && action.type != Action::Type::Delete &&
-            action.resource.plural == job_plural && results[i].is_object())
-          job_version = string_member(object_member(results[i], "metadata"), "resourceVersion");
-      }
-      if (!job_version.empty())
-        expectations_.expect_job_version(
-            key, job_version, std::chrono::steady_clock::now() + options_.expectation_timeout);
+      expect_job_write(key, job_plural, plan, executor_.apply(plan));
+    } catch (const ApplyError& e) {
+      // Writes after the failed one were never sent: do not wait for the cache to show them. But
+      // a job write that went through before the failure (the status that records the job's end,
+      // say) must still be waited for, or the retry plans from the old status.
+      expectations_.expect(key, {}, {});
+      expect_job_write(key, job_plural, plan, e.results());
+      throw;
     } catch (...) {
-      // Writes after the failed one were never sent: do not wait for the cache to show them.
       expectations_.expect(key, {}, {});
       throw;
     }
     return plan.requeue_after;
+  }
+
+  // Writes to the job itself: the next reconcile waits until the cache shows the last one, or it
+  // would start from the job's old status.
+  void expect_job_write(const std::string& key, const std::string& job_plural, const Plan& plan,
+                        const std::vector<json>& results) {
+    std::string job_version;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const Action& action = plan.actions[i];
+      if (action.type != Action::Type::Create && action.type != Action::Type::Delete &&
+          action.resource.plural == job_plural && results[i].is_object())
+        job_version = string_member(object_member(results[i], "metadata"), "resourceVersion");
+    }
+    if (!job_version.empty())
+      expectations_.expect_job_version(
+          key, job_version, std::chrono::steady_clock::now() + options_.expectation_timeout);
   }
 
   // Whether the job the plan was made from still exists, under the same uid, and is not being

@@ -626,8 +626,21 @@ TEST_F(ControllerTest, ExecutorSendsCreatesInSlowStartBatchesAndStopsAtTheFirstE
   const auto sent = [&] { return metrics_.value("trainctl_api_writes_total", {"create", "pods"}); };
   EXPECT_THROW(executor.apply(creates("bad-", 0)), Error);
   EXPECT_EQ(sent(), 1);
-  // Batches {0}, {1, 2}, {3, 4, 5, 6}: pod 3 fails, so pod 7 is never sent.
-  EXPECT_THROW(executor.apply(creates("late-", 3)), Error);
+  // Batches {0}, {1, 2}, {3, 4, 5, 6}: pod 3 fails, so pod 7 is never sent. The error carries
+  // what went through: pods 0-2.
+  try {
+    executor.apply(creates("late-", 3));
+    ADD_FAILURE() << "pod late-3 has no containers and must fail";
+  } catch (const controller::ApplyError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Invalid) << e.what();
+    ASSERT_EQ(e.results().size(), 8u);
+    for (int i = 0; i < 8; ++i) {
+      if (i < 3)
+        EXPECT_EQ(e.results()[i]["metadata"]["name"], "late-" + std::to_string(i));
+      else
+        EXPECT_TRUE(e.results()[i].is_null()) << i;
+    }
+  }
   EXPECT_EQ(sent(), 1 + 7);
   const std::vector<json> results = executor.apply(creates("good-", 8));
   EXPECT_EQ(sent(), 1 + 7 + 8);
