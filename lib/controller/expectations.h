@@ -20,11 +20,14 @@ class Expectations {
   /// Expects the cache to show `names` ("<plural>/<name>", created or deleted) before `deadline`;
   /// an empty set clears the key's expectations.
   void expect(const std::string& key, std::set<std::string> names, TimePoint deadline);
-  /// The job was written and the server returned `version`: expect the cache to show it, unless
-  /// the informer already did. Its event may arrive before the write returns, and so may a later
-  /// one (a user's edit right after our status write): every recent version counts, not just the
-  /// newest, or the reconcile would wait for an event already delivered until the deadline.
+  /// The job was written and the server returned `version`: expect the cache to show it (or a
+  /// later version: a relisted informer skips the ones in between), unless the informer already
+  /// did. Its event may arrive before the write returns, and so may a later one (a user's edit
+  /// right after our status write): every recent version counts, not just the newest, or the
+  /// reconcile would wait for an event already delivered until the deadline.
   void expect_job_version(const std::string& key, const std::string& version, TimePoint deadline);
+  /// Stops expecting `names` for `key` (writes that were never sent, or failed).
+  void drop(const std::string& key, const std::set<std::string>& names);
   /// The job informer delivered `version` of the job.
   void observe_job_version(const std::string& key, const std::string& version);
   /// The job is gone: drop everything about it.
@@ -33,6 +36,8 @@ class Expectations {
   void observe(const std::string& key, const std::string& name);
   /// Whether nothing is pending for `key`, or its deadline passed (then it is dropped).
   bool satisfied(const std::string& key, TimePoint now);
+  /// What `key` still waits for, comma-separated (for logs).
+  std::string pending(const std::string& key);
 
  private:
   struct Pending {

@@ -199,11 +199,24 @@ class JobReconciler : public Runnable {
     try {
       expect_job_write(key, job_plural, plan, executor_.apply(plan));
     } catch (const ApplyError& e) {
-      // Writes after the failed one were never sent: do not wait for the cache to show them. But
-      // a job write that went through before the failure (the status that records the job's end,
-      // say) must still be waited for, or the retry plans from the old status.
-      expectations_.expect(key, {}, {});
+      // The failed write and those after it were never made: stop waiting for them, but keep
+      // waiting for the cache to show those that went through (the job write recording its end,
+      // say), or the retry would plan from the old status and send again what was done. (Not
+      // expected afresh: their events may have arrived already.)
+      std::set<std::string> unwritten;
+      for (std::size_t i = 0; i < e.results().size(); ++i) {
+        const Action& action = plan.actions[i];
+        if (e.results()[i].is_null() &&
+            (action.type == Action::Type::Create || action.type == Action::Type::Delete))
+          unwritten.insert(
+              action.resource.plural + "/" +
+              (action.type == Action::Type::Create ? name_of(action.object) : action.name));
+      }
+      expectations_.drop(key, unwritten);
       expect_job_write(key, job_plural, plan, e.results());
+      if (std::any_of(e.results().begin(), e.results().end(),
+                      [](const json& r) { return !r.is_null(); }))
+        throw FailedAfterProgress(e);
       throw;
     } catch (...) {
       expectations_.expect(key, {}, {});
@@ -250,7 +263,8 @@ class JobReconciler : public Runnable {
   void reconcile(const JobKey& job_key) {
     const std::string key = key_text(job_key);
     if (!expectations_.satisfied(key, std::chrono::steady_clock::now())) {
-      log_.debug(2, "waiting for the cache to show earlier writes", {{"job", key}});
+      log_.debug(2, "waiting for the cache to show earlier writes",
+                 {{"job", key}, {"pending", expectations_.pending(key)}});
       // The informer event that satisfies them enqueues the job again; should it never come
       // (an event lost with a dropped watch), the expectations lapse and this retry replans.
       loop_.add_after(job_key, options_.expectation_timeout);

@@ -54,6 +54,22 @@ TEST(ReconcileLoopTest, ConflictsAreRetriedSoonWithoutGrowingTheBackoff) {
   EXPECT_EQ(calls, 31);
 }
 
+// A reconcile that failed after some writes went through starts the next attempt where it
+// stopped: it is retried soon and its earlier failures no longer count (here 30 in a row, after
+// which plain failures back off from the start again).
+TEST(ReconcileLoopTest, FailuresAfterProgressAreRetriedSoonAndClearTheBackoff) {
+  const int calls = calls_until_done(
+      [](int call) {
+        if (call <= 30)
+          throw FailedAfterProgress(Error(ErrorKind::ServerError, "an error on the server"));
+        if (call <= 33)
+          throw Error(ErrorKind::ServerError, "an error on the server");
+        return true;
+      },
+      std::chrono::seconds(20));
+  EXPECT_EQ(calls, 34);
+}
+
 TEST(ReconcileLoopTest, OtherErrorsBackOffExponentially) {
   // 5 ms doubling: the first 9 retries take 2.6 s together, the 10th alone waits 2.6 s more.
   const int calls = calls_until_done(
