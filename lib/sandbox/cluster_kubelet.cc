@@ -72,10 +72,12 @@ void SimulatedCluster::Impl::sync_pod(PodEntry& entry, TimePoint now) {
     entry.due = entry.sim->next_change();
   }
   if (f.terminating && !entry.removal_sent) {
-    // The real kubelet's final delete, once the containers have stopped.
+    // The real kubelet's final delete once the containers have stopped (status manager's
+    // syncPod): grace period 0, the pod's uid as precondition.
     entry.removal_sent = true;
     DeleteRequest request;
     request.precondition_uid = f.uid;
+    request.grace_period_seconds = 0;
     try {
       store.remove(kPods, f.ns, f.name, request);
     } catch (const Error& e) {

@@ -418,7 +418,7 @@ void SimulatedPod::terminate(TimePoint now) {
 
 bool SimulatedPod::terminal() const {
   const std::string p = phase();
-  return p == "Succeeded" || p == "Failed";
+  return terminating_ || p == "Succeeded" || p == "Failed";
 }
 
 std::string SimulatedPod::phase() const {
@@ -431,8 +431,15 @@ std::string SimulatedPod::phase() const {
     }
     return true;
   };
-  if (terminating_)
-    return started_ && all_apps_exited_zero() ? "Succeeded" : "Failed";
+  if (terminating_) {
+    // kubelet 1.26's getPhase once every container is stopped: only all-succeeded and Never are
+    // terminal; Always and OnFailure report Running ("in the process of restarting").
+    if (!started_)
+      return "Pending";
+    if (all_apps_exited_zero())
+      return "Succeeded";
+    return restart_policy_ == "Never" ? "Failed" : "Running";
+  }
   if (!started_ || !init_done())
     return "Pending";
   if (apps_done())

@@ -95,12 +95,14 @@ class SimulatedPod {
   /// no such running container.
   bool quit_istio_proxy(TimePoint now);
   /// Graceful deletion: stops every container at `now` (app containers exit 143 as after
-  /// SIGTERM; sidecars and istio-proxy 0) and nothing restarts.
+  /// SIGTERM; sidecars and istio-proxy 0) and nothing restarts. The phase is then what the real
+  /// kubelet reports for stopped containers: Succeeded when every app container exited 0,
+  /// Failed under restartPolicy Never, Running otherwise (Pending when none ever started).
   void terminate(TimePoint now);
 
   const std::string& uid() const { return uid_; }
   bool started() const { return started_; }
-  /// Succeeded or Failed: nothing will change any more.
+  /// Succeeded, Failed or stopped for deletion: nothing will change any more.
   bool terminal() const;
   std::string phase() const;
   /// Init containers first (in spec order), then app containers.
