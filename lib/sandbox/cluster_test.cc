@@ -89,6 +89,19 @@ class ClusterTest : public ::testing::Test {
   std::string phase(const std::string& name) { return pod(name)["status"].value("phase", ""); }
   std::string node_of(const std::string& name) { return pod(name)["spec"].value("nodeName", ""); }
 
+  /// Creates `p`, lets the kubelet start it, deletes it and lets the kubelet see the deletion.
+  void start_then_delete(json p) {
+    const std::string name = p["metadata"]["name"];
+    create(std::move(p));
+    cluster().step();
+    store_.remove("pods", "default", name);
+    cluster().step();
+  }
+  /// The state of the pod's first app container.
+  json main_state(const std::string& name) {
+    return pod(name)["status"]["containerStatuses"][0]["state"];
+  }
+
   /// Moves the fake clock and runs one pass.
   void advance(milliseconds d) {
     clock_.advance(d);
@@ -753,6 +766,50 @@ TEST_F(ClusterTest, ADeletedPodUnderRestartPolicyNeverEndsFailed) {
   const json got = pod("never");
   EXPECT_EQ(got["status"]["phase"], "Failed");
   EXPECT_EQ(got["metadata"]["deletionGracePeriodSeconds"], 0) << "the kubelet's delete came";
+}
+
+/// A running pod whose main container runs on `sigterm_seconds` after SIGTERM, held by a
+/// finalizer so that it can be looked at after the kubelet's final delete.
+json draining_pod(const std::string& name, const std::string& sigterm_seconds, int grace) {
+  json p = pod_manifest(name);
+  p["spec"]["terminationGracePeriodSeconds"] = grace;
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "forever"},
+                                  {"sandbox.trainctl.io/sigterm-seconds.main", sigterm_seconds}};
+  p["metadata"]["finalizers"] = {"example.com/hold"};
+  return p;
+}
+
+TEST_F(ClusterTest, AContainerTrappingSigtermKeepsThePodTerminatingUntilItExits) {
+  start_then_delete(draining_pod("draining", "5", 30));
+  advance(milliseconds(4900));
+  EXPECT_TRUE(main_state("draining").contains("running"));
+  EXPECT_EQ(phase("draining"), "Running");
+  EXPECT_EQ(pod("draining")["metadata"]["deletionGracePeriodSeconds"], 30) << "no final delete";
+  advance(milliseconds(100));
+  EXPECT_EQ(main_state("draining")["terminated"]["exitCode"], 143);
+  const json got = pod("draining");
+  EXPECT_EQ(got["status"]["phase"], "Failed");
+  EXPECT_EQ(got["metadata"]["deletionGracePeriodSeconds"], 0) << "the kubelet's delete came";
+}
+
+TEST_F(ClusterTest, AContainerIgnoringSigtermIsKilledWhenTheGracePeriodEnds) {
+  start_then_delete(draining_pod("stubborn", "forever", 10));
+  advance(milliseconds(9900));
+  EXPECT_TRUE(main_state("stubborn").contains("running"));
+  advance(milliseconds(100));
+  EXPECT_EQ(main_state("stubborn")["terminated"]["exitCode"], 137);
+  EXPECT_EQ(pod("stubborn")["metadata"]["deletionGracePeriodSeconds"], 0);
+}
+
+TEST_F(ClusterTest, AShorterGracePeriodBringsTheKillForward) {
+  start_then_delete(draining_pod("hurried", "forever", 30));
+  advance(seconds(5));
+  store_.remove("pods", "default", "hurried", DeleteRequest{.grace_period_seconds = 2});
+  cluster().step();
+  advance(milliseconds(1900));
+  EXPECT_TRUE(main_state("hurried").contains("running"));
+  advance(milliseconds(100));
+  EXPECT_EQ(main_state("hurried")["terminated"]["exitCode"], 137);
 }
 
 TEST_F(ClusterTest, ADeletedPodOnANodeNoKubeletRunsStaysTerminating) {

@@ -1165,7 +1165,16 @@ TEST_F(ApiDeleteTest, TheRequestedGracePeriodWinsOverThePodsAndANegativeOneIsOne
   const json negative =
       client().remove(resources::pods(), ns(), "negative", {.grace_period_seconds = -7});
   EXPECT_EQ(negative["metadata"]["deletionGracePeriodSeconds"], 1);
-  for (const char* name : {"asked", "negative"})
+  // Also as a query parameter, which must be a number.
+  client().create(resources::pods(), ns(), pod_on_absent_node("query", 30));
+  RawSandboxHttp http(config());
+  const std::string path = "/api/v1/namespaces/" + ns() + "/pods/query?gracePeriodSeconds=";
+  const auto bad = http.send("DELETE", path + "soon");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["message"], "strconv.ParseInt: parsing \"soon\": invalid syntax");
+  const auto by_query = http.send("DELETE", path + "4");
+  EXPECT_EQ(json::parse(by_query.body)["metadata"]["deletionGracePeriodSeconds"], 4);
+  for (const char* name : {"asked", "negative", "query"})
     client().remove(resources::pods(), ns(), name, {.grace_period_seconds = 0});
 }
 
