@@ -67,10 +67,11 @@ inline constexpr std::string_view admitted_at = "trainctl.io/admitted-at";
 inline constexpr std::string_view schedule_timeouts = "trainctl.io/schedule-timeouts";
 inline constexpr std::string_view requeue_at = "trainctl.io/requeue-at";
 
-/// The sandbox's simulated container behaviour: seconds to run and the exit code, per pod or
-/// per container (`<key>.<container>`).
+/// The sandbox's simulated container behaviour: seconds to run, the exit code, and seconds it
+/// runs on after SIGTERM (`forever`: ignores it), per pod or per container (`<key>.<container>`).
 inline constexpr std::string_view sandbox_run_seconds = "sandbox.trainctl.io/run-seconds";
 inline constexpr std::string_view sandbox_exit_code = "sandbox.trainctl.io/exit-code";
+inline constexpr std::string_view sandbox_sigterm_seconds = "sandbox.trainctl.io/sigterm-seconds";
 /// The sandbox's simulated images: commands (space-separated) the container's image lacks, per
 /// pod or per container (`<key>.<container>`), e.g. `pilot-agent` or `sh curl` (distroless).
 inline constexpr std::string_view sandbox_absent_commands = "sandbox.trainctl.io/absent-commands";

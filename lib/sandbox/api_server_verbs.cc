@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -47,9 +48,19 @@ DeleteRequest delete_request(const Request& request) {
     }
     if (opts.contains("dryRun"))
       del.dry_run = !opts["dryRun"].empty();
+    if (const json& grace = member(opts, "gracePeriodSeconds"); grace.is_number_integer())
+      del.grace_period_seconds = grace.get<std::int64_t>();
   }
   if (const std::string p = request.param("propagationPolicy"); !p.empty()) {
     del.propagation_policy = p;
+  }
+  if (const std::string p = request.param("gracePeriodSeconds"); !p.empty()) {
+    std::int64_t grace = 0;
+    const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), grace);
+    if (ec != std::errc() || end != p.data() + p.size())
+      fail(ErrorKind::BadRequest, 400,
+           fmt::format("strconv.ParseInt: parsing {:?}: invalid syntax", p));
+    del.grace_period_seconds = grace;
   }
   if (!del.propagation_policy.empty() && del.propagation_policy != "Background" &&
       del.propagation_policy != "Foreground" && del.propagation_policy != "Orphan") {

@@ -43,6 +43,8 @@ inline constexpr std::chrono::milliseconds kIdleWake{1000};
 /// scores (not when it checks fit).
 inline constexpr std::int64_t kDefaultScoreCpu = 100;                            // 100m
 inline constexpr std::int64_t kDefaultScoreMemory = 200LL * 1024 * 1024 * 1000;  // 200Mi
+/// The longest grace period the kubelet waits out (a year; keeps time points in range).
+inline constexpr std::chrono::seconds kMaxGracePeriod{365LL * 24 * 3600};
 inline constexpr int kFirstPodHost = 2;
 inline constexpr int kLastPodHost = 254;
 
@@ -64,6 +66,7 @@ struct PodFacts {
   std::string phase;
   std::string created;
   bool terminating = false;
+  std::chrono::seconds grace{0};  // deletionGracePeriodSeconds, at most kMaxGracePeriod
   bool gated = false;
   std::int64_t priority = 0;
   Resources requests;

@@ -65,17 +65,19 @@ void SimulatedCluster::Impl::sync_pod(PodEntry& entry, TimePoint now) {
   if (entry.sim) {
     entry.sim->advance(now);
     if (f.terminating)
-      entry.sim->terminate(now);
+      entry.sim->terminate(now, f.grace);
     write_status(entry, now);
     if (entry.sim->terminal())
       release_ip(entry);
     entry.due = entry.sim->next_change();
   }
-  if (f.terminating && !entry.removal_sent) {
-    // The real kubelet's final delete, once the containers have stopped.
+  if (f.terminating && !entry.removal_sent && (!entry.sim || entry.sim->terminal())) {
+    // The real kubelet's final delete once the containers have stopped (status manager's
+    // syncPod): grace period 0, the pod's uid as precondition.
     entry.removal_sent = true;
     DeleteRequest request;
     request.precondition_uid = f.uid;
+    request.grace_period_seconds = 0;
     try {
       store.remove(kPods, f.ns, f.name, request);
     } catch (const Error& e) {

@@ -47,6 +47,9 @@ PodFacts facts_of(const json& pod) {
   f.uid = string_member(metadata, "uid");
   f.created = string_member(metadata, "creationTimestamp");
   f.terminating = !member(metadata, "deletionTimestamp").is_null();
+  if (const json& grace = member(metadata, "deletionGracePeriodSeconds"); grace.is_number())
+    f.grace = std::chrono::seconds(
+        std::clamp<std::int64_t>(grace.get<std::int64_t>(), 0, kMaxGracePeriod.count()));
   f.node_name = string_member(spec, "nodeName");
   f.scheduler_name = string_member(spec, "schedulerName");
   if (f.scheduler_name.empty())

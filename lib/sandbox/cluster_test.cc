@@ -89,6 +89,19 @@ class ClusterTest : public ::testing::Test {
   std::string phase(const std::string& name) { return pod(name)["status"].value("phase", ""); }
   std::string node_of(const std::string& name) { return pod(name)["spec"].value("nodeName", ""); }
 
+  /// Creates `p`, lets the kubelet start it, deletes it and lets the kubelet see the deletion.
+  void start_then_delete(json p) {
+    const std::string name = p["metadata"]["name"];
+    create(std::move(p));
+    cluster().step();
+    store_.remove("pods", "default", name);
+    cluster().step();
+  }
+  /// The state of the pod's first app container.
+  json main_state(const std::string& name) {
+    return pod(name)["status"]["containerStatuses"][0]["state"];
+  }
+
   /// Moves the fake clock and runs one pass.
   void advance(milliseconds d) {
     clock_.advance(d);
@@ -702,6 +715,112 @@ TEST_F(ClusterTest, GracefulDeletionStopsContainersThenRemovesThePod) {
   cluster().step();
   EXPECT_THROW(pod("doomed"), Error);
   EXPECT_TRUE(store_.get("nodes", "", "sandbox-node-0").is_object());
+}
+
+TEST_F(ClusterTest, KubeletStopsADeletedPodsContainersThenDeletesItWithGracePeriodZero) {
+  json p = pod_manifest("doomed");
+  p["spec"]["restartPolicy"] = "Always";
+  p["spec"]["terminationGracePeriodSeconds"] = 30;
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "forever"}};
+  create(p);
+  cluster().step();
+  ASSERT_EQ(phase("doomed"), "Running");
+  auto watch = store_.watch("pods", "default", {}, {}, store_.current_resource_version(), false);
+
+  const json deleting = store_.remove("pods", "default", "doomed");
+  EXPECT_EQ(deleting["metadata"]["deletionGracePeriodSeconds"], 30);
+  EXPECT_EQ(pod("doomed")["metadata"]["deletionGracePeriodSeconds"], 30) << "the pod waits";
+  cluster().step();
+  EXPECT_THROW(pod("doomed"), Error);
+
+  std::vector<json> events;
+  while (auto e = watch->next(milliseconds(200)))
+    events.push_back({{"type", kube::to_string(e->type)}, {"object", e->object}});
+  ASSERT_EQ(events.size(), 4u) << json(events).dump();
+  EXPECT_EQ(events[0]["type"], "MODIFIED");  // the API server marks it
+  EXPECT_EQ(events[0]["object"]["status"]["phase"], "Running");
+  // The kubelet stops the containers (SIGTERM: exit 143) and reports them as kubelet 1.26 does:
+  // restartPolicy Always keeps the phase Running.
+  EXPECT_EQ(events[1]["type"], "MODIFIED");
+  const json& stopped = events[1]["object"]["status"]["containerStatuses"][0]["state"];
+  EXPECT_EQ(stopped["terminated"]["exitCode"], 143);
+  EXPECT_EQ(stopped["terminated"]["reason"], "Error");
+  EXPECT_EQ(events[1]["object"]["status"]["phase"], "Running");
+  EXPECT_EQ(condition_text(events[1]["object"], "Ready"),
+            "False/ContainersNotReady/containers with unready status: [main]");
+  // Then its final delete: period 0 (written), then gone.
+  EXPECT_EQ(events[2]["type"], "MODIFIED");
+  EXPECT_EQ(events[2]["object"]["metadata"]["deletionGracePeriodSeconds"], 0);
+  EXPECT_EQ(events[3]["type"], "DELETED");
+}
+
+TEST_F(ClusterTest, ADeletedPodUnderRestartPolicyNeverEndsFailed) {
+  json p = pod_manifest("never");
+  p["spec"]["terminationGracePeriodSeconds"] = 30;
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "forever"}};
+  p["metadata"]["finalizers"] = {"example.com/hold"};  // to look at it once the kubelet is done
+  create(p);
+  cluster().step();
+  store_.remove("pods", "default", "never");
+  cluster().step();
+  const json got = pod("never");
+  EXPECT_EQ(got["status"]["phase"], "Failed");
+  EXPECT_EQ(got["metadata"]["deletionGracePeriodSeconds"], 0) << "the kubelet's delete came";
+}
+
+/// A running pod whose main container runs on `sigterm_seconds` after SIGTERM, held by a
+/// finalizer so that it can be looked at after the kubelet's final delete.
+json draining_pod(const std::string& name, const std::string& sigterm_seconds, int grace) {
+  json p = pod_manifest(name);
+  p["spec"]["terminationGracePeriodSeconds"] = grace;
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "forever"},
+                                  {"sandbox.trainctl.io/sigterm-seconds.main", sigterm_seconds}};
+  p["metadata"]["finalizers"] = {"example.com/hold"};
+  return p;
+}
+
+TEST_F(ClusterTest, AContainerTrappingSigtermKeepsThePodTerminatingUntilItExits) {
+  start_then_delete(draining_pod("draining", "5", 30));
+  advance(milliseconds(4900));
+  EXPECT_TRUE(main_state("draining").contains("running"));
+  EXPECT_EQ(phase("draining"), "Running");
+  EXPECT_EQ(pod("draining")["metadata"]["deletionGracePeriodSeconds"], 30) << "no final delete";
+  advance(milliseconds(100));
+  EXPECT_EQ(main_state("draining")["terminated"]["exitCode"], 143);
+  const json got = pod("draining");
+  EXPECT_EQ(got["status"]["phase"], "Failed");
+  EXPECT_EQ(got["metadata"]["deletionGracePeriodSeconds"], 0) << "the kubelet's delete came";
+}
+
+TEST_F(ClusterTest, AContainerIgnoringSigtermIsKilledWhenTheGracePeriodEnds) {
+  start_then_delete(draining_pod("stubborn", "forever", 10));
+  advance(milliseconds(9900));
+  EXPECT_TRUE(main_state("stubborn").contains("running"));
+  advance(milliseconds(100));
+  EXPECT_EQ(main_state("stubborn")["terminated"]["exitCode"], 137);
+  EXPECT_EQ(pod("stubborn")["metadata"]["deletionGracePeriodSeconds"], 0);
+}
+
+TEST_F(ClusterTest, AShorterGracePeriodBringsTheKillForward) {
+  start_then_delete(draining_pod("hurried", "forever", 30));
+  advance(seconds(5));
+  store_.remove("pods", "default", "hurried", DeleteRequest{.grace_period_seconds = 2});
+  cluster().step();
+  advance(milliseconds(1900));
+  EXPECT_TRUE(main_state("hurried").contains("running"));
+  advance(milliseconds(100));
+  EXPECT_EQ(main_state("hurried")["terminated"]["exitCode"], 137);
+}
+
+TEST_F(ClusterTest, ADeletedPodOnANodeNoKubeletRunsStaysTerminating) {
+  json p = pod_manifest("stranded");
+  p["spec"]["nodeName"] = "a-node-that-is-gone";
+  p["spec"]["terminationGracePeriodSeconds"] = 30;
+  create(p);
+  cluster().step();
+  store_.remove("pods", "default", "stranded");
+  advance(seconds(60));  // past the grace period: nothing but a kubelet ends it
+  EXPECT_EQ(pod("stranded")["metadata"]["deletionGracePeriodSeconds"], 30);
 }
 
 // ---- the background loop ----

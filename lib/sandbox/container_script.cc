@@ -163,29 +163,32 @@ ContainerScript script_for(const nlohmann::json& pod, const nlohmann::json& cont
   else if (role == ContainerRole::Init)
     script.run_for = milliseconds(0);
 
-  // Later sources win: pod annotation, env, per-container annotation.
-  std::vector<std::optional<std::string>> run_sources, exit_sources;
-  if (role == ContainerRole::App && !runs_until_stopped)
-    run_sources.push_back(annotation(pod, std::string(api::annotations::sandbox_run_seconds)));
-  if (role == ContainerRole::App)
-    exit_sources.push_back(annotation(pod, std::string(api::annotations::sandbox_exit_code)));
-  run_sources.push_back(env_value(container, "SANDBOX_RUN_SECONDS"));
-  exit_sources.push_back(env_value(container, "SANDBOX_EXIT_CODE"));
-  run_sources.push_back(
-      annotation(pod, fmt::format("{}.{}", api::annotations::sandbox_run_seconds, name)));
-  exit_sources.push_back(
-      annotation(pod, fmt::format("{}.{}", api::annotations::sandbox_exit_code, name)));
-  for (const auto& source : run_sources) {
-    if (!source)
-      continue;
-    if (auto parsed = parse_run_seconds(*source))
+  // Later sources win: pod annotation (when `pod_wide`), env, per-container annotation.
+  auto sources = [&](std::string_view key, const char* env, bool pod_wide) {
+    std::vector<std::optional<std::string>> out;
+    if (pod_wide)
+      out.push_back(annotation(pod, std::string(key)));
+    out.push_back(env_value(container, env));
+    out.push_back(annotation(pod, fmt::format("{}.{}", key, name)));
+    return out;
+  };
+  const bool app = role == ContainerRole::App;
+  for (const auto& source : sources(api::annotations::sandbox_run_seconds, "SANDBOX_RUN_SECONDS",
+                                    app && !runs_until_stopped)) {
+    if (auto parsed = source ? parse_run_seconds(*source) : std::nullopt)
       script.run_for = *parsed;
   }
-  for (const auto& source : exit_sources) {
-    if (!source)
-      continue;
-    if (auto parsed = parse_exit_code(*source))
+  for (const auto& source :
+       sources(api::annotations::sandbox_exit_code, "SANDBOX_EXIT_CODE", app)) {
+    if (auto parsed = source ? parse_exit_code(*source) : std::nullopt)
       script.exit_code = *parsed;
+  }
+  if (!app || runs_until_stopped)
+    return script;
+  for (const auto& source :
+       sources(api::annotations::sandbox_sigterm_seconds, "SANDBOX_SIGTERM_SECONDS", true)) {
+    if (auto parsed = source ? parse_run_seconds(*source) : std::nullopt)
+      script.sigterm_for = *parsed;
   }
   return script;
 }
@@ -236,18 +239,18 @@ const SimulatedContainer* SimulatedPod::container(std::string_view name) const {
 }
 
 std::optional<TimePoint> SimulatedPod::next_change() const {
-  if (terminating_)
-    return std::nullopt;
   std::optional<TimePoint> next;
   auto consider = [&](TimePoint t) {
     if (!next || t < *next)
       next = t;
   };
-  if (!started_)
+  if (!started_ && !terminating_)
     consider(start_at_);
   for (const auto& c : containers_) {
     if (c.running() && c.script.run_for)
       consider(c.current.started_at + *c.script.run_for);
+    if (c.running() && c.stop_at)
+      consider(*c.stop_at);
     if (c.state == SimulatedContainer::State::Waiting && c.restart_at)
       consider(*c.restart_at);
   }
@@ -264,7 +267,9 @@ void SimulatedPod::advance(TimePoint now) {
       continue;
     }
     for (auto& c : containers_) {
-      if (c.running() && c.script.run_for && c.current.started_at + *c.script.run_for <= *t)
+      if (c.running() && c.stop_at && *c.stop_at <= *t)
+        end_container(c, *t, c.stop_exit_code);
+      else if (c.running() && c.script.run_for && c.current.started_at + *c.script.run_for <= *t)
         end_container(c, *t, c.script.exit_code);
       else if (c.state == SimulatedContainer::State::Waiting && c.restart_at && *c.restart_at <= *t)
         start_container(c, *t);
@@ -402,21 +407,35 @@ bool SimulatedPod::quit_istio_proxy(TimePoint now) {
   return false;
 }
 
-void SimulatedPod::terminate(TimePoint now) {
-  if (terminating_)
-    return;
+void SimulatedPod::terminate(TimePoint now, std::chrono::seconds grace) {
+  const TimePoint kill_at = now + grace;
+  const bool first = !terminating_;
   terminating_ = true;
   for (auto& c : containers_) {
-    if (c.running())
-      end_container(c, now, c.role == ContainerRole::App && !c.istio_proxy() ? 143 : 0);
+    if (c.running() && first) {
+      // SIGTERM: an app container exits 143 once its script lets it; the rest stop at once.
+      const bool app = c.role == ContainerRole::App && !c.istio_proxy();
+      const auto sigterm_for = app ? c.script.sigterm_for : milliseconds(0);
+      c.stop_at = sigterm_for ? now + *sigterm_for : TimePoint::max();
+      c.stop_exit_code = app ? 143 : 0;
+    }
+    if (c.running() && c.stop_at.value_or(TimePoint::max()) > kill_at) {  // then SIGKILL
+      c.stop_at = kill_at;
+      c.stop_exit_code = 137;
+    }
     if (c.state == SimulatedContainer::State::Waiting && c.restart_at) {
       c.restart_at.reset();
       c.state = SimulatedContainer::State::Terminated;
     }
   }
+  advance(now);
 }
 
 bool SimulatedPod::terminal() const {
+  if (terminating_) {
+    return std::none_of(containers_.begin(), containers_.end(),
+                        [](const SimulatedContainer& c) { return c.running(); });
+  }
   const std::string p = phase();
   return p == "Succeeded" || p == "Failed";
 }
@@ -426,13 +445,24 @@ std::string SimulatedPod::phase() const {
     return "Failed";
   auto all_apps_exited_zero = [&] {
     for (const auto& c : containers_) {
-      if (c.role == ContainerRole::App && (!c.ever_started || c.current.exit_code != 0))
+      if (c.role == ContainerRole::App &&
+          (!c.ever_started || c.running() || c.current.exit_code != 0))
         return false;
     }
     return true;
   };
-  if (terminating_)
-    return started_ && all_apps_exited_zero() ? "Succeeded" : "Failed";
+  if (terminating_) {
+    // kubelet 1.26's getPhase: Running while a container runs; once every one has stopped,
+    // only all-succeeded and Never are terminal; Always and OnFailure report Running ("in the
+    // process of restarting").
+    if (!started_)
+      return "Pending";
+    if (!terminal())
+      return "Running";
+    if (all_apps_exited_zero())
+      return "Succeeded";
+    return restart_policy_ == "Never" ? "Failed" : "Running";
+  }
   if (!started_ || !init_done())
     return "Pending";
   if (apps_done())

@@ -45,6 +45,10 @@ enum class ContainerRole {
 struct ContainerScript {
   std::optional<std::chrono::milliseconds> run_for;  // nullopt: until stopped
   int exit_code = 0;
+  /// How long an app container runs on after SIGTERM before it exits 143 (`sigterm-seconds`,
+  /// env `SANDBOX_SIGTERM_SECONDS`); nullopt: it ignores SIGTERM and is killed (137) when the
+  /// grace period ends. Sidecars and istio-proxy stop at once.
+  std::optional<std::chrono::milliseconds> sigterm_for = std::chrono::milliseconds(0);
   /// What the container prints first, `set -x` style: "python train.py --epochs 3".
   std::string command_line;
 };
@@ -75,6 +79,9 @@ struct SimulatedContainer {
   ContainerRun current;                  // the running or last run, once ever_started
   std::optional<ContainerRun> previous;  // the run before `current` (lastState)
   std::optional<TimePoint> restart_at;   // set while waiting out a restart back-off
+  /// Once the pod is terminating: when the container stops, and with which exit code.
+  std::optional<TimePoint> stop_at;
+  int stop_exit_code = 0;
 
   bool running() const { return state == State::Running; }
   bool istio_proxy() const { return name == "istio-proxy"; }
@@ -94,13 +101,18 @@ class SimulatedPod {
   /// Ends the running `istio-proxy` container with exit code 0 at `now`. False when there is
   /// no such running container.
   bool quit_istio_proxy(TimePoint now);
-  /// Graceful deletion: stops every container at `now` (app containers exit 143 as after
-  /// SIGTERM; sidecars and istio-proxy 0) and nothing restarts.
-  void terminate(TimePoint now);
+  /// Graceful deletion seen at `now` with `grace` left: SIGTERM to every running container
+  /// (app containers exit 143 once their script's sigterm time has passed, sidecars and
+  /// istio-proxy 0 at once); what still runs when the grace period ends is killed (137), and
+  /// nothing restarts. Called again with a shorter period, the kill comes sooner. Once all have
+  /// stopped the phase is what the real kubelet reports: Succeeded when every app container
+  /// exited 0, Failed under restartPolicy Never, Running otherwise (Pending when none started).
+  void terminate(TimePoint now, std::chrono::seconds grace);
 
   const std::string& uid() const { return uid_; }
   bool started() const { return started_; }
-  /// Succeeded or Failed: nothing will change any more.
+  /// Succeeded, Failed, or terminating with every container stopped: nothing will change any
+  /// more.
   bool terminal() const;
   std::string phase() const;
   /// Init containers first (in spec order), then app containers.

@@ -70,6 +70,9 @@ struct DeleteRequest {
   std::string propagation_policy;  // Background (default) | Foreground | Orphan
   std::optional<std::string> precondition_uid;
   std::optional<std::string> precondition_resource_version;
+  /// DeleteOptions.gracePeriodSeconds: for types deleted gracefully (pods), the seconds the
+  /// object is given before it goes (0 = at once); their strategy's default when unset.
+  std::optional<std::int64_t> grace_period_seconds;
   bool dry_run = false;
 };
 
@@ -284,8 +287,11 @@ class Store {
                         const std::string& name, WritePart part,
                         const std::function<void(nlohmann::json&)>& mutate, bool dry_run = false);
   /// DELETE: finalizers and Foreground/Orphan propagation set deletionTimestamp and keep the
-  /// object until they clear; dependents are collected per propagation policy. Returns the object
-  /// as deleted (or as now terminating).
+  /// object until they clear; dependents are collected per propagation policy. A type with a
+  /// graceful delete period (pods) is first marked with deletionTimestamp = now + period and
+  /// deletionGracePeriodSeconds and stays until a delete with period 0 (the kubelet's); a later
+  /// delete may shorten the period but not lengthen it. Returns the object as deleted (or as now
+  /// terminating).
   nlohmann::json remove(const std::string& group_resource, const std::string& ns,
                         const std::string& name, const DeleteRequest& request = {});
   /// As remove(), also telling whether the object is gone.

@@ -86,6 +86,10 @@ const json& meta(const json& object);
 
 bool terminating(const json& o);
 
+/// Whether deletionGracePeriodSeconds is unset or 0: once terminating, nothing but finalizers
+/// holds the object (a pod in its grace period waits for the kubelet's delete).
+bool grace_over(const json& o);
+
 std::vector<std::string> finalizers_of(const json& o);
 
 bool has_finalizer(const json& o, std::string_view f);
@@ -233,6 +237,16 @@ struct StoreCore {
                                        const std::vector<std::string>& finalizers);
 
   SharedJson delete_now(Table& t, const std::string& key, bool dry_run);
+
+  /// rest.BeforeDelete's graceful half, on `next` (a copy of the stored object): Yes with
+  /// deletionTimestamp and deletionGracePeriodSeconds set (a first graceful delete, or a shorter
+  /// period for one under way), Pending when a deletion under way keeps its period, No when the
+  /// type is not deleted gracefully or the period is already over.
+  enum class Graceful { No, Yes, Pending };
+  Graceful before_delete(const Table& t, json& next, const DeleteRequest& req) const;
+
+  /// markAsDeleting: deletionTimestamp now (unless earlier already), grace period 0.
+  void mark_as_deleting(json& next) const;
 
   // The registry's Delete: finalizers for garbage collection, markAsDeleting, immediate removal.
   std::pair<SharedJson, bool> remove(Table& t, const std::string& key, const DeleteRequest& req);

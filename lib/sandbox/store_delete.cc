@@ -155,6 +155,50 @@ SharedJson StoreCore::delete_now(Table& t, const std::string& key, bool dry_run)
   return deleted;
 }
 
+StoreCore::Graceful StoreCore::before_delete(const Table& t, json& next,
+                                             const DeleteRequest& req) const {
+  std::optional<std::int64_t> requested = req.grace_period_seconds;
+  if (requested && *requested < 0)
+    requested = 1;  // negative periods count as 1 s on the delete path
+  const auto period = t.strategy->graceful_delete_period(next, requested);
+  if (!period)
+    return Graceful::No;
+  json& md = next["metadata"];
+  if (md.contains("deletionTimestamp")) {
+    // Under way: only a shorter period is taken, measured from when the deletion began.
+    if (grace_over(next))
+      return Graceful::No;
+    const std::int64_t current =
+        std::max(md["deletionGracePeriodSeconds"].get<std::int64_t>(), std::int64_t{1});
+    if (!requested || *requested >= current)
+      return Graceful::Pending;
+    const auto began = api::parse_timestamp(string_member(md, "deletionTimestamp"))
+                           .value_or(options.now() + std::chrono::seconds(current)) -
+                       std::chrono::seconds(current);
+    md["deletionTimestamp"] = api::format_timestamp(began + std::chrono::seconds(*requested));
+    md["deletionGracePeriodSeconds"] = *requested;
+    return Graceful::Yes;
+  }
+  md["deletionTimestamp"] = api::format_timestamp(options.now() + std::chrono::seconds(*period));
+  md["deletionGracePeriodSeconds"] = *period;
+  if (md.contains("generation"))
+    md["generation"] = md["generation"].get<std::int64_t>() + 1;
+  return Graceful::Yes;
+}
+
+void StoreCore::mark_as_deleting(json& next) const {
+  json& md = next["metadata"];
+  const auto now = options.now();
+  if (!md.contains("deletionTimestamp")) {
+    if (md.contains("generation"))
+      md["generation"] = md["generation"].get<std::int64_t>() + 1;
+    md["deletionTimestamp"] = api::format_timestamp(now);
+  } else if (api::parse_timestamp(string_member(md, "deletionTimestamp")).value_or(now) > now) {
+    md["deletionTimestamp"] = api::format_timestamp(now);
+  }
+  md["deletionGracePeriodSeconds"] = 0;
+}
+
 std::pair<SharedJson, bool> StoreCore::remove(Table& t, const std::string& key,
                                               const DeleteRequest& req) {
   validate_policy(req.propagation_policy);
@@ -163,6 +207,10 @@ std::pair<SharedJson, bool> StoreCore::remove(Table& t, const std::string& key,
   if (t.strategy->delete_flow() == DeleteFlow::NamespaceLifecycle)
     return remove_namespace(t, key, req);
 
+  json next = *cur;
+  const Graceful graceful = before_delete(t, next, req);
+  if (graceful == Graceful::Pending)  // nor can DeleteOptions change the finalizers then
+    return {cur, false};
   const auto finalizers = finalizers_of(*cur);
   std::vector<std::string> next_finalizers;
   for (const auto& f : finalizers) {
@@ -173,26 +221,25 @@ std::pair<SharedJson, bool> StoreCore::remove(Table& t, const std::string& key,
     next_finalizers.emplace_back(kFinalizerOrphan);
   if (should_delete_dependents(req.propagation_policy, finalizers))
     next_finalizers.emplace_back(kFinalizerForeground);
-  if (next_finalizers.empty())
+  if (graceful == Graceful::No && next_finalizers.empty())
     return {delete_now(t, key, req.dry_run), true};
 
-  json next = *cur;
   if (std::set(finalizers.begin(), finalizers.end()) !=
       std::set(next_finalizers.begin(), next_finalizers.end()))
     set_finalizers(next, next_finalizers);
-  json& md = next["metadata"];
-  if (!md.contains("deletionTimestamp")) {
-    if (md.contains("generation"))
-      md["generation"] = md["generation"].get<std::int64_t>() + 1;
-    md["deletionTimestamp"] = now_text();
-  }
-  md["deletionGracePeriodSeconds"] = 0;
+  if (graceful == Graceful::No)
+    mark_as_deleting(next);
+  // A graceful delete with period 0 is written, then removed: watchers see both.
+  const bool goes_now = next_finalizers.empty() && grace_over(next);
   if (req.dry_run)
-    return {std::make_shared<const json>(std::move(next)), false};
+    return {std::make_shared<const json>(std::move(next)), goes_now};
   SharedJson stored = cur;
   if (next != *cur)
     stored = commit(t, key, std::move(next), WatchEventType::Modified);
-  tasks.push_back({TaskKind::Finalize, uid_of(*stored)});
+  if (goes_now)
+    return {delete_now(t, key, false), true};
+  if (!next_finalizers.empty())
+    tasks.push_back({TaskKind::Finalize, uid_of(*stored)});
   return {stored, false};
 }
 

@@ -148,7 +148,8 @@ void StoreCore::finalize(const std::string& uid) {
     commit(*t, key, std::move(next), WatchEventType::Modified);
   }
   auto latest = t->objects.find(key);
-  if (latest != t->objects.end() && finalizers_of(*latest->second).empty())
+  if (latest != t->objects.end() && finalizers_of(*latest->second).empty() &&
+      grace_over(*latest->second))
     delete_now(*t, key, false);
 }
 

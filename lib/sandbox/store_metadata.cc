@@ -31,6 +31,11 @@ bool terminating(const json& o) {
   return meta(o).contains("deletionTimestamp");
 }
 
+bool grace_over(const json& o) {
+  const json& grace = member(meta(o), "deletionGracePeriodSeconds");
+  return grace.is_null() || grace == json(0);
+}
+
 std::vector<std::string> finalizers_of(const json& o) {
   std::vector<std::string> out;
   const json& list = member(meta(o), "finalizers");

@@ -495,10 +495,13 @@ TEST_F(StoreTest, DeleteReturnsTheObjectAndWatchersSeeANewVersion) {
   EXPECT_GT(rv_of(result.object), rv_of(created));
   EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "web"); }).message(),
             "pods \"web\" not found");
+  // An unscheduled pod's delete is graceful with period 0: marked first, then gone.
   auto events = drain(*w);
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].type, Type::Deleted);
-  EXPECT_EQ(events[0].object["metadata"]["resourceVersion"],
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].type, Type::Modified);
+  EXPECT_EQ(events[0].object["metadata"]["deletionGracePeriodSeconds"], 0);
+  EXPECT_EQ(events[1].type, Type::Deleted);
+  EXPECT_EQ(events[1].object["metadata"]["resourceVersion"],
             result.object["metadata"]["resourceVersion"]);
   EXPECT_EQ(testing::expect_api_error([&] { store_.remove("pods", "default", "web"); }).kind(),
             ErrorKind::NotFound);
@@ -1025,9 +1028,10 @@ TEST_F(StoreTest, WatchFromNowSendsCurrentObjectsThenLiveEvents) {
                 [](json& p) { p["metadata"]["labels"]["x"] = "1"; });
   store_.remove("pods", "default", "b");
   auto live = drain(*w);
-  ASSERT_EQ(live.size(), 2u);
+  ASSERT_EQ(live.size(), 3u);
   EXPECT_EQ(live[0].type, Type::Modified);
-  EXPECT_EQ(live[1].type, Type::Deleted);
+  EXPECT_EQ(live[1].type, Type::Modified);  // b marked for deletion
+  EXPECT_EQ(live[2].type, Type::Deleted);
   EXPECT_EQ(w->resource_version(), store_.current_resource_version());
 }
 
@@ -1038,10 +1042,11 @@ TEST_F(StoreTest, WatchFromAVersionReplaysTheWindow) {
   store_.remove("pods", "default", "a");
   auto w = watch("pods", a["metadata"]["resourceVersion"]);
   auto events = drain(*w);
-  ASSERT_EQ(events.size(), 2u);
+  ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].type, Type::Added);
   EXPECT_EQ(events[0].object["metadata"]["name"], "b");
-  EXPECT_EQ(events[1].type, Type::Deleted);
+  EXPECT_EQ(events[1].type, Type::Modified);  // a marked for deletion
+  EXPECT_EQ(events[2].type, Type::Deleted);
 }
 
 TEST_F(StoreTest, WatchFromBeforeTheWindowIsGone) {

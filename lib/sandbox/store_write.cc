@@ -276,8 +276,7 @@ SharedJson StoreCore::update(Table& t, const std::string& key, json obj, WritePa
   md["resourceVersion"] = old_md["resourceVersion"];
 
   // Emptying the finalizers of a terminating object completes its deletion.
-  const json& grace = member(old_md, "deletionGracePeriodSeconds");
-  if (terminating(old) && finalizers_of(next).empty() && (grace.is_null() || grace == json(0))) {
+  if (terminating(old) && finalizers_of(next).empty() && grace_over(old)) {
     auto result = std::make_shared<const json>(std::move(next));
     if (!dry_run) {
       auto deleted = commit(t, key, old, WatchEventType::Deleted);

@@ -106,6 +106,11 @@ DeleteFlow ResourceStrategy::delete_flow() const {
   return DeleteFlow::Finalizers;
 }
 
+std::optional<std::int64_t> ResourceStrategy::graceful_delete_period(
+    const json&, std::optional<std::int64_t>) const {
+  return std::nullopt;
+}
+
 std::vector<PrintColumn> ResourceStrategy::columns(const std::string&) const {
   return {name_column(), age_column()};
 }

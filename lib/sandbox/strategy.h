@@ -9,6 +9,7 @@
 // strategies/registry.cc.
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -140,6 +141,11 @@ class ResourceStrategy {
   /// Throws when the object named `name` may not be deleted at all (the system namespaces).
   virtual void check_deletable(const std::string& name) const;
   virtual DeleteFlow delete_flow() const;
+  /// CheckGracefulDelete: the grace period, in seconds, a delete of `object` gives it when
+  /// `requested` is DeleteOptions.gracePeriodSeconds (already at least 1 when it was negative);
+  /// nullopt for types deleted at once (no RESTGracefulDeleteStrategy, the default).
+  virtual std::optional<std::int64_t> graceful_delete_period(
+      const nlohmann::json& object, std::optional<std::int64_t> requested) const;
 
   // --- Serving (the API server) ----------------------------------------------------------------
 

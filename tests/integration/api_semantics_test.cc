@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/status.h"
 #include "error.h"
 #include "kube/client.h"
 #include "kube/resource.h"
@@ -93,6 +94,36 @@ json unscheduled_two_container_pod(const std::string& name) {
   pod["spec"]["schedulerName"] = "manual-scheduler";
   pod["spec"]["containers"].push_back({{"name", "helper"}, {"image", "busybox:1.36"}});
   return pod;
+}
+
+/// A pod bound to a node that does not exist, so no kubelet ends its graceful deletion.
+json pod_on_absent_node(const std::string& name, std::int64_t grace_seconds = 30) {
+  json pod = pod_manifest(name);
+  pod["spec"]["nodeName"] = "trainctl-test-absent-node";
+  pod["spec"]["terminationGracePeriodSeconds"] = grace_seconds;
+  return pod;
+}
+
+/// Seconds from one RFC 3339 timestamp to another.
+std::int64_t seconds_between(const json& from, const json& to) {
+  const auto parse = [](const json& t) {
+    const auto parsed = api::parse_timestamp(t.get<std::string>());
+    EXPECT_TRUE(parsed) << t;
+    return parsed.value_or(std::chrono::system_clock::time_point{});
+  };
+  return std::chrono::duration_cast<std::chrono::seconds>(parse(to) - parse(from)).count();
+}
+
+/// "TYPE name grace" for each event: the deletionGracePeriodSeconds the event carries, or "-".
+std::vector<std::string> describe_grace(const std::vector<WatchEvent>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) {
+    const json& md = e.object["metadata"];
+    const std::string grace =
+        md.contains("deletionGracePeriodSeconds") ? md["deletionGracePeriodSeconds"].dump() : "-";
+    out.push_back(fmt::format("{} {} {}", kube::to_string(e.type), md.value("name", ""), grace));
+  }
+  return out;
 }
 
 // --- metadata ---------------------------------------------------------------------------------
@@ -1077,6 +1108,120 @@ TEST_F(ApiDeleteTest, PreconditionsMustMatch) {
   EXPECT_EQ(rv.kind(), ErrorKind::Conflict);
   EXPECT_NO_THROW(client().remove(resources::configmaps(), ns(), "a",
                                   {.precondition_uid = cm["metadata"]["uid"].get<std::string>()}));
+}
+
+// Pods are deleted gracefully (registry/rest/delete.go BeforeDelete, registry/core/pod/strategy.go
+// CheckGracefulDelete): a pod a kubelet runs is marked and stays until the kubelet deletes it with
+// grace period 0.
+
+TEST_F(ApiDeleteTest, ABoundPodIsMarkedWithItsGracePeriodAndStays) {
+  const json created = client().create(resources::pods(), ns(), pod_on_absent_node("p", 12));
+  const json deleting = client().remove(resources::pods(), ns(), "p");
+  EXPECT_EQ(deleting["metadata"]["deletionGracePeriodSeconds"], 12) << deleting.dump();
+  // deletionTimestamp is the time of the delete plus the pod's terminationGracePeriodSeconds.
+  const std::int64_t until_deadline = seconds_between(created["metadata"]["creationTimestamp"],
+                                                      deleting["metadata"]["deletionTimestamp"]);
+  EXPECT_GE(until_deadline, 12);
+  EXPECT_LE(until_deadline, 12 + kSettleTimeout.count());
+  const json still = client().get(resources::pods(), ns(), "p");
+  EXPECT_EQ(still["metadata"]["deletionTimestamp"], deleting["metadata"]["deletionTimestamp"]);
+  EXPECT_EQ(still["metadata"]["uid"], created["metadata"]["uid"]);
+  EXPECT_EQ(still["status"]["phase"], "Pending");
+  client().remove(resources::pods(), ns(), "p", {.grace_period_seconds = 0});
+}
+
+TEST_F(ApiDeleteTest, ALaterDeleteMayShortenTheGracePeriodButNotLengthenIt) {
+  const json created = client().create(resources::pods(), ns(), pod_on_absent_node("p", 12));
+  const json first = client().remove(resources::pods(), ns(), "p");
+  const json longer = client().remove(resources::pods(), ns(), "p", {.grace_period_seconds = 60});
+  EXPECT_EQ(longer["metadata"]["deletionGracePeriodSeconds"], 12);
+  EXPECT_EQ(longer["metadata"]["deletionTimestamp"], first["metadata"]["deletionTimestamp"]);
+  EXPECT_EQ(longer["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"])
+      << "a longer period changes nothing";
+  // The shorter period counts from when the deletion began: the deadline moves 12 - 3 s earlier.
+  const json shorter = client().remove(resources::pods(), ns(), "p", {.grace_period_seconds = 3});
+  EXPECT_EQ(shorter["metadata"]["deletionGracePeriodSeconds"], 3);
+  EXPECT_EQ(seconds_between(shorter["metadata"]["deletionTimestamp"],
+                            first["metadata"]["deletionTimestamp"]),
+            9);
+  // The kubelet's final delete: period 0 with the pod's uid as precondition.
+  client().remove(resources::pods(), ns(), "p",
+                  {.precondition_uid = created["metadata"]["uid"].get<std::string>(),
+                   .grace_period_seconds = 0});
+  EXPECT_FALSE(exists(client(), resources::pods(), ns(), "p"));
+
+  kube::WatchOptions from_create;
+  from_create.resource_version = created["metadata"]["resourceVersion"];
+  const auto events = collect_events(client(), resources::pods(), ns(), from_create, 4);
+  EXPECT_THAT(describe_grace(events),
+              ElementsAre("MODIFIED p 12", "MODIFIED p 3", "MODIFIED p 0", "DELETED p 0"));
+}
+
+TEST_F(ApiDeleteTest, TheRequestedGracePeriodWinsOverThePodsAndANegativeOneIsOneSecond) {
+  client().create(resources::pods(), ns(), pod_on_absent_node("asked", 30));
+  client().create(resources::pods(), ns(), pod_on_absent_node("negative", 30));
+  const json asked = client().remove(resources::pods(), ns(), "asked", {.grace_period_seconds = 5});
+  EXPECT_EQ(asked["metadata"]["deletionGracePeriodSeconds"], 5);
+  const json negative =
+      client().remove(resources::pods(), ns(), "negative", {.grace_period_seconds = -7});
+  EXPECT_EQ(negative["metadata"]["deletionGracePeriodSeconds"], 1);
+  // Also as a query parameter, which must be a number.
+  client().create(resources::pods(), ns(), pod_on_absent_node("query", 30));
+  RawSandboxHttp http(config());
+  const std::string path = "/api/v1/namespaces/" + ns() + "/pods/query?gracePeriodSeconds=";
+  const auto bad = http.send("DELETE", path + "soon");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["message"], "strconv.ParseInt: parsing \"soon\": invalid syntax");
+  const auto by_query = http.send("DELETE", path + "4");
+  EXPECT_EQ(json::parse(by_query.body)["metadata"]["deletionGracePeriodSeconds"], 4);
+  for (const char* name : {"asked", "negative", "query"})
+    client().remove(resources::pods(), ns(), name, {.grace_period_seconds = 0});
+}
+
+TEST_F(ApiDeleteTest, AnUnscheduledOrFinishedPodIsDeletedAtOnce) {
+  const json waiting =
+      client().create(resources::pods(), ns(), unscheduled_two_container_pod("waiting"));
+  json done = client().create(resources::pods(), ns(), pod_on_absent_node("done"));
+  done["status"]["phase"] = "Succeeded";
+  client().update_status(resources::pods(), ns(), done);
+
+  client().remove(resources::pods(), ns(), "waiting");
+  client().remove(resources::pods(), ns(), "done");
+  EXPECT_FALSE(exists(client(), resources::pods(), ns(), "waiting"));
+  EXPECT_FALSE(exists(client(), resources::pods(), ns(), "done"));
+
+  // Still a graceful delete, with period 0: marked (MODIFIED), then gone.
+  kube::WatchOptions from_create;
+  from_create.resource_version = waiting["metadata"]["resourceVersion"];
+  from_create.field_selector = "metadata.name=waiting";
+  const auto events = collect_events(client(), resources::pods(), ns(), from_create, 2);
+  EXPECT_THAT(describe_grace(events), ElementsAre("MODIFIED waiting 0", "DELETED waiting 0"));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(events[0].object["metadata"].contains("deletionTimestamp"));
+}
+
+TEST_F(ApiDeleteTest, FinalizersHoldAPodAfterItsGracePeriodAndTheGracePeriodHoldsItToo) {
+  json held = pod_on_absent_node("held");
+  held["metadata"]["finalizers"] = {"example.com/hold"};
+  client().create(resources::pods(), ns(), held);
+  held["metadata"]["name"] = "graceful";
+  client().create(resources::pods(), ns(), held);
+  const json no_finalizers = {{"metadata", {{"finalizers", nullptr}}}};
+
+  // Grace period over, finalizer left: the pod stays until the finalizer goes.
+  const json marked = client().remove(resources::pods(), ns(), "held", {.grace_period_seconds = 0});
+  EXPECT_EQ(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+  EXPECT_TRUE(exists(client(), resources::pods(), ns(), "held"));
+  client().patch(resources::pods(), ns(), "held", PatchType::Merge, no_finalizers);
+  EXPECT_FALSE(exists(client(), resources::pods(), ns(), "held"));
+
+  // Finalizer gone within the grace period: the pod stays until its final delete.
+  client().remove(resources::pods(), ns(), "graceful");
+  client().patch(resources::pods(), ns(), "graceful", PatchType::Merge, no_finalizers);
+  const json waiting = client().get(resources::pods(), ns(), "graceful");
+  EXPECT_EQ(waiting["metadata"]["deletionGracePeriodSeconds"], 30);
+  client().remove(resources::pods(), ns(), "graceful", {.grace_period_seconds = 0});
+  EXPECT_FALSE(exists(client(), resources::pods(), ns(), "graceful"));
 }
 
 // --- dry run ----------------------------------------------------------------------------------

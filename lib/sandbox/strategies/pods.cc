@@ -151,6 +151,19 @@ class PodStrategy final : public ResourceStrategy {
   void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
   bool tracks_generation() const override { return true; }
 
+  /// podStrategy.CheckGracefulDelete: the requested period, else terminationGracePeriodSeconds;
+  /// 0 for a pod no kubelet runs (unscheduled) or one already finished.
+  std::optional<std::int64_t> graceful_delete_period(
+      const json& pod, std::optional<std::int64_t> requested) const override {
+    const json& spec = object_member(pod, "spec");
+    const std::string phase = string_member(object_member(pod, "status"), "phase");
+    if (string_member(spec, "nodeName").empty() || phase == "Succeeded" || phase == "Failed")
+      return 0;
+    const std::int64_t period =
+        requested.value_or(integer_member(spec, "terminationGracePeriodSeconds"));
+    return period < 0 ? 1 : period;
+  }
+
   void prepare_for_create(json& pod) const override {
     pod["status"] = {{"phase", "Pending"}, {"qosClass", pod_qos(pod)}};
   }
