@@ -91,7 +91,7 @@ void decorate_pod_template(json& pod_template, std::string_view job_name,
   json& meta = pod_template["metadata"];
   json& spec = pod_template["spec"];
   decorate_istio(pod_template, options.istio_namespace, options.istio_native_sidecars);
-  const bool scheduler_named = !spec.value("schedulerName", "").empty();
+  const bool scheduler_named = !string_member(spec, "schedulerName").empty();
   switch (options.gang_scheduler) {
     case GangScheduler::None:
       return;
