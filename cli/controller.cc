@@ -88,6 +88,7 @@ struct ControllerCommand {
   std::string metrics_address = ":8080";
   std::string health_address = ":8081";
   std::string gang_scheduler = "builtin";
+  std::string gang_scheduler_name;  // "" = PlanOptions' default
   std::string cluster_domain;
   std::string istio_native_sidecars = "auto";
   bool pytorch_init_container = false;
@@ -121,6 +122,8 @@ struct ControllerCommand {
       manager_options.leader_election = election;
     controller_options.workers = workers;
     controller_options.plan.gang_scheduler = parse_gang_scheduler(gang_scheduler);
+    if (!gang_scheduler_name.empty())
+      controller_options.plan.scheduler_plugins_scheduler_name = gang_scheduler_name;
     controller_options.plan.cluster_domain = cluster_domain;
     controller_options.admission.order = admission_order == "strict-fifo"
                                              ? controller::AdmissionOrder::StrictFifo
@@ -141,6 +144,11 @@ struct ControllerCommand {
       throw Error(ErrorKind::Usage, "--pytorch-init-container-max-tries: must be at least 1");
     if (controller_options.admission.schedule_timeout < std::chrono::seconds(1))
       throw Error(ErrorKind::Usage, "--schedule-timeout: must be at least 1s");
+    if (!gang_scheduler_name.empty() &&
+        controller_options.plan.gang_scheduler != GangScheduler::SchedulerPlugins)
+      throw Error(ErrorKind::Usage,
+                  "--gang-scheduler-name: only with --gang-scheduler scheduler-plugins (builtin "
+                  "leaves schedulerName alone, volcano sets \"volcano\")");
   }
 
   void Run() {
@@ -191,10 +199,16 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
                   "Where /healthz and /readyz listen: :PORT, HOST:PORT, or 0 to disable")
       ->capture_default_str();
   cmd->add_option("--gang-scheduler", opts->gang_scheduler,
-                  "Gang scheduling: builtin (trainctl admits PodGroups against Volcano Queues), "
-                  "volcano (pods go to the Volcano scheduler), scheduler-plugins, none")
+                  "Gang scheduling: builtin (trainctl admits Volcano PodGroups against Volcano "
+                  "Queues), volcano (Volcano admits the PodGroups; pods, for the volcano "
+                  "scheduler, are created once their group is Inqueue), scheduler-plugins "
+                  "(scheduling.x-k8s.io PodGroups; pods, labelled with their group, go to the "
+                  "coscheduling scheduler at once), none")
       ->check(CLI::IsMember({"builtin", "volcano", "scheduler-plugins", "none"}))
       ->capture_default_str();
+  cmd->add_option("--gang-scheduler-name", opts->gang_scheduler_name,
+                  "With --gang-scheduler scheduler-plugins: the schedulerName of pods whose "
+                  "template names none (default scheduler-plugins-scheduler)");
   cmd->add_option("--admission-order", opts->admission_order,
                   "Builtin admission: backfill (smaller gangs may start where they do not delay "
                   "the waiting head of line) or strict-fifo (nothing starts behind it)")

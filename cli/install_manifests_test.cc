@@ -81,12 +81,13 @@ TEST(InstallManifestsTest, ObjectsComeInDependencyOrder) {
   }
   EXPECT_EQ(crds, (std::set<std::string>{"mpijobs.kubeflow.org", "pytorchjobs.kubeflow.org",
                                          "tfjobs.kubeflow.org", "podgroups.scheduling.volcano.sh",
-                                         "queues.scheduling.volcano.sh"}));
+                                         "queues.scheduling.volcano.sh",
+                                         "podgroups.scheduling.x-k8s.io"}));
 }
 
 TEST(InstallManifestsTest, CrdsOnlyLeavesOutTheController) {
   const std::vector<json> objects = install_objects({.crds_only = true});
-  EXPECT_EQ(objects.size(), 5u);
+  EXPECT_EQ(objects.size(), 6u);
   EXPECT_THAT(kinds_of(objects), ElementsAre("CustomResourceDefinition"));
 }
 

@@ -39,7 +39,8 @@ void add_reconcilers(Manager& manager, const ControllerOptions& options);
 /// Jobs (job_reconciler.cc): one TFJob, PyTorchJob or MPIJob at a time, planned from the cache
 /// (plan_job, pure) and applied through the Executor, with `options.workers` workers. Watches
 /// the jobs and every object made for them (pods, services, ConfigMaps, Secrets, batch Jobs,
-/// HPAs, PodGroups). Requires the job CRDs (and PodGroups with a gang scheduler) to be served.
+/// HPAs, the gang-scheduler mode's PodGroups). Requires the job CRDs (and that PodGroup type
+/// with a gang scheduler) to be served.
 void add_job_reconciler(Manager& manager, const ControllerOptions& options);
 
 /// Gang admission (admission_reconciler.cc): one key for the whole cluster, due whenever a

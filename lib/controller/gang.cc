@@ -52,39 +52,82 @@ ResourceList min_resources(const std::vector<api::ReplicaSpecView>& replica_spec
   return total;
 }
 
+/// spec.minMember and spec.minResources, as both PodGroup types spell them.
+json gang_spec(const api::JobView& view, const api::SchedulingPolicy& policy) {
+  const int min_member =
+      policy.min_available ? static_cast<int>(*policy.min_available) : view.total_replicas();
+  return {{"minMember", min_member},
+          {"minResources",
+           !policy.min_resources.is_null()
+               ? policy.min_resources
+               : api::resource_list_json(min_resources(view.replica_specs(), min_member))}};
+}
+
+/// A PodGroup of `resource`'s type for `job`: its name, namespace, labels, annotations and owner.
+json group_of(const json& job, const kube::Resource& resource, json spec) {
+  const std::string name = name_of(job);
+  const auto kind = api::kind_of(job);
+  json metadata = {{"name", name},
+                   {"namespace", namespace_of(job)},
+                   {"labels", kind ? job_labels(*kind, name) : json::object()},
+                   {"ownerReferences", json::array({controller_reference(job)})}};
+  const json& annotations = object_at(job, "/metadata/annotations"_json_pointer);
+  if (!annotations.empty())
+    metadata["annotations"] = annotations;
+  return {{"apiVersion", resource.api_version()},
+          {"kind", resource.kind},
+          {"metadata", std::move(metadata)},
+          {"spec", std::move(spec)}};
+}
+
 }  // namespace
 
 json pod_group(const json& job) {
   const api::JobView view(job);
   const api::SchedulingPolicy policy = view.run_policy().scheduling;
-  const std::vector<api::ReplicaSpecView> replica_specs = view.replica_specs();
-  const int min_member =
-      policy.min_available ? static_cast<int>(*policy.min_available) : view.total_replicas();
-  const std::string name = name_of(job);
-
-  json spec = {{"minMember", min_member},
-               {"queue", policy.queue.empty() ? std::string(default_queue) : policy.queue}};
+  json spec = gang_spec(view, policy);
+  spec["queue"] = policy.queue.empty() ? std::string(default_queue) : policy.queue;
   if (!policy.priority_class.empty())
     spec["priorityClassName"] = policy.priority_class;
-  spec["minResources"] = !policy.min_resources.is_null()
-                             ? policy.min_resources
-                             : api::resource_list_json(min_resources(replica_specs, min_member));
+  return group_of(job, kube::resources::podgroups(), std::move(spec));
+}
 
-  const auto kind = api::kind_of(job);
-  const kube::Resource resource = kube::resources::podgroups();
-  return {{"apiVersion", resource.api_version()},
-          {"kind", resource.kind},
-          {"metadata",
-           {{"name", name},
-            {"namespace", namespace_of(job)},
-            {"labels", kind ? job_labels(*kind, name) : json::object()},
-            {"ownerReferences", json::array({controller_reference(job)})}}},
-          {"spec", std::move(spec)}};
+json scheduler_plugins_pod_group(const json& job) {
+  const api::JobView view(job);
+  const api::SchedulingPolicy policy = view.run_policy().scheduling;
+  json spec = gang_spec(view, policy);
+  if (policy.schedule_timeout_seconds)
+    spec["scheduleTimeoutSeconds"] = *policy.schedule_timeout_seconds;
+  return group_of(job, kube::resources::scheduler_plugins_podgroups(), std::move(spec));
+}
+
+std::optional<kube::Resource> pod_group_resource(GangScheduler scheduler) {
+  switch (scheduler) {
+    case GangScheduler::Builtin:
+    case GangScheduler::Volcano:
+      return kube::resources::podgroups();
+    case GangScheduler::SchedulerPlugins:
+      return kube::resources::scheduler_plugins_podgroups();
+    case GangScheduler::None:
+      break;
+  }
+  return std::nullopt;
+}
+
+json pod_group_for(const json& job, GangScheduler scheduler) {
+  return scheduler == GangScheduler::SchedulerPlugins ? scheduler_plugins_pod_group(job)
+                                                      : pod_group(job);
 }
 
 bool pod_group_admitted(const json& group) {
   const std::string phase = string_at(group, "/status/phase"_json_pointer);
   return phase == "Inqueue" || phase == "Running" || phase == "Unknown" || phase == "Completed";
+}
+
+bool pods_may_start(GangScheduler scheduler, const json* group) {
+  if (scheduler == GangScheduler::SchedulerPlugins || scheduler == GangScheduler::None)
+    return true;
+  return group && pod_group_admitted(*group);
 }
 
 }  // namespace trainctl::controller

@@ -1,7 +1,8 @@
 #pragma once
 
 // Gangs and quotas with Volcano's scheduling.volcano.sh/v1beta1 objects: the PodGroup a job gets
-// (as the Kubeflow Training Operator and the MPI Operator create it) and, in the builtin
+// (as the Kubeflow Training Operator and the MPI Operator create it; scheduler-plugins' own
+// PodGroup type in that mode), when its pods may be created, and, in the builtin
 // gang-scheduler mode, trainctl's own admission of whole gangs against Queue quotas and the
 // cluster's free capacity (what Volcano's enqueue action decides). Pure functions: the caller
 // passes what the informer caches hold and the time.
@@ -14,22 +15,47 @@
 #include <vector>
 
 #include "controller/plan.h"
+#include "kube/resource.h"
 
 namespace trainctl::controller {
 
 /// The queue a PodGroup lands in when its job names none.
 inline constexpr std::string_view default_queue = "default";
 
-/// The PodGroup of `job`: named like the job, owned by it (controller ownerReference), with
+/// The Volcano PodGroup of `job`: named like the job, owned by it (controller ownerReference),
+/// carrying the job's annotations (as the Training Operator's SyncPodGroup makes it), with
 /// spec.minMember = schedulingPolicy.minAvailable or the total replicas, spec.queue,
 /// spec.priorityClassName and spec.minResources = schedulingPolicy.minResources or the requests
 /// (a container without requests: its limits) of the first minMember pods, counted in the kind's
 /// replica-type order (Launcher before Worker, Master before Worker).
 nlohmann::json pod_group(const nlohmann::json& job);
 
-/// Whether the job's pods may be created: the group was admitted (phase Inqueue, Running,
-/// Completed or Unknown), as the Training Operator holds pod creation for a Pending PodGroup.
+/// The scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) of `job`: named, owned,
+/// labelled and annotated as pod_group's, with the same spec.minMember and spec.minResources and
+/// spec.scheduleTimeoutSeconds = schedulingPolicy.scheduleTimeoutSeconds when the job sets it.
+/// The type has no queue and no priorityClassName (the Training Operator's pgSpecFill for
+/// scheduler-plugins sets exactly these three fields).
+nlohmann::json scheduler_plugins_pod_group(const nlohmann::json& job);
+
+/// The PodGroup type each job gets in a gang-scheduler mode: Volcano's for builtin and volcano,
+/// scheduler-plugins' for scheduler-plugins, none for none.
+std::optional<kube::Resource> pod_group_resource(GangScheduler scheduler);
+
+/// The PodGroup of `job` in `scheduler`'s mode (pod_group or scheduler_plugins_pod_group); the
+/// mode must have one.
+nlohmann::json pod_group_for(const nlohmann::json& job, GangScheduler scheduler);
+
+/// Whether the group was admitted (phase Inqueue, Running, Completed or Unknown).
 bool pod_group_admitted(const nlohmann::json& pod_group);
+
+/// Whether the job's pods may be created, given its PodGroup as observed (null: none yet).
+/// builtin and volcano: only once the group is admitted, as the Training Operator's
+/// VolcanoControl.DelayPodCreationDueToPodGroup holds creation while there is no group or its
+/// phase is empty or Pending (trainctl's admission decides in builtin mode, Volcano's enqueue
+/// action in volcano mode: trainctl never admits there). scheduler-plugins and none: at once
+/// (SchedulerPluginsControl never delays; the coscheduling plugin holds the pods at Permit until
+/// minMember of them can be placed).
+bool pods_may_start(GangScheduler scheduler, const nlohmann::json* pod_group);
 
 /// One admission round: Update actions for PodGroups (whole objects, the CRD has no status
 /// subresource), UpdateStatus actions for Queues, Deletes of the pods of gangs that timed out,

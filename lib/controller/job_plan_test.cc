@@ -300,8 +300,11 @@ TEST(JobPlanTest, VolcanoAndIstioDecorations) {
   PlanOptions o = options();
   o.gang_scheduler = GangScheduler::Volcano;
   o.istio_namespace = IstioNamespace::Injected;
-  const Plan plan = plan_job(tf_job(), {}, o);
-  EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
+  FakeCluster cluster{.job = tf_job()};
+  EXPECT_EQ(names(cluster.step(o), Action::Type::Create, "podgroups"),
+            std::vector<std::string>{"mnist"});
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});  // Volcano's
+  const Plan plan = cluster.step(o);
   const json& pod = created(plan, "mnist-worker-0");
   EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
   EXPECT_EQ(pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "mnist");
@@ -687,6 +690,8 @@ TEST(JobPlanTest, SuspendDeletesEverythingAndResumeStartsAgain) {
   o.gang_scheduler = GangScheduler::Volcano;
   FakeCluster cluster{.job = tf_job()};
   cluster.step(o);
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});  // Volcano's
+  cluster.step(o);
   cluster.set_all("Running");
   cluster.step(o);
   ASSERT_TRUE(cluster.observed.pod_group.has_value());
@@ -707,11 +712,15 @@ TEST(JobPlanTest, SuspendDeletesEverythingAndResumeStartsAgain) {
   cluster.job["spec"]["runPolicy"]["suspend"] = false;
   o.now = kStart + seconds(200);
   plan = cluster.step(o);
-  EXPECT_EQ(names(plan, Action::Type::Create, "pods").size(), 3u);
+  // A new PodGroup, which Volcano must enqueue before the pods come back.
+  EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
+  EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
   EXPECT_EQ((*condition_of(cluster.job, "Suspended"))["status"], "False");
   EXPECT_EQ((*condition_of(cluster.job, "Suspended"))["reason"], "TFJobResumed");
   EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart + seconds(200)));
   EXPECT_TRUE(has_event(plan, "TFJobResumed"));
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
+  EXPECT_EQ(names(cluster.step(o), Action::Type::Create, "pods").size(), 3u);
 }
 
 // Upstream: pytorch/hpa.go ReconcileHPA + desiredHPA; pytorchjob_controller.go UpdateJobStatus

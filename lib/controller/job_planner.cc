@@ -19,10 +19,6 @@ using nlohmann::json;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
-bool uses_pod_groups(GangScheduler scheduler) {
-  return scheduler == GangScheduler::Builtin || scheduler == GangScheduler::Volcano;
-}
-
 }  // namespace
 
 std::string pod_phase(const json& pod) {
@@ -139,8 +135,7 @@ void JobPlanner::suspend() {
   set_launchers_suspended(true);
   for (const json& autoscaler : observed_.autoscalers)
     remove(kube::resources::horizontalpodautoscalers(), autoscaler);
-  if (observed_.pod_group)
-    remove(kube::resources::podgroups(), *observed_.pod_group);
+  remove_pod_group();
   if (status_.contains("replicaStatuses") && status_["replicaStatuses"].is_object()) {
     for (auto& [type, counts] : status_["replicaStatuses"].items())
       counts.erase("active");
@@ -180,14 +175,17 @@ void JobPlanner::ensure_started() {
 }
 
 bool JobPlanner::gang_admitted() {
-  if (!uses_pod_groups(options_.gang_scheduler))
-    return true;
-  if (!observed_.pod_group) {
-    create(kube::resources::podgroups(), pod_group(job_));
-    return options_.gang_scheduler != GangScheduler::Builtin;
-  }
-  return options_.gang_scheduler != GangScheduler::Builtin ||
-         pod_group_admitted(*observed_.pod_group);
+  const std::optional<kube::Resource> resource = pod_group_resource(options_.gang_scheduler);
+  if (resource && !observed_.pod_group)
+    create(*resource, pod_group_for(job_, options_.gang_scheduler));
+  return pods_may_start(options_.gang_scheduler,
+                        observed_.pod_group ? &*observed_.pod_group : nullptr);
+}
+
+void JobPlanner::remove_pod_group() {
+  const std::optional<kube::Resource> resource = pod_group_resource(options_.gang_scheduler);
+  if (resource && observed_.pod_group)
+    remove(*resource, *observed_.pod_group);
 }
 
 bool JobPlanner::enforce_deadline() {
@@ -239,8 +237,7 @@ void JobPlanner::finish() {
         remove(kube::resources::services(), service);
     }
   }
-  if (observed_.pod_group)
-    remove(kube::resources::podgroups(), *observed_.pod_group);
+  remove_pod_group();
   if (condition_true(status_, condition::succeeded) && status_.contains("replicaStatuses") &&
       status_["replicaStatuses"].is_object()) {
     for (auto& [type, counts] : status_["replicaStatuses"].items()) {

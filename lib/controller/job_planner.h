@@ -72,9 +72,12 @@ class JobPlanner {
   void resume_if_suspended();
   /// Sets startTime on the first pass that runs the job.
   void ensure_started();
-  /// With a gang scheduler that uses PodGroups: creates the job's PodGroup when missing and says
-  /// whether pods may be created now (builtin admission: once it is Inqueue or Running).
+  /// With a gang scheduler that uses PodGroups: creates the job's PodGroup of the mode's type
+  /// when missing. Says whether pods may be created now (gang.h pods_may_start: builtin and
+  /// volcano once the group is Inqueue or later, scheduler-plugins and none at once).
   bool gang_admitted();
+  /// Deletes the job's PodGroup, if it has one (finished or suspended).
+  void remove_pod_group();
   /// The activeDeadlineSeconds check: fails the job when it ran longer, else requeues for the
   /// deadline. Returns whether the job failed.
   bool enforce_deadline();

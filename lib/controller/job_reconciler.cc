@@ -10,6 +10,7 @@
 #include "controller/controller.h"
 #include "controller/executor.h"
 #include "controller/expectations.h"
+#include "controller/gang.h"
 #include "controller/job_plan.h"
 #include "controller/objects.h"
 #include "controller/reconcile_loop.h"
@@ -73,8 +74,8 @@ class JobReconciler : public Runnable {
   void prepare() override {
     for (const auto& info : api::job_kinds())
       client_.require_served(kube::resources::job(info.kind));
-    if (options_.plan.gang_scheduler != GangScheduler::None)
-      client_.require_served(kube::resources::podgroups());
+    if (const auto pod_groups = pod_group_resource(options_.plan.gang_scheduler))
+      client_.require_served(*pod_groups);
   }
 
   void run(std::stop_token stop) override {
@@ -120,9 +121,9 @@ class JobReconciler : public Runnable {
       add_owner_handlers(informer, resource);
       owned_.emplace(resource.plural, &informer);
     }
-    if (options_.plan.gang_scheduler != GangScheduler::None) {
-      pod_groups_ = &manager_.informer(kube::resources::podgroups());
-      add_owner_handlers(*pod_groups_, kube::resources::podgroups());
+    if (const auto pod_groups = pod_group_resource(options_.plan.gang_scheduler)) {
+      pod_groups_ = &manager_.informer(*pod_groups);
+      add_owner_handlers(*pod_groups_, *pod_groups);
     }
   }
 

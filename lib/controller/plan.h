@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controller/sidecar.h"
@@ -57,7 +58,12 @@ struct Observed {
   std::optional<nlohmann::json> pod_group;
 };
 
+/// Who admits gangs: trainctl itself (Volcano PodGroups and Queues), Volcano, scheduler-plugins'
+/// coscheduling, or nobody (gang.h).
 enum class GangScheduler { Builtin, Volcano, SchedulerPlugins, None };
+
+/// The schedulerName of pods in volcano mode, as the Training Operator's VolcanoControl sets it.
+inline constexpr std::string_view volcano_scheduler_name = "volcano";
 
 /// Everything a planner reads besides the job and its objects. `now` is passed in so plans are
 /// reproducible in tests.
@@ -65,6 +71,9 @@ struct PlanOptions {
   std::chrono::system_clock::time_point now;
   std::string cluster_domain;  // "" = short service names (<svc>.<ns>.svc)
   GangScheduler gang_scheduler = GangScheduler::Builtin;
+  /// The schedulerName of pods in scheduler-plugins mode (`--gang-scheduler-name`), where
+  /// the template names none: the second scheduler that runs the coscheduling plugin.
+  std::string scheduler_plugins_scheduler_name = "scheduler-plugins-scheduler";
   /// Istio: how the job's namespace is labelled for injection; pods Istio will inject get the
   /// hold config and, per istio_native_sidecars, the nativeSidecar annotation (sidecar.h).
   IstioNamespace istio_namespace = IstioNamespace::Unlabelled;

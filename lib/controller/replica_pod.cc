@@ -91,19 +91,25 @@ void decorate_pod_template(json& pod_template, std::string_view job_name,
   json& meta = pod_template["metadata"];
   json& spec = pod_template["spec"];
   decorate_istio(pod_template, options.istio_namespace, options.istio_native_sidecars);
-  if (options.gang_scheduler == GangScheduler::None)
-    return;
-  meta["annotations"][std::string(api::annotations::group_name)] = job_name;
-  const bool scheduler_named = !spec.value("schedulerName", "").empty();
-  if (options.gang_scheduler == GangScheduler::Volcano) {
-    meta["annotations"][std::string(api::annotations::volcano_task_spec)] = to_lower(replica_type);
-    if (!scheduler_named)
-      spec["schedulerName"] = "volcano";
-  }
-  if (options.gang_scheduler == GangScheduler::SchedulerPlugins) {
-    meta["labels"][std::string(api::labels::pod_group)] = job_name;
-    if (!scheduler_named)
-      spec["schedulerName"] = "scheduler-plugins-scheduler";
+  const bool scheduler_named = !string_member(spec, "schedulerName").empty();
+  switch (options.gang_scheduler) {
+    case GangScheduler::None:
+      return;
+    case GangScheduler::Builtin:
+      meta["annotations"][std::string(api::annotations::group_name)] = job_name;
+      return;
+    case GangScheduler::Volcano:
+      meta["annotations"][std::string(api::annotations::group_name)] = job_name;
+      meta["annotations"][std::string(api::annotations::volcano_task_spec)] =
+          to_lower(replica_type);
+      if (!scheduler_named)
+        spec["schedulerName"] = std::string(volcano_scheduler_name);
+      return;
+    case GangScheduler::SchedulerPlugins:
+      meta["labels"][std::string(api::labels::pod_group)] = job_name;
+      if (!scheduler_named)
+        spec["schedulerName"] = options.scheduler_plugins_scheduler_name;
+      return;
   }
 }
 

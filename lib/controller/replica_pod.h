@@ -26,10 +26,11 @@ nlohmann::json replica_service(const nlohmann::json& job, api::JobKind kind, std
                                int index);
 
 /// Gang-scheduling and Istio decorations of a pod template (metadata + spec), shared by every job
-/// kind: with any gang scheduler the Volcano group-name annotation; Volcano also sets
-/// schedulerName (when the template names none) and the task-spec annotation; scheduler-plugins
-/// its scheduler and pod-group label; in an Istio-injected namespace the proxy annotation that
-/// holds the application until the sidecar is up.
+/// kind, as the Training Operator's PodGroupControl.DecoratePodTemplateSpec: builtin and volcano
+/// set the Volcano group-name annotation; volcano also the task-spec annotation and
+/// schedulerName `volcano` (when the template names none); scheduler-plugins the pod-group label
+/// and its scheduler's name (when the template names none); in an Istio-injected namespace the
+/// proxy annotation that holds the application until the sidecar is up.
 void decorate_pod_template(nlohmann::json& pod_template, std::string_view job_name,
                            std::string_view replica_type, const PlanOptions& options);
 

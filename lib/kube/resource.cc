@@ -60,6 +60,9 @@ Resource job(api::JobKind kind) {
 Resource podgroups() {
   return {"scheduling.volcano.sh", "v1beta1", "podgroups", true, "PodGroup"};
 }
+Resource scheduler_plugins_podgroups() {
+  return {"scheduling.x-k8s.io", "v1alpha1", "podgroups", true, "PodGroup"};
+}
 Resource queues() {
   return {"scheduling.volcano.sh", "v1beta1", "queues", false, "Queue"};
 }

@@ -40,6 +40,8 @@ Resource custom_resource_definitions();
 /// kubeflow.org/v1, mpijobs in kubeflow.org/v2beta1).
 Resource job(api::JobKind kind);
 Resource podgroups();
+/// scheduler-plugins' coscheduling PodGroup (scheduling.x-k8s.io/v1alpha1).
+Resource scheduler_plugins_podgroups();
 Resource queues();
 Resource priority_classes();
 }  // namespace resources

@@ -39,7 +39,10 @@ struct ClusterOptions {
   std::map<std::string, std::string> node_labels;
   std::vector<nlohmann::json> node_taints;
   /// Pods whose spec.schedulerName is one of these are bound by the simulated scheduler; an
-  /// empty schedulerName means "default-scheduler".
+  /// empty schedulerName means "default-scheduler". With "volcano" it also plays Volcano's
+  /// scheduler: pods of `schedulerName: volcano` with a scheduling.k8s.io/group-name annotation
+  /// are bound only once their PodGroup is Inqueue (or later), and only as a whole gang
+  /// (minMember bound or none).
   std::set<std::string> scheduler_names = {"default-scheduler"};
   KubeletTiming kubelet;
   /// How often nodes renew the Ready condition's lastHeartbeatTime; zero = never.

@@ -63,6 +63,9 @@ struct PodFacts {
   std::string uid;
   std::string node_name;
   std::string scheduler_name;
+  /// A pod for the volcano scheduler: its scheduling.k8s.io/group-name (the Volcano PodGroup it
+  /// is scheduled with); empty for any other pod.
+  std::string volcano_group;
   std::string phase;
   std::string created;
   bool terminating = false;
@@ -117,6 +120,14 @@ std::vector<std::string> unfit_reasons(const PodFacts& pod, const NodeView& node
 /// LeastAllocated: the mean free fraction of cpu, memory and (where the node has them) GPUs
 /// once the pod is placed.
 double free_score(const PodFacts& pod, const NodeView& node);
+
+/// The node the scheduler binds `pod` to (most free after it, the first by name on ties), or
+/// null; counts in `reasons` why the other nodes do not fit.
+NodeView* pick_node(const PodFacts& pod, std::vector<NodeView>& nodes,
+                    std::map<std::string, int>& reasons);
+
+/// Counts `pod` against `node`.
+void place(const PodFacts& pod, NodeView& node);
 
 /// "0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient nvidia.com/gpu."
 std::string unschedulable_message(const std::map<std::string, int>& counts, std::size_t nodes);
@@ -208,6 +219,13 @@ struct SimulatedCluster::Impl {
   void schedule(std::vector<NodeView>& nodes, TimePoint now);
 
   void schedule_one(PodEntry& entry, std::vector<NodeView>& nodes, TimePoint now);
+
+  /// Volcano's allocate action and gang plugin for one PodGroup: nothing is bound while the group
+  /// is missing (left alone) or not enqueued (phase empty or Pending); once it is Inqueue or
+  /// later, its pending pods (`pending`, in scheduling order) are bound only if, with them, at
+  /// least minMember of its pods are bound or done, else none is.
+  void schedule_gang(const std::vector<PodEntry*>& pending, std::vector<NodeView>& nodes,
+                     TimePoint now);
 
   // ---- kubelet ----
 

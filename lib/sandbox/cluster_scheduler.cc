@@ -14,6 +14,7 @@
 #include "api/node_fit.h"
 #include "api/quantity.h"
 #include "api/resources.h"
+#include "api/well_known.h"
 #include "error.h"
 #include "json_access.h"
 #include "sandbox/cluster.h"
@@ -21,6 +22,32 @@
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
+namespace {
+
+constexpr std::string_view kVolcanoScheduler = "volcano";
+const std::string kVolcanoPodGroups = "podgroups.scheduling.volcano.sh";
+constexpr std::string_view kGatedMessage =
+    "Scheduling is blocked due to non-empty scheduling gates";
+
+/// "<count> <reason>" joined in Go's sort.Strings order, as kube-scheduler's FitError and
+/// Volcano's JobInfo.FitError print their histograms.
+std::string histogram(const std::map<std::string, int>& counts) {
+  std::vector<std::string> parts;
+  parts.reserve(counts.size());
+  for (const auto& [reason, count] : counts)
+    parts.push_back(fmt::format("{} {}", count, reason));
+  std::sort(parts.begin(), parts.end());
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+/// Volcano's TaskStatus of a pod that is bound or done.
+std::string task_status(const PodFacts& f) {
+  if (f.phase == "Running" || f.phase == "Succeeded" || f.phase == "Failed")
+    return f.phase;
+  return "Bound";
+}
+
+}  // namespace
 
 Resources score_requests(const json& spec) {
   Resources total;
@@ -54,6 +81,8 @@ PodFacts facts_of(const json& pod) {
   f.scheduler_name = string_member(spec, "schedulerName");
   if (f.scheduler_name.empty())
     f.scheduler_name = "default-scheduler";
+  if (f.scheduler_name == kVolcanoScheduler)
+    f.volcano_group = string_member(member(metadata, "annotations"), api::annotations::group_name);
   const json& gates = member(spec, "schedulingGates");
   f.gated = gates.is_array() && !gates.empty();
   if (member(spec, "priority").is_number_integer())
@@ -128,15 +157,35 @@ double free_score(const PodFacts& pod, const NodeView& node) {
   return dimensions == 0 ? 0 : sum / dimensions;
 }
 
+NodeView* pick_node(const PodFacts& pod, std::vector<NodeView>& nodes,
+                    std::map<std::string, int>& reasons) {
+  NodeView* best = nullptr;
+  double best_score = -1;
+  for (auto& node : nodes) {
+    const std::vector<std::string> unfit = unfit_reasons(pod, node);
+    for (const auto& reason : unfit)
+      ++reasons[reason];
+    if (!unfit.empty())
+      continue;
+    const double score = free_score(pod, node);
+    if (score > best_score) {  // nodes are sorted by name: ties keep the first
+      best = &node;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+void place(const PodFacts& pod, NodeView& node) {
+  add(node.used, pod.requests);
+  add(node.used_score, pod.score_requests);
+  ++node.pod_count;
+}
+
 std::string unschedulable_message(const std::map<std::string, int>& counts, std::size_t nodes) {
   if (nodes == 0)
     return "no nodes available to schedule pods";
-  std::vector<std::string> parts;
-  parts.reserve(counts.size());
-  for (const auto& [reason, count] : counts)
-    parts.push_back(fmt::format("{} {}", count, reason));
-  std::sort(parts.begin(), parts.end());
-  return fmt::format("0/{} nodes are available: {}.", nodes, fmt::join(parts, ", "));
+  return fmt::format("0/{} nodes are available: {}.", nodes, histogram(counts));
 }
 
 void SimulatedCluster::Impl::set_scheduled_condition(PodEntry& entry, std::string_view status,
@@ -193,10 +242,7 @@ void SimulatedCluster::Impl::schedule(std::vector<NodeView>& nodes, TimePoint no
       auto it = by_name.find(f.node_name);
       if (it == by_name.end())
         continue;
-      NodeView& node = nodes[it->second];
-      add(node.used, f.requests);
-      add(node.used_score, f.score_requests);
-      ++node.pod_count;
+      place(f, nodes[it->second]);
     } else if (!f.terminating && handles(f)) {
       pending.push_back(&entry);
     }
@@ -208,21 +254,104 @@ void SimulatedCluster::Impl::schedule(std::vector<NodeView>& nodes, TimePoint no
       return a->facts.created < b->facts.created;
     return std::tie(a->facts.ns, a->facts.name) < std::tie(b->facts.ns, b->facts.name);
   });
+  std::set<std::pair<std::string, std::string>> gangs_done;
   for (PodEntry* entry : pending) {
+    const PodFacts& f = entry->facts;
     try {
-      schedule_one(*entry, nodes, now);
+      if (f.volcano_group.empty()) {
+        schedule_one(*entry, nodes, now);
+        continue;
+      }
+      if (!gangs_done.emplace(f.ns, f.volcano_group).second)
+        continue;
+      std::vector<PodEntry*> gang;
+      std::copy_if(pending.begin(), pending.end(), std::back_inserter(gang),
+                   [&](const PodEntry* p) {
+                     return p->facts.ns == f.ns && p->facts.volcano_group == f.volcano_group;
+                   });
+      schedule_gang(gang, nodes, now);
     } catch (const std::exception& e) {
-      report(fmt::format("scheduling pod {}/{}: {}", entry->facts.ns, entry->facts.name, e.what()));
+      report(fmt::format("scheduling pod {}/{}: {}", f.ns, f.name, e.what()));
     }
   }
+}
+
+void SimulatedCluster::Impl::schedule_gang(const std::vector<PodEntry*>& pending,
+                                           std::vector<NodeView>& nodes, TimePoint now) {
+  const PodFacts& first = pending.front()->facts;
+  json group;
+  try {
+    group = store.get(kVolcanoPodGroups, first.ns, first.volcano_group);
+  } catch (const Error&) {
+    return;  // no PodGroup (or no such type): Volcano's cache ignores the pods
+  }
+  const std::string phase = string_member(member(group, "status"), "phase");
+  const json& min_member = member(member(group, "spec"), "minMember");
+  const int min_available = min_member.is_number_integer() ? min_member.get<int>() : 1;
+
+  // The gang's tasks by status, as FitError counts them, and those bound or done (JobReady).
+  std::map<std::string, int> statuses{{"minAvailable", min_available}};
+  int ready = 0;
+  for (const auto& [key, entry] : pods) {
+    const PodFacts& f = entry.facts;
+    if (f.ns != first.ns || f.volcano_group != first.volcano_group || f.node_name.empty())
+      continue;
+    ++statuses[task_status(f)];
+    if (f.phase != "Failed")
+      ++ready;
+  }
+  statuses["Pending"] = static_cast<int>(pending.size());
+
+  // Not enqueued: allocate skips the job. Enqueued: place every pending pod on a copy of the
+  // nodes, then commit all of it or discard all of it.
+  std::map<std::string, int> task_reasons;
+  std::vector<std::pair<PodEntry*, std::string>> placed;    // and the node
+  std::vector<std::pair<PodEntry*, std::string>> unplaced;  // and why
+  const bool enqueued = !phase.empty() && phase != "Pending";
+  if (!enqueued) {
+    task_reasons["Undetermined"] = static_cast<int>(pending.size());
+  } else {
+    std::vector<NodeView> trial = nodes;
+    for (PodEntry* entry : pending) {
+      const PodFacts& f = entry->facts;
+      std::map<std::string, int> unfit;
+      NodeView* node = f.gated || !f.invalid.empty() ? nullptr : pick_node(f, trial, unfit);
+      if (!node) {
+        ++task_reasons["Unschedulable"];
+        unplaced.emplace_back(entry, f.gated ? std::string(kGatedMessage)
+                                     : !f.invalid.empty()
+                                         ? f.invalid
+                                         : unschedulable_message(unfit, trial.size()));
+        continue;
+      }
+      place(entry->facts, *node);
+      placed.emplace_back(entry, node->name);
+      ++task_reasons["Schedulable"];
+    }
+  }
+  if (enqueued && ready + static_cast<int>(placed.size()) >= min_available) {
+    for (auto& [entry, node_name] : placed) {
+      const auto node = std::find_if(nodes.begin(), nodes.end(),
+                                     [&](const NodeView& n) { return n.name == node_name; });
+      const PodFacts facts = entry->facts;
+      if (bind(*entry, node_name, now))
+        place(facts, *node);
+    }
+    for (auto& [entry, why] : unplaced)
+      set_scheduled_condition(*entry, "False", "Unschedulable", why, now);
+    return;
+  }
+  const std::string message = fmt::format("pod group is not ready, {}; Pending: {}",
+                                          histogram(statuses), histogram(task_reasons));
+  for (PodEntry* entry : pending)
+    set_scheduled_condition(*entry, "False", "Unschedulable", message, now);
 }
 
 void SimulatedCluster::Impl::schedule_one(PodEntry& entry, std::vector<NodeView>& nodes,
                                           TimePoint now) {
   const PodFacts& f = entry.facts;
   if (f.gated) {
-    set_scheduled_condition(entry, "False", "SchedulingGated",
-                            "Scheduling is blocked due to non-empty scheduling gates", now);
+    set_scheduled_condition(entry, "False", "SchedulingGated", kGatedMessage, now);
     return;
   }
   if (!f.invalid.empty()) {
@@ -230,32 +359,15 @@ void SimulatedCluster::Impl::schedule_one(PodEntry& entry, std::vector<NodeView>
     return;
   }
   std::map<std::string, int> reasons;
-  NodeView* best = nullptr;
-  double best_score = -1;
-  for (auto& node : nodes) {
-    const std::vector<std::string> unfit = unfit_reasons(f, node);
-    for (const auto& reason : unfit)
-      ++reasons[reason];
-    if (!unfit.empty())
-      continue;
-    const double score = free_score(f, node);
-    if (score > best_score) {  // nodes are sorted by name: ties keep the first
-      best = &node;
-      best_score = score;
-    }
-  }
+  NodeView* best = pick_node(f, nodes, reasons);
   if (!best) {
     set_scheduled_condition(entry, "False", "Unschedulable",
                             unschedulable_message(reasons, nodes.size()), now);
     return;
   }
-  const Resources requests = f.requests;
-  const Resources score_requests = f.score_requests;
-  if (bind(entry, best->name, now)) {
-    add(best->used, requests);
-    add(best->used_score, score_requests);
-    ++best->pod_count;
-  }
+  const PodFacts facts = f;  // bind() refreshes the entry
+  if (bind(entry, best->name, now))
+    place(facts, *best);
 }
 
 void SimulatedCluster::Impl::allocate_ip(PodEntry& entry, OwnNode& node) {

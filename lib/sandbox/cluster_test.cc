@@ -329,6 +329,95 @@ TEST_F(ClusterTest, LeavesOtherSchedulersPodsAloneUnlessAsked) {
   EXPECT_EQ(node_of("gang"), "sandbox-node-0");
 }
 
+// Volcano's scheduler with its gang plugin (actions/allocate/allocate.go: a job whose PodGroup is
+// Pending is skipped; a job's allocations are committed only when JobReady, minMember tasks
+// placed or running, else discarded; JobInfo.FitError words the pods' condition).
+class VolcanoGangTest : public ClusterTest {
+ protected:
+  VolcanoGangTest() {
+    options_.scheduler_names.insert("volcano");
+    store_.register_resource(
+        ResourceInfo{"scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", true, false});
+  }
+
+  void create_member(const std::string& name, const std::string& gpus) {
+    json p = pod_manifest(name, {{"nvidia.com/gpu", gpus}});
+    p["metadata"]["annotations"] = {{"scheduling.k8s.io/group-name", "train"}};
+    p["spec"]["schedulerName"] = "volcano";
+    create(std::move(p));
+  }
+
+  void create_group(int min_member, const std::string& phase) {
+    json group = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                  {"kind", "PodGroup"},
+                  {"metadata", {{"name", "train"}, {"namespace", "default"}}},
+                  {"spec", {{"minMember", min_member}}}};
+    if (!phase.empty())
+      group["status"] = {{"phase", phase}};
+    store_.create("podgroups.scheduling.volcano.sh", std::move(group));
+  }
+
+  void set_group(const json& patch) {
+    store_.modify("podgroups.scheduling.volcano.sh", "default", "train", WritePart::Main,
+                  [&](json& object) { object.merge_patch(patch); });
+  }
+};
+
+TEST_F(VolcanoGangTest, NothingIsBoundBeforeThePodGroupIsEnqueued) {
+  for (const char* name : {"train-0", "train-1", "train-2"})
+    create_member(name, "2");
+  cluster().step();
+  EXPECT_EQ(node_of("train-0"), "");  // no PodGroup: Volcano's cache leaves the pods alone
+  EXPECT_EQ(condition(pod("train-0"), "PodScheduled"), nullptr);
+
+  create_group(3, "");
+  cluster().step();
+  set_group({{"status", {{"phase", "Pending"}}}});
+  cluster().step();
+  for (const char* name : {"train-0", "train-1", "train-2"}) {
+    EXPECT_EQ(node_of(name), "") << name;
+    EXPECT_EQ(condition_text(pod(name), "PodScheduled"),
+              "False/Unschedulable/pod group is not ready, 3 Pending, 3 minAvailable; Pending: 3 "
+              "Undetermined");
+  }
+
+  set_group({{"status", {{"phase", "Inqueue"}}}});
+  cluster().step();
+  EXPECT_EQ(node_of("train-0"), "sandbox-node-0");
+  EXPECT_EQ(node_of("train-1"), "sandbox-node-1");
+  EXPECT_EQ(node_of("train-2"), "sandbox-node-0");
+  EXPECT_EQ(condition_text(pod("train-2"), "PodScheduled"), "True//");
+}
+
+TEST_F(VolcanoGangTest, APartialGangIsNeverBound) {
+  create_group(3, "Inqueue");
+  for (const char* name : {"train-0", "train-1", "train-2"})
+    create_member(name, "3");  // room for two: one per node
+  create(pod_manifest("other", {{"nvidia.com/gpu", "1"}}));
+  cluster().step();
+  for (const char* name : {"train-0", "train-1", "train-2"}) {
+    EXPECT_EQ(node_of(name), "") << name;
+    EXPECT_EQ(condition_text(pod(name), "PodScheduled"),
+              "False/Unschedulable/pod group is not ready, 3 Pending, 3 minAvailable; Pending: 1 "
+              "Unschedulable, 2 Schedulable");
+  }
+  EXPECT_EQ(node_of("other"), "sandbox-node-0");  // the refused gang holds nothing back
+
+  // minMember 2 of 3: two are bound together, the third waits with the scheduler's reason.
+  set_group({{"spec", {{"minMember", 2}}}});
+  cluster().step();
+  EXPECT_EQ(node_of("train-0"), "sandbox-node-1");
+  EXPECT_EQ(node_of("train-1"), "sandbox-node-0");
+  EXPECT_EQ(node_of("train-2"), "");
+  EXPECT_EQ(condition_text(pod("train-2"), "PodScheduled"),
+            "False/Unschedulable/0/2 nodes are available: 2 Insufficient nvidia.com/gpu.");
+
+  // A member lost: the one still bound and the waiting one make minMember together.
+  store_.remove("pods", "default", "train-1");
+  cluster().step();
+  EXPECT_EQ(node_of("train-2"), "sandbox-node-0");
+}
+
 TEST_F(ClusterTest, FinishedPodsFreeTheirGpusForWaitingOnes) {
   options_.nodes = 1;
   json first = pod_manifest("first", {{"nvidia.com/gpu", "4"}});

@@ -225,6 +225,35 @@ TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {
   EXPECT_NE(order.err.find("--admission-order"), std::string::npos) << order.err;
 }
 
+// --gang-scheduler-name: the coscheduling scheduler's name on pods in scheduler-plugins mode, and
+// a usage error in any other mode.
+TEST_F(ControllerProcessTest, GangSchedulerNameNamesTheSchedulerPluginsScheduler) {
+  const std::string kubeconfig = local_.sandbox().kubeconfig_path().string();
+  const auto wrong = testing::run_command(
+      fmt::format("{} controller --kubeconfig {} --gang-scheduler volcano --gang-scheduler-name "
+                  "coscheduler",
+                  TRAINCTL_BINARY, kubeconfig));
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("--gang-scheduler-name: only with --gang-scheduler scheduler-plugins"),
+            std::string::npos)
+      << wrong.err;
+
+  BackgroundCommand controller({TRAINCTL_BINARY, "controller", "--kubeconfig", kubeconfig,
+                                "--gang-scheduler", "scheduler-plugins", "--gang-scheduler-name",
+                                "coscheduler", "--metrics-bind-address", "0",
+                                "--health-probe-bind-address", "0"});
+  create_job("cosched", 2, "forever");
+  ASSERT_TRUE(wait_until([&] { return pods_of("cosched").size() == 2; }, 20s))
+      << controller.output();
+  for (const json& pod : pods_of("cosched"))
+    EXPECT_EQ(pod["spec"]["schedulerName"], "coscheduler");
+  EXPECT_EQ(client().get(kube::resources::scheduler_plugins_podgroups(), "default",
+                         "cosched")["spec"]["minMember"],
+            2);
+  const int status = controller.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << controller.output();
+}
+
 TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {
   constexpr int kJobs = 6, kWorkers = 4;
   for (int i = 0; i < kJobs; ++i)

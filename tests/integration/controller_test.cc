@@ -149,7 +149,11 @@ class ControllerTest : public ::testing::Test {
   }
 
   ApiCalls calls_;  // first: the sandbox reports to it until it stops
-  testing::LocalSandbox local_{[this](sandbox::SandboxOptions& o) { calls_.install(o); }};
+  // The sandbox's scheduler also plays Volcano's (whole gangs of enqueued PodGroups only).
+  testing::LocalSandbox local_{[this](sandbox::SandboxOptions& o) {
+    calls_.install(o);
+    o.cluster.scheduler_names.insert("volcano");
+  }};
   std::unique_ptr<kube::Client> controller_client_;
   std::ostringstream log_text_;
   Logger log_{log_text_, LogFormat::Text, 0};
@@ -464,6 +468,96 @@ spec:
   ASSERT_TRUE(wait_until([&] { return pods_of("second").size() == 2; }, std::chrono::seconds(20)));
 }
 
+// --gang-scheduler volcano: the controller creates the Volcano PodGroup and nothing else until
+// Volcano's enqueue action (played here) marks it Inqueue; the sandbox's scheduler then binds the
+// gang whole, as Volcano's allocate action would.
+TEST_F(ControllerTest, VolcanoModeCreatesPodsOnlyOnceVolcanoEnqueuesTheGroup) {
+  start(controller::GangScheduler::Volcano);
+  sandbox::Store& store = local_.sandbox().store();
+  const auto pod_events =
+      store.watch("pods", {.resource_version = store.current_resource_version()});
+  create(kube::resources::job(api::JobKind::TFJob), kTfJob);
+  ASSERT_TRUE(wait_until([&] { return exists(kube::resources::podgroups(), "mnist"); }));
+  const json group = client().get(kube::resources::podgroups(), "default", "mnist");
+  EXPECT_EQ(group["spec"]["minMember"], 3);
+  EXPECT_EQ(group["spec"]["queue"], "default");
+  EXPECT_EQ(group["metadata"]["ownerReferences"][0]["kind"], "TFJob");
+  EXPECT_FALSE(group.contains("status") && group["status"].contains("phase"))
+      << "trainctl never admits in volcano mode";
+  // The job's own reconciles after its group appeared: still no pod, and no request for one.
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Created"));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(pods_of("mnist").empty());
+  EXPECT_FALSE(calls_.used().contains("create /pods"));
+
+  const json enqueued =
+      client().patch(kube::resources::podgroups(), "default", "mnist", kube::PatchType::Merge,
+                     {{"status", {{"phase", "Inqueue"}}}});
+  ASSERT_TRUE(wait_until([&] { return pods_of("mnist").size() == 3; }));
+  const auto first_pod = pod_events->next(std::chrono::seconds(5));
+  ASSERT_TRUE(first_pod.has_value());
+  EXPECT_GT(std::stoull(first_pod->object["metadata"].value("resourceVersion", "0")),
+            std::stoull(enqueued["metadata"].value("resourceVersion", "0")))
+      << "a pod was created before the group was Inqueue";
+  for (const json& pod : pods_of("mnist")) {
+    EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
+    EXPECT_EQ(annotation_of(pod, api::annotations::group_name), "mnist");
+    EXPECT_EQ(annotation_of(pod, api::annotations::volcano_task_spec),
+              pod["metadata"]["labels"]["training.kubeflow.org/replica-type"]);
+  }
+  // Bound as one gang by the sandbox's Volcano, run, and cleaned up with the job's end.
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Succeeded"));
+  ASSERT_TRUE(wait_until([&] { return !exists(kube::resources::podgroups(), "mnist"); }))
+      << "the finished job's PodGroup is deleted";
+}
+
+/// A PyTorchJob for scheduler-plugins: 3 pods, 2 of them a gang, a 90 s schedule timeout.
+constexpr const char* kCoscheduledJob = R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: cosched}
+spec:
+  runPolicy: {schedulingPolicy: {minAvailable: 2, queue: team-a, scheduleTimeoutSeconds: 90}}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec: {containers: [{name: pytorch, image: pt:2, resources: {requests: {cpu: "1"}}}]}
+    Worker:
+      replicas: 2
+      template:
+        spec: {containers: [{name: pytorch, image: pt:2, resources: {requests: {cpu: "1"}}}]}
+)";
+
+// --gang-scheduler scheduler-plugins: scheduler-plugins' own PodGroup type, and pods created at
+// once for the coscheduling scheduler (which holds them at Permit; the sandbox runs none, so they
+// stay unbound).
+TEST_F(ControllerTest, SchedulerPluginsModeCreatesItsPodGroupAndLabelledPodsAtOnce) {
+  start(controller::GangScheduler::SchedulerPlugins);
+  create(kube::resources::job(api::JobKind::PyTorchJob), kCoscheduledJob);
+  const kube::Resource groups = kube::resources::scheduler_plugins_podgroups();
+  ASSERT_TRUE(
+      wait_until([&] { return exists(groups, "cosched") && pods_of("cosched").size() == 3; }));
+  const json group = client().get(groups, "default", "cosched");
+  EXPECT_EQ(group["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
+  EXPECT_EQ(
+      group["spec"],
+      json({{"minMember", 2}, {"minResources", {{"cpu", "2"}}}, {"scheduleTimeoutSeconds", 90}}));
+  EXPECT_EQ(group["metadata"]["ownerReferences"][0]["kind"], "PyTorchJob");
+  EXPECT_FALSE(exists(kube::resources::podgroups(), "cosched")) << "no Volcano PodGroup";
+  for (const json& pod : pods_of("cosched")) {
+    EXPECT_EQ(pod["spec"]["schedulerName"], "scheduler-plugins-scheduler");
+    EXPECT_EQ(pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "cosched");
+    EXPECT_EQ(annotation_of(pod, api::annotations::group_name), "");
+    EXPECT_EQ(pod["spec"].value("nodeName", ""), "");
+  }
+
+  client().patch(kube::resources::job(api::JobKind::PyTorchJob), "default", "cosched",
+                 kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  ASSERT_TRUE(wait_until([&] { return !exists(groups, "cosched") && pods_of("cosched").empty(); }))
+      << "suspending deletes the pods and the PodGroup";
+}
+
 // Issue 14: deleting running and queued jobs (foreground, as `trainctl delete` does, and
 // background) must not leave children whose owner is gone — a re-created PodGroup held the
 // queue's quota forever. The controller must never create a child once its job is being deleted
@@ -753,8 +847,9 @@ namespace {
 // The packaged RBAC is exactly what the controller uses. Every test here fails on a request
 // packaging/rbac.yaml denies (see ApiCalls); this one takes the controller through every kind of
 // work it does (leader election, a queue's gangs, each job kind with TTL and cleanup, an
-// autoscaled PyTorchJob, an MPIJob scaled and suspended, an Istio proxy) and fails on any rule
-// it never used, so the policy grants nothing the controller does not need.
+// autoscaled PyTorchJob, an MPIJob scaled and suspended, an Istio proxy, then scheduler-plugins'
+// PodGroups) and fails on any rule it never used, so the policy grants nothing the controller
+// does not need.
 TEST_F(ControllerTest, EveryRuleOfThePackagedRbacIsUsed) {
   client().create(kube::resources::namespaces(), "", {{"metadata", {{"name", "trainctl-system"}}}});
   client().patch(kube::resources::namespaces(), "", "default", kube::PatchType::Merge,
@@ -862,6 +957,17 @@ spec:
     client().remove(kube::resources::job(kind), "default",
                     kind == api::JobKind::MPIJob ? "hvd" : "elastic");
   thread_ = {};  // the Lease is released on the way out
+
+  // --gang-scheduler scheduler-plugins: its own PodGroup type, created with a job and deleted
+  // when the job is suspended.
+  start(controller::GangScheduler::SchedulerPlugins);
+  create(kube::resources::job(api::JobKind::PyTorchJob), kCoscheduledJob);
+  const kube::Resource groups = kube::resources::scheduler_plugins_podgroups();
+  ASSERT_TRUE(wait_until([&] { return exists(groups, "cosched"); }));
+  client().patch(kube::resources::job(api::JobKind::PyTorchJob), "default", "cosched",
+                 kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  ASSERT_TRUE(wait_until([&] { return !exists(groups, "cosched"); }, std::chrono::seconds(45)));
+  thread_ = {};
 
   // Never requested: the finalizers subresources are what the OwnerReferencesPermissionEnforcement
   // admission plugin checks for blockOwnerDeletion; servers from 1.30 on authorize an exec's

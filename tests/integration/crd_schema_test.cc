@@ -293,5 +293,48 @@ TEST_F(CrdSchemaTest, PackagedTrainingCrdsNameTheBadFieldOfAJob) {
   EXPECT_EQ(created["spec"]["runPolicy"], (json{{"backoffLimit", 3}, {"suspend", false}}));
 }
 
+// packaging/crds/scheduling.x-k8s.io_podgroups.yaml, scheduler-plugins' own: minMember of at least
+// 1, quantities for minResources, undeclared fields (a Volcano queue) dropped, status only
+// through its subresource.
+TEST_F(CrdSchemaTest, PackagedSchedulerPluginsPodGroupIsServedAndValidated) {
+  create_crd(yaml_to_json(YAML::LoadFile(std::string(TRAINCTL_SOURCE_DIR) +
+                                         "/packaging/crds/scheduling.x-k8s.io_podgroups.yaml")));
+  const std::string groups = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/" + ns_ + "/podgroups";
+  wait_served(groups);
+  const auto group = [](const json& spec) {
+    return json{{"apiVersion", "scheduling.x-k8s.io/v1alpha1"},
+                {"kind", "PodGroup"},
+                {"metadata", {{"name", "g"}}},
+                {"spec", spec},
+                {"status", {{"phase", "Running"}}}};
+  };
+  auto r = http().send("POST", groups, group({{"minMember", 0}}).dump());
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(json::parse(r.body)["message"],
+            R"(PodGroup.scheduling.x-k8s.io "g" is invalid: spec.minMember: Invalid value: 0: )"
+            R"(spec.minMember in body should be greater than or equal to 1)");
+
+  r = http().send("POST", groups,
+                  group({{"minMember", 2}, {"minResources", {{"cpu", "lots"}}}}).dump());
+  EXPECT_EQ(r.status, 422);
+  EXPECT_THAT(json::parse(r.body)["message"].get<std::string>(),
+              StartsWith(R"(PodGroup.scheduling.x-k8s.io "g" is invalid: spec.minResources.cpu: )"
+                         R"(Invalid value: "lots": spec.minResources.cpu in body should match )"));
+
+  r = http().send("POST", groups,
+                  group({{"minMember", 2},
+                         {"minResources", {{"cpu", "2"}, {"nvidia.com/gpu", 4}}},
+                         {"scheduleTimeoutSeconds", 60},
+                         {"queue", "team-a"}})
+                      .dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.header("warning"), R"(299 - "unknown field \"spec.queue\"")");
+  const json created = json::parse(r.body);
+  EXPECT_EQ(created["spec"], (json{{"minMember", 2},
+                                   {"minResources", {{"cpu", "2"}, {"nvidia.com/gpu", 4}}},
+                                   {"scheduleTimeoutSeconds", 60}}));
+  EXPECT_FALSE(created.contains("status")) << "status is written through its subresource only";
+}
+
 }  // namespace
 }  // namespace trainctl

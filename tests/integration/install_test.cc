@@ -52,7 +52,8 @@ TEST(InstallDryRunTest, PrintsEveryObjectAsYamlWithoutAServer) {
           "CustomResourceDefinition/pytorchjobs.kubeflow.org",
           "CustomResourceDefinition/tfjobs.kubeflow.org",
           "CustomResourceDefinition/podgroups.scheduling.volcano.sh",
-          "CustomResourceDefinition/queues.scheduling.volcano.sh", "Namespace/trainctl-system",
+          "CustomResourceDefinition/queues.scheduling.volcano.sh",
+          "CustomResourceDefinition/podgroups.scheduling.x-k8s.io", "Namespace/trainctl-system",
           "ServiceAccount/trainctl-controller", "ClusterRole/trainctl-controller",
           "ClusterRoleBinding/trainctl-controller", "Role/trainctl-controller-leader-election",
           "RoleBinding/trainctl-controller-leader-election", "Service/trainctl-controller-metrics",
@@ -64,8 +65,8 @@ TEST(InstallDryRunTest, JsonIsOneListAndFlagsChangeNamespaceImageAndSelection) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json list = json::parse(r.out);
   EXPECT_EQ(list["kind"], "List");
-  ASSERT_EQ(list["items"].size(), 13u);
-  const json& deployment = list["items"][12];
+  ASSERT_EQ(list["items"].size(), 14u);
+  const json& deployment = list["items"][13];
   EXPECT_EQ(deployment["metadata"]["namespace"], "ml-ops");
   EXPECT_EQ(deployment["spec"]["template"]["spec"]["containers"][0]["image"],
             "reg.example/trainctl:9");
@@ -75,7 +76,7 @@ TEST(InstallDryRunTest, JsonIsOneListAndFlagsChangeNamespaceImageAndSelection) {
 
   const auto crds = trainctl("install --dry-run --crds-only");
   ASSERT_EQ(crds.exit_code, 0) << crds.err;
-  EXPECT_EQ(api::parse_manifests(crds.out, "stdout").size(), 5u);
+  EXPECT_EQ(api::parse_manifests(crds.out, "stdout").size(), 6u);
   EXPECT_THAT(crds.err, Not(HasSubstr("runs image")));
 
   const auto bad = trainctl("install --dry-run -o wide");

@@ -105,9 +105,9 @@ class LocalSandbox {
   std::unique_ptr<kube::Client> client_;
 };
 
-/// Creates the Kubeflow and Volcano CRDs shipped under packaging/crds (what `trainctl install`
-/// will apply) where the cluster has none of that name (those it has are kept, so a shared cluster
-/// keeps its CRDs) and waits until each is served.
+/// Creates the Kubeflow, Volcano and scheduler-plugins CRDs shipped under packaging/crds (what
+/// `trainctl install` will apply) where the cluster has none of that name (those it has are kept,
+/// so a shared cluster keeps its CRDs) and waits until each is served.
 inline void install_training_crds(kube::Client& client) {
   for (const auto& entry : std::filesystem::directory_iterator(
            std::filesystem::path(TRAINCTL_SOURCE_DIR) / "packaging" / "crds")) {
@@ -122,7 +122,7 @@ inline void install_training_crds(kube::Client& client) {
   for (const auto& r :
        {kube::resources::job(api::JobKind::TFJob), kube::resources::job(api::JobKind::PyTorchJob),
         kube::resources::job(api::JobKind::MPIJob), kube::resources::podgroups(),
-        kube::resources::queues()}) {
+        kube::resources::scheduler_plugins_podgroups(), kube::resources::queues()}) {
     // A real server serves a new CRD's resource a moment after the create.
     if (!wait_until([&] { return client.serves(r); }, std::chrono::seconds(30)))
       client.require_served(r);  // throws, naming the resource
