@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -15,6 +16,19 @@ using nlohmann::json;
 namespace {
 
 constexpr std::size_t kMaxSent = 4096;
+
+/// The Events' own budget: 25 writes/s, bursts of 50, or the client's limit when that is lower.
+/// Events say what happened; pods and services are what a job waits for. While the budget holds
+/// them back, more events merge into those queued, so a burst of jobs costs fewer writes.
+constexpr double kEventQps = 25;
+constexpr int kEventBurst = 50;
+
+kube::RestConfig with_event_budget(kube::RestConfig config) {
+  const bool unlimited = config.qps <= 0;
+  config.qps = unlimited ? kEventQps : std::min(config.qps, kEventQps);
+  config.burst = unlimited ? kEventBurst : std::min(config.burst, kEventBurst);
+  return config;
+}
 constexpr std::string_view kCombined = "(combined from similar events): ";
 
 /// Events with the same key are one Event: client-go's EventAggregator key without the message.
@@ -28,7 +42,7 @@ std::string aggregation_key(const EventRecord& event) {
 
 EventRecorder::EventRecorder(const kube::RestConfig& config, MetricsRegistry& metrics, Logger& log,
                              std::string component, std::size_t capacity)
-    : client_(config),
+    : client_(with_event_budget(config)),
       metrics_(metrics),
       log_(log),
       component_(std::move(component)),

@@ -2,8 +2,9 @@
 
 // Kubernetes Events sent off the reconcile path, as client-go's EventBroadcaster sends them: a
 // reconcile queues its events and goes on; one thread posts them, in order, through a client of
-// its own (its own connection and its own --kube-api-qps budget, as controller-runtime's
-// recorder has), so Events never compete with the pod and service creates a job waits for.
+// its own (its own connections, as controller-runtime's recorder has) with a budget of its own:
+// 25 writes/s, bursts of 50 (the --kube-api-qps/--kube-api-burst given when lower), so Events
+// never crowd out the pod and service creates a job waits for.
 // Events are aggregated as client-go's EventCorrelator does: events on the same object with the
 // same type and reason are one Event whose count grows. Those that wait in the queue together
 // are merged before anything is sent; a later one patches the Event already created (count,
@@ -27,10 +28,10 @@ namespace trainctl::controller {
 
 class EventRecorder {
  public:
-  /// Events are sent with a client made from `config`. `component` is the events' source
-  /// (reportingComponent). At most `capacity` distinct events wait to be sent; more are dropped
-  /// (counted in trainctl_events_dropped_total, logged), as client-go's broadcaster drops when
-  /// its channel is full.
+  /// Events are sent with a client made from `config`, within the Events' budget. `component` is
+  /// the events' source (reportingComponent). At most `capacity` distinct events wait to be sent;
+  /// more are dropped (counted in trainctl_events_dropped_total, logged), as client-go's
+  /// broadcaster drops when its channel is full.
   EventRecorder(const kube::RestConfig& config, MetricsRegistry& metrics, Logger& log,
                 std::string component, std::size_t capacity = 10'000);
   /// Sends what is queued, then stops.

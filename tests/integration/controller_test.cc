@@ -745,6 +745,27 @@ TEST_F(ControllerTest, EventRecorderAggregatesEventsOnOneObjectAndReasonIntoOneC
   EXPECT_EQ(writes("create"), 3);
 }
 
+// Events have a budget of their own (25/s, bursts of 50) even when the controller's client is
+// unlimited, so they cannot crowd out pod creates: 60 Events on 60 objects take at least the
+// 10 / 25 s that the ten past the burst wait. (A lower bound: a busy machine only adds to it.)
+TEST_F(ControllerTest, EventRecorderSendsWithinItsOwnBudgetWhenTheClientIsUnlimited) {
+  controller::declare_executor_metrics(metrics_);
+  kube::RestConfig unlimited = controller_client_->config();
+  unlimited.qps = 0;
+  controller::EventRecorder recorder(unlimited, metrics_, log_, "test-controller");
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 60; ++i)
+    recorder.record({.type = "Normal",
+                     .reason = "Budget",
+                     .message = "one",
+                     .involved_object = {{"kind", "TFJob"},
+                                         {"namespace", "default"},
+                                         {"name", "budget-" + std::to_string(i)}}});
+  recorder.flush();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(390));
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Budget"}), 60);
+}
+
 // A finished job's PodGroup may be deleted (and re-created) while admission still holds the old
 // object: writes carrying its uid then fail NotFound or with a uid-precondition Conflict. The
 // object they meant is gone, so they count as done; a stale resourceVersion still fails.
