@@ -14,7 +14,7 @@
 namespace trainctl::controller {
 
 struct ControllerOptions {
-  int workers = 4;  // jobs reconciled concurrently
+  int workers = 16;  // jobs reconciled concurrently (see `trainctl controller --workers`)
   /// cluster_domain, gang_scheduler and controller_name; `now` is set per reconcile.
   PlanOptions plan;
   /// How long a reconcile trusts that objects it created or deleted will show up in the cache

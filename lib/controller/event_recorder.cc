@@ -2,18 +2,47 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
 #include "api/status.h"
+#include "error.h"
 
 namespace trainctl::controller {
 
 using nlohmann::json;
 
-EventRecorder::EventRecorder(kube::Client& client, MetricsRegistry& metrics, Logger& log,
+namespace {
+
+constexpr std::size_t kMaxSent = 4096;
+
+/// The Events' own budget: 25 writes/s, bursts of 50, or the client's limit when that is lower.
+/// Events say what happened; pods and services are what a job waits for. While the budget holds
+/// them back, more events merge into those queued, so a burst of jobs costs fewer writes.
+constexpr double kEventQps = 25;
+constexpr int kEventBurst = 50;
+
+kube::RestConfig with_event_budget(kube::RestConfig config) {
+  const bool unlimited = config.qps <= 0;
+  config.qps = unlimited ? kEventQps : std::min(config.qps, kEventQps);
+  config.burst = unlimited ? kEventBurst : std::min(config.burst, kEventBurst);
+  return config;
+}
+constexpr std::string_view kCombined = "(combined from similar events): ";
+
+/// Events with the same key are one Event: client-go's EventAggregator key without the message.
+std::string aggregation_key(const EventRecord& event) {
+  const json& o = event.involved_object;
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.value("kind", ""), o.value("namespace", ""),
+                     o.value("name", ""), o.value("uid", ""), event.type, event.reason);
+}
+
+}  // namespace
+
+EventRecorder::EventRecorder(const kube::RestConfig& config, MetricsRegistry& metrics, Logger& log,
                              std::string component, std::size_t capacity)
-    : client_(client),
+    : client_(with_event_budget(config)),
       metrics_(metrics),
       log_(log),
       component_(std::move(component)),
@@ -29,12 +58,21 @@ EventRecorder::~EventRecorder() {
 void EventRecorder::record(EventRecord event) {
   {
     std::lock_guard lock(mu_);
-    if (queue_.size() >= capacity_) {
+    const std::string key = aggregation_key(event);
+    if (const auto it = pending_.find(key); it != pending_.end()) {
+      Pending& pending = it->second;
+      ++pending.count;
+      pending.combined = pending.combined || pending.event.message != event.message;
+      pending.event.message = std::move(event.message);
+      return;
+    }
+    if (pending_.size() >= capacity_) {
       metrics_.increment("trainctl_events_dropped_total", {event.type, event.reason});
       log_.warning("too many events waiting to be sent; dropped one", {{"reason", event.reason}});
       return;
     }
-    queue_.push_back(std::move(event));
+    pending_.emplace(key, Pending{.event = std::move(event)});
+    queue_.push_back(key);
   }
   queued_.notify_one();
 }
@@ -50,11 +88,13 @@ void EventRecorder::send_loop(std::stop_token stop) {
     queued_.wait(lock, stop, [this] { return !queue_.empty(); });
     if (queue_.empty())
       return;  // stopped
-    EventRecord event = std::move(queue_.front());
+    const auto it = pending_.find(queue_.front());
     queue_.pop_front();
+    const Pending pending = std::move(it->second);
+    pending_.erase(it);
     sending_ = true;
     lock.unlock();
-    send(event);
+    send(pending);
     lock.lock();
     sending_ = false;
     if (queue_.empty())
@@ -62,33 +102,75 @@ void EventRecorder::send_loop(std::stop_token stop) {
   }
 }
 
-void EventRecorder::send(const EventRecord& event) {
+void EventRecorder::send(const Pending& pending) {
   static std::atomic<std::uint64_t> sequence{0};
+  const EventRecord& event = pending.event;
   const auto now = std::chrono::system_clock::now();
+  const std::string timestamp = api::format_timestamp(now);
   const std::string ns = event.involved_object.value("namespace", "");
-  // client-go names events <object>.<unique hex>; the suffix only has to be unique.
-  const std::string name = fmt::format(
-      "{}.{:x}{:x}", event.involved_object.value("name", "object"),
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
-      sequence++);
-  const json object{{"apiVersion", "v1"},
-                    {"kind", "Event"},
-                    {"metadata", {{"name", name}, {"namespace", ns}}},
-                    {"involvedObject", event.involved_object},
-                    {"type", event.type},
-                    {"reason", event.reason},
-                    {"message", event.message},
-                    {"source", {{"component", component_}}},
-                    {"reportingComponent", component_},
-                    {"firstTimestamp", api::format_timestamp(now)},
-                    {"lastTimestamp", api::format_timestamp(now)},
-                    {"count", 1}};
+  const std::string key = aggregation_key(event);
+  std::string message = event.message;
+  if (pending.combined)
+    message = std::string(kCombined) + message;
   try {
+    if (const auto it = sent_.find(key); it != sent_.end()) {
+      Sent& sent = it->second;
+      if (sent.message != message && !message.starts_with(kCombined))
+        message = std::string(kCombined) + message;
+      if (patch(sent, ns, message, pending.count, timestamp)) {
+        metrics_.increment("trainctl_events_total", {event.type, event.reason}, pending.count);
+        return;
+      }
+    }
+    // client-go names events <object>.<unique hex>; the suffix only has to be unique.
+    const std::string name = fmt::format(
+        "{}.{:x}{:x}", event.involved_object.value("name", "object"),
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
+        sequence++);
+    const json object{{"apiVersion", "v1"},
+                      {"kind", "Event"},
+                      {"metadata", {{"name", name}, {"namespace", ns}}},
+                      {"involvedObject", event.involved_object},
+                      {"type", event.type},
+                      {"reason", event.reason},
+                      {"message", message},
+                      {"source", {{"component", component_}}},
+                      {"reportingComponent", component_},
+                      {"firstTimestamp", timestamp},
+                      {"lastTimestamp", timestamp},
+                      {"count", pending.count}};
     metrics_.increment("trainctl_api_writes_total", {"create", "events"});
     client_.create(kube::resources::events(), ns, object);
-    metrics_.increment("trainctl_events_total", {event.type, event.reason});
+    remember(key, {.name = name, .message = message, .count = pending.count});
+    metrics_.increment("trainctl_events_total", {event.type, event.reason}, pending.count);
   } catch (const Error& e) {
     log_.error("could not record event", {{"reason", event.reason}, {"error", e.what()}});
+  }
+}
+
+bool EventRecorder::patch(Sent& sent, const std::string& ns, const std::string& message, int count,
+                          const std::string& now) {
+  metrics_.increment("trainctl_api_writes_total", {"patch", "events"});
+  try {
+    client_.patch(kube::resources::events(), ns, sent.name, kube::PatchType::Merge,
+                  {{"count", sent.count + count}, {"lastTimestamp", now}, {"message", message}});
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)
+      throw;
+    return false;  // expired (the server keeps Events an hour): create a new one
+  }
+  sent.count += count;
+  sent.message = message;
+  return true;
+}
+
+void EventRecorder::remember(const std::string& key, Sent sent) {
+  if (sent_.insert_or_assign(key, std::move(sent)).second) {
+    sent_order_.push_back(key);
+    if (sent_order_.size() > kMaxSent) {
+      sent_.erase(sent_order_.front());
+      sent_order_.pop_front();
+    }
   }
 }
 

@@ -53,7 +53,7 @@ Executor::Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log,
     : client_(client),
       metrics_(metrics),
       log_(log),
-      events_(client, metrics, log, std::move(component)) {}
+      events_(client.config(), metrics, log, std::move(component)) {}
 
 void Executor::count(std::string_view verb, const kube::Resource& resource) {
   metrics_.increment("trainctl_api_writes_total", {std::string(verb), resource.plural});

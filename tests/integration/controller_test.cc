@@ -747,15 +747,18 @@ TEST_F(ControllerTest, ExecutorSendsCreatesInSlowStartBatchesAndStopsAtTheFirstE
 // in order; past the queue's capacity they are dropped and counted, never blocking a worker.
 TEST_F(ControllerTest, EventRecorderSendsInOrderOffTheCallersThreadAndDropsPastItsCapacity) {
   controller::declare_executor_metrics(metrics_);
+  // Twenty objects: events on different objects are never aggregated.
   const auto event = [](int i) {
     return controller::EventRecord{
         .type = "Normal",
         .reason = "Tick",
         .message = "tick " + std::to_string(i),
-        .involved_object = {{"kind", "TFJob"}, {"namespace", "default"}, {"name", "clock"}}};
+        .involved_object = {
+            {"kind", "TFJob"}, {"namespace", "default"}, {"name", "clock-" + std::to_string(i)}}};
   };
   {
-    controller::EventRecorder recorder(*controller_client_, metrics_, log_, "test-controller");
+    controller::EventRecorder recorder(controller_client_->config(), metrics_, log_,
+                                       "test-controller");
     for (int i = 0; i < 20; ++i)
       recorder.record(event(i));
     recorder.flush();
@@ -773,12 +776,101 @@ TEST_F(ControllerTest, EventRecorderSendsInOrderOffTheCallersThreadAndDropsPastI
     EXPECT_EQ(events[i]["message"], "tick " + std::to_string(i));  // created in order
   EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Tick"}), 20);
 
-  controller::EventRecorder full(*controller_client_, metrics_, log_, "test-controller",
+  controller::EventRecorder full(controller_client_->config(), metrics_, log_, "test-controller",
                                  /*capacity=*/0);
   full.record(event(99));
   full.flush();
   EXPECT_EQ(metrics_.value("trainctl_events_dropped_total", {"Normal", "Tick"}), 1);
   EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Tick"}), 20);
+}
+
+// client-go's EventCorrelator: events on one object with one type and reason are one Event with a
+// count. Those queued together are merged; a later one patches the Event (count, lastTimestamp,
+// message) instead of creating another; differing messages are marked combined; an Event that is
+// gone (expired) is created again. So a job's 16 "Created pod/service" events cost 2 POSTs.
+TEST_F(ControllerTest, EventRecorderAggregatesEventsOnOneObjectAndReasonIntoOneCountedEvent) {
+  controller::declare_executor_metrics(metrics_);
+  const json job = {
+      {"kind", "TFJob"}, {"namespace", "default"}, {"name", "agg"}, {"uid", "uid-agg"}};
+  const auto event = [&](std::string reason, std::string message) {
+    return controller::EventRecord{.type = "Normal",
+                                   .reason = std::move(reason),
+                                   .message = std::move(message),
+                                   .involved_object = job};
+  };
+  const auto events_of = [&](const std::string& reason) {
+    std::vector<json> events =
+        client().list_all(kube::resources::events(), "default")["items"].get<std::vector<json>>();
+    std::erase_if(events, [&](const json& e) {
+      return e["reason"] != reason || e["involvedObject"]["name"] != "agg";
+    });
+    return events;
+  };
+  const auto writes = [&](const std::string& verb) {
+    return metrics_.value("trainctl_api_writes_total", {verb, "events"});
+  };
+  controller::EventRecorder recorder(controller_client_->config(), metrics_, log_,
+                                     "test-controller");
+  for (int i = 0; i < 16; ++i)
+    recorder.record(event("SuccessfulCreatePod", "Created pod: agg-worker-" + std::to_string(i)));
+  for (int i = 0; i < 3; ++i)
+    recorder.record(event("SuccessfulCreateService", "Created service: agg-worker-0"));
+  recorder.flush();
+
+  std::vector<json> pods = events_of("SuccessfulCreatePod");
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_EQ(pods[0]["count"], 16);
+  EXPECT_EQ(pods[0]["message"], "(combined from similar events): Created pod: agg-worker-15");
+  std::vector<json> services = events_of("SuccessfulCreateService");
+  ASSERT_EQ(services.size(), 1u);
+  EXPECT_EQ(services[0]["count"], 3);
+  EXPECT_EQ(services[0]["message"], "Created service: agg-worker-0");  // all alike: as it is
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "SuccessfulCreatePod"}), 16);
+  // The sender may take the first pod event before the others are queued: then one patch more.
+  EXPECT_EQ(writes("create"), 2);
+  EXPECT_LE(writes("patch"), 2);
+
+  // Later: a patch of the same Event, not a new one.
+  const double patches = writes("patch");
+  recorder.record(event("SuccessfulCreateService", "Created service: agg-worker-0"));
+  recorder.flush();
+  services = events_of("SuccessfulCreateService");
+  ASSERT_EQ(services.size(), 1u);
+  EXPECT_EQ(services[0]["count"], 4);
+  EXPECT_EQ(services[0]["message"], "Created service: agg-worker-0");
+  EXPECT_EQ(writes("create"), 2);
+  EXPECT_EQ(writes("patch"), patches + 1);
+
+  // Expired: the next one creates a new Event with its own count.
+  client().remove(kube::resources::events(), "default",
+                  services[0]["metadata"]["name"].get<std::string>());
+  recorder.record(event("SuccessfulCreateService", "Created service: agg-worker-1"));
+  recorder.flush();
+  services = events_of("SuccessfulCreateService");
+  ASSERT_EQ(services.size(), 1u);
+  EXPECT_EQ(services[0]["count"], 1);
+  EXPECT_EQ(writes("create"), 3);
+}
+
+// Events have a budget of their own (25/s, bursts of 50) even when the controller's client is
+// unlimited, so they cannot crowd out pod creates: 60 Events on 60 objects take at least the
+// 10 / 25 s that the ten past the burst wait. (A lower bound: a busy machine only adds to it.)
+TEST_F(ControllerTest, EventRecorderSendsWithinItsOwnBudgetWhenTheClientIsUnlimited) {
+  controller::declare_executor_metrics(metrics_);
+  kube::RestConfig unlimited = controller_client_->config();
+  unlimited.qps = 0;
+  controller::EventRecorder recorder(unlimited, metrics_, log_, "test-controller");
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 60; ++i)
+    recorder.record({.type = "Normal",
+                     .reason = "Budget",
+                     .message = "one",
+                     .involved_object = {{"kind", "TFJob"},
+                                         {"namespace", "default"},
+                                         {"name", "budget-" + std::to_string(i)}}});
+  recorder.flush();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(390));
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Budget"}), 60);
 }
 
 // A finished job's PodGroup may be deleted (and re-created) while admission still holds the old
