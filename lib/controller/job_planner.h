@@ -74,6 +74,9 @@ class JobPlanner {
   /// With a gang scheduler that uses PodGroups: creates the job's PodGroup when missing and says
   /// whether pods may be created now (builtin admission: once it is Inqueue or Running).
   bool gang_admitted();
+  /// Condition Requeued from the PodGroup's count of schedule timeouts (gang.h: admit), as
+  /// Kueue counts a workload's requeues in status.requeueState.count.
+  void count_schedule_timeouts(const nlohmann::json& pod_group);
   /// The activeDeadlineSeconds check: fails the job when it ran longer, else requeues for the
   /// deadline. Returns whether the job failed.
   bool enforce_deadline();
