@@ -120,14 +120,15 @@ inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 ///
 /// **Preemption** (Preemption::WithinQueue, opt-in). A gang that would stay Pending for want of
 /// room (its queue's capability or the nodes) may evict admitted gangs of lower priority, whole:
-/// every unfinished pod of a victim is deleted and it goes back to Pending with reason Preempted
-/// (never part of a gang). Victims come from its own queue, or from another queue only while that
-/// queue holds more than its deserved share and is reclaimable (spec.reclaimable, default
-/// true). Candidates are tried lowest priority first, then newest first, until the gang fits;
-/// those it turns out not to need are spared (highest priority first). Gangs admitted in the
-/// same pass are never victims. Each eviction is a Warning Preempted Event on the victim's job
-/// and a Normal Preempting Event on the preemptor's (the PodGroups when a job is not cached).
-/// Priorities equal: nobody is evicted.
+/// a victim goes back to Pending with reason Preempted (annotation trainctl.io/preempted-by) and,
+/// in the next round, once the caches show it Pending, every unfinished pod of it is deleted
+/// (never part of a gang; the job reconciler, reading the same cache, does not recreate them).
+/// Victims come from its own queue, or from another queue only while that queue holds more than its
+/// deserved share and is reclaimable (spec.reclaimable, default true). Candidates are tried lowest
+/// priority first, then newest first, until the gang fits; those it turns out not to need are
+/// spared (highest priority first). Gangs admitted in the same pass are never victims. Each
+/// eviction is a Warning Preempted Event on the victim's job and a Normal Preempting Event on the
+/// preemptor's (the PodGroups when a job is not cached). Priorities equal: nobody is evicted.
 ///
 /// **Phases** follow Volcano: Running once minMember of its pods are bound or succeeded,
 /// Completed when all of those succeeded; a Running group whose pods fall below minMember goes

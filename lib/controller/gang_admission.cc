@@ -715,6 +715,9 @@ class Round {
   void decide(Group& g, Queue& q, std::size_t position, std::size_t of) {
     if (!g.blocked.empty())
       return;  // its minResources do not parse, or it just timed out
+    if (!annotation_of(*g.object, api::annotations::preempted_by).empty() &&
+        static_cast<int>(g.pods.size()) > g.succeeded + g.failed)
+      return g.block("Preempted", "its pods are being deleted");  // not admitted with them
     if (const auto retry = annotation_time(*g.object, api::annotations::requeue_at);
         retry && input_.now < *retry) {
       g.block("ScheduleTimeout", fmt::format("requeued after a schedule timeout, next try after {}",
@@ -848,8 +851,10 @@ class Round {
     return true;
   }
 
-  /// Evicts victim `v` for `by`: deletes its unfinished pods, back to Pending with reason
-  /// Preempted, its room and share given back for this round.
+  /// Evicts victim `v` for `by`: back to Pending with reason Preempted, its room and share given
+  /// back for this round. Its pods go in a later round (delete_preempted_pods), once the caches
+  /// show it Pending: the job reconciler reads the same PodGroup cache, so it never takes the
+  /// deleted pods for missing pods of an admitted gang and creates them again.
   void evict(Group& v, const Group& by) {
     give_back(*now_, v, 1, false);
     give_back(*open_, v, 1, false);
@@ -859,11 +864,6 @@ class Round {
     for (const auto& [node, amount] : v.bound_on)
       subtract(loads_[node].requested, amount);
     subtract(queues_.at(v.queue).held, v.held());
-    for (const json* pod : v.pods) {
-      if (!finished(string_member(object_member(*pod, "status"), "phase")))
-        result_.actions.push_back({Action::Type::Delete, kube::resources::pods(),
-                                   namespace_of(*pod), name_of(*pod), json(), uid_of(*pod)});
-    }
     const std::string preempter =
         fmt::format("{} (priority {} over {})", by.key, by.priority.value, v.priority.value);
     const std::string message =
@@ -918,7 +918,24 @@ class Round {
       open_->take(node, amount);
   }
 
+  /// Deletes the unfinished pods of gangs the caches show Pending after a preemption that stay
+  /// Pending in this round.
+  void delete_preempted_pods() {
+    for (const auto& [key, g] : groups_) {
+      if (g.phase != kPending ||
+          string_member(object_member(*g.object, "status"), "phase") != kPending ||
+          annotation_of(*g.object, api::annotations::preempted_by).empty())
+        continue;
+      for (const json* pod : g.pods) {
+        if (!finished(string_member(object_member(*pod, "status"), "phase")))
+          result_.actions.push_back({Action::Type::Delete, kube::resources::pods(),
+                                     namespace_of(*pod), name_of(*pod), json(), uid_of(*pod)});
+      }
+    }
+  }
+
   AdmissionResult write() {
+    delete_preempted_pods();
     std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];

@@ -761,6 +761,16 @@ AdmissionResult admit_preempting(std::vector<json> groups, std::vector<json> que
                            {.preemption = preempt ? Preemption::WithinQueue : Preemption::Never});
 }
 
+/// The PodGroups `result` evicts (sets Pending with reason Preempted).
+std::vector<std::string> evicted(const AdmissionResult& result) {
+  std::vector<std::string> names;
+  for (const auto& a : result.actions)
+    if (a.resource.plural == "podgroups" && phase_of(a.object) == "Pending" &&
+        unschedulable(a.object)["reason"] == "Preempted")
+      names.push_back(a.name);
+  return names;
+}
+
 std::vector<std::string> deleted_pods(const AdmissionResult& result) {
   std::vector<std::string> names;
   for (const auto& a : result.actions)
@@ -787,13 +797,22 @@ TEST(PreemptionTest, AHigherPriorityGangEvictsAWholeLowerPriorityGangOfItsQueue)
   const std::vector<json> queues = {queue("team-a", json::object())};
   const AdmissionResult off =
       admit_preempting({c.low, c.urgent}, queues, {node("node-1", 4)}, c.pods, false);
-  EXPECT_THAT(deleted_pods(off), IsEmpty());
+  EXPECT_THAT(evicted(off), IsEmpty());
   EXPECT_EQ(phase_of(written_group(off, "urgent")), "Pending");
 
   const AdmissionResult on =
       admit_preempting({c.low, c.urgent}, queues, {node("node-1", 4)}, c.pods);
-  EXPECT_THAT(deleted_pods(on), ElementsAre("low-0", "low-1"));  // the whole gang
+  EXPECT_THAT(evicted(on), ElementsAre("low"));
+  // Its pods go once the caches show it Pending (the next round), every one of them.
+  EXPECT_THAT(deleted_pods(on), IsEmpty());
   const json low = written_group(on, "low");
+  const AdmissionResult next =
+      admit_preempting({low, written_group(on, "urgent")}, queues, {node("node-1", 4)}, c.pods);
+  EXPECT_THAT(deleted_pods(next), ElementsAre("low-0", "low-1"));
+  // Not admitted again with the pods it still has.
+  EXPECT_EQ(phase_of(after(next, low)), "Pending");
+  EXPECT_EQ(unschedulable(after(next, low))["message"],
+            "preempted by team-a/urgent (priority 1000 over 10); now: its pods are being deleted");
   EXPECT_EQ(phase_of(low), "Pending");
   EXPECT_EQ(unschedulable(low)["reason"], "Preempted");
   EXPECT_EQ(unschedulable(low)["message"],
@@ -834,7 +853,7 @@ TEST(PreemptionTest, EvictsTheFewestNewestLowestPriorityGangsAndNeverAnEqual) {
   const std::vector<json> queues = {queue("team-a", json::object())};
   const AdmissionResult result =
       admit_preempting({older, newer, urgent}, queues, {node("node-1", 4)}, pods);
-  EXPECT_THAT(deleted_pods(result), ElementsAre("newer-0"));
+  EXPECT_THAT(evicted(result), ElementsAre("newer"));
   EXPECT_EQ(phase_of(written_group(result, "urgent")), "Inqueue");
   EXPECT_EQ(phase_of(after(result, older)), "Running");  // spared
 
@@ -842,7 +861,7 @@ TEST(PreemptionTest, EvictsTheFewestNewestLowestPriorityGangsAndNeverAnEqual) {
       group("peer", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "", 1), "low");
   const AdmissionResult equal =
       admit_preempting({older, newer, peer}, queues, {node("node-1", 4)}, pods);
-  EXPECT_THAT(deleted_pods(equal), IsEmpty());
+  EXPECT_THAT(evicted(equal), IsEmpty());
   EXPECT_EQ(phase_of(written_group(equal, "peer")), "Pending");
 }
 
@@ -852,7 +871,7 @@ TEST(PreemptionTest, EvictionFreesTheQueuesCapability) {
   const AdmissionResult result =
       admit_preempting({c.low, c.urgent}, {queue("team-a", {{"nvidia.com/gpu", "4"}})},
                        {node("node-1", 4), node("node-2", 4)}, c.pods);
-  EXPECT_THAT(deleted_pods(result), ElementsAre("low-0", "low-1"));
+  EXPECT_THAT(evicted(result), ElementsAre("low"));
   EXPECT_EQ(phase_of(written_group(result, "urgent")), "Inqueue");
 }
 
@@ -865,13 +884,13 @@ TEST(PreemptionTest, AnotherQueuesGangGoesOnlyWhenThatQueueIsOverItsShareAndRecl
   json team_b = queue("team-b", json::object());
   const AdmissionResult over =
       admit_preempting({c.low, c.urgent}, {queue("team-a", json::object()), team_b}, nodes, c.pods);
-  EXPECT_THAT(deleted_pods(over), ElementsAre("low-0", "low-1"));
+  EXPECT_THAT(evicted(over), ElementsAre("low"));
   EXPECT_EQ(phase_of(written_group(over, "urgent")), "Inqueue");
 
   team_b["spec"]["reclaimable"] = false;
   const AdmissionResult kept =
       admit_preempting({c.low, c.urgent}, {queue("team-a", json::object()), team_b}, nodes, c.pods);
-  EXPECT_THAT(deleted_pods(kept), IsEmpty());
+  EXPECT_THAT(evicted(kept), IsEmpty());
   EXPECT_EQ(phase_of(written_group(kept, "urgent")), "Pending");
 
   // 8 GPUs: team-a holds 4 (a gang as urgent as the new one) and asks 4 more, team-b holds 4:
@@ -884,7 +903,7 @@ TEST(PreemptionTest, AnotherQueuesGangGoesOnlyWhenThatQueueIsOverItsShareAndRecl
   const AdmissionResult within = admit_preempting(
       {mine, c.low, c.urgent}, {queue("team-a", json::object()), queue("team-b", json::object())},
       {node("node-1", 4), node("node-2", 4)}, pods);
-  EXPECT_THAT(deleted_pods(within), IsEmpty());
+  EXPECT_THAT(evicted(within), IsEmpty());
 }
 
 }  // namespace
