@@ -206,6 +206,11 @@ trainctl top nodes -o json)");
         ->check(one_of({"wide", "json"}));
     run_verb(*cmd, opts, flags);
   }
+  // After the verbs: a footer set before would be inherited by them.
+  add_examples(*top, R"(# Where GPUs are used, reserved for admitted gangs, and free
+trainctl top nodes
+# Why each queue's head of line waits
+trainctl top queues)");
 }
 
 }  // namespace trainctl::cli
