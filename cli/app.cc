@@ -183,6 +183,7 @@ Application make_application() {
   add_wait_command(app, flags);
   add_why_command(app, flags);
   add_queue_command(app, flags);
+  add_top_command(app, flags);
   add_install_command(app, flags);
   add_completion_command(app, flags);
   add_help_command(app);

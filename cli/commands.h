@@ -44,5 +44,6 @@ void add_queue_command(CLI::App& app, const GlobalFlags& flags);
 /// completion, and the hidden __complete and __docs, which walk the whole tree of `app`.
 void add_completion_command(CLI::App& app, const GlobalFlags& flags);
 void add_install_command(CLI::App& app, const GlobalFlags& flags);  // install, uninstall
+void add_top_command(CLI::App& app, const GlobalFlags& flags);      // top nodes, top queues
 
 }  // namespace trainctl::cli

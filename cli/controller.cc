@@ -109,6 +109,7 @@ struct ControllerCommand {
   int pytorch_init_container_max_tries = 100;
   std::string log_format = "text";
   std::string admission_order = "backfill";
+  std::string preemption = "never";
   std::string schedule_timeout = "300s";
 
   // Complete: the manager's and the reconcilers' options from the flags.
@@ -145,6 +146,9 @@ struct ControllerCommand {
     controller_options.admission.order = admission_order == "strict-fifo"
                                              ? controller::AdmissionOrder::StrictFifo
                                              : controller::AdmissionOrder::Backfill;
+    controller_options.admission.preemption = preemption == "within-queue"
+                                                  ? controller::Preemption::WithinQueue
+                                                  : controller::Preemption::Never;
     controller_options.admission.schedule_timeout =
         std::chrono::duration_cast<std::chrono::seconds>(
             parse_duration_flag("--schedule-timeout", schedule_timeout));
@@ -231,6 +235,12 @@ void add_controller_command(CLI::App& app, const GlobalFlags& flags) {
                   "Builtin admission: backfill (smaller gangs may start where they do not delay "
                   "the waiting head of line) or strict-fifo (nothing starts behind it)")
       ->check(CLI::IsMember({"backfill", "strict-fifo"}))
+      ->capture_default_str();
+  cmd->add_option("--preemption", opts->preemption,
+                  "Builtin admission: never, or within-queue (a pending gang of higher priority "
+                  "evicts whole gangs of lower priority of its queue, and of other reclaimable "
+                  "queues over their deserved share)")
+      ->check(CLI::IsMember({"never", "within-queue"}))
       ->capture_default_str();
   cmd->add_option("--schedule-timeout", opts->schedule_timeout,
                   "Builtin admission: how long an admitted gang may take to have all its pods "

@@ -2,8 +2,10 @@
 // (scheduling.volcano.sh/v1beta1, cluster-scoped), the quotas gangs are admitted against.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
+#include "admission_state.h"
 #include "api/quantity.h"
 #include "api/status.h"
 #include "commands.h"
@@ -275,12 +277,42 @@ struct QueueGetOptions : ConnectedOutput {
 
   void Run() {
     const json queue = connection.client().get(kube::resources::queues(), "", name);
-    if (format == OutputFormat::Json || format == OutputFormat::Yaml)
+    if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
       print_document(std::cout, queue, format);
-    else if (format == OutputFormat::Name)
+    } else if (format == OutputFormat::Name) {
       print_name(std::cout, queue, kQueueResource);
-    else
+    } else {
       print_table(std::cout, queue_table({queue}, format == OutputFormat::Wide));
+      print_admission(std::cout);
+    }
+  }
+
+  /// The queue's deserved share and its pending gangs with why each waits, as admission sees
+  /// them; a note instead when the user may not read what admission reads.
+  void print_admission(std::ostream& out) {
+    controller::AdmissionView view;
+    try {
+      view = read_admission_view(connection.client());
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Forbidden)
+        throw;
+      out << fmt::format("Pending gangs: not shown ({})\n", e.message());
+      return;
+    }
+    const auto q = std::find_if(view.queues.begin(), view.queues.end(),
+                                [&](const controller::QueueUsage& u) { return u.name == name; });
+    if (q == view.queues.end())
+      return;
+    out << fmt::format("Deserved share: {}\n", format_resource_list(q->deserved));
+    if (q->pending.empty()) {
+      out << "Pending gangs: none\n";
+      return;
+    }
+    out << "Pending gangs, in the order admission tries them:\n";
+    for (std::size_t i = 0; i < q->pending.size(); ++i) {
+      const controller::PendingGang& g = q->pending[i];
+      out << fmt::format("  {}. {} (priority {}): {}\n", i + 1, g.key, g.priority, g.why);
+    }
   }
 };
 

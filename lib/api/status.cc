@@ -25,6 +25,12 @@ bool is_true(const json& condition) {
   return string_member(condition, "status") == "True";
 }
 
+/// The condition types of the Kubeflow job lifecycle.
+bool is_lifecycle(std::string_view type) {
+  return type == "Created" || type == "Running" || type == "Restarting" || type == "Succeeded" ||
+         type == "Failed" || type == "Suspended";
+}
+
 bool is_terminal(std::string_view type) {
   return type == "Succeeded" || type == "Failed";
 }
@@ -70,7 +76,7 @@ std::string job_status(const json& job) {
   std::string last_true;
   std::string terminal;
   for (const auto& c : conditions) {
-    if (!is_true(c))
+    if (!is_true(c) || !is_lifecycle(string_member(c, "type")))
       continue;
     last_true = string_member(c, "type");
     if (is_terminal(last_true))

@@ -21,7 +21,8 @@ std::optional<JobKind> kind_of(const nlohmann::json& job);
 std::string kind_resource_name(JobKind kind);
 
 /// The status users see: the type of the last condition whose status is "True", as the Kubeflow
-/// operators report it (Created, Running, Restarting, Succeeded, Failed, Suspended). A finished
+/// operators report it (Created, Running, Restarting, Succeeded, Failed, Suspended; conditions of
+/// other types, such as trainctl's Requeued, say something else and are not a status). A finished
 /// job stays finished: a True Succeeded or Failed condition wins over later ones. "Pending" when
 /// no condition is True yet (the operator has not seen the job).
 std::string job_status(const nlohmann::json& job);

@@ -66,6 +66,9 @@ inline constexpr std::string_view node_reservations = "trainctl.io/node-reservat
 inline constexpr std::string_view admitted_at = "trainctl.io/admitted-at";
 inline constexpr std::string_view schedule_timeouts = "trainctl.io/schedule-timeouts";
 inline constexpr std::string_view requeue_at = "trainctl.io/requeue-at";
+/// Who evicted a gang that waits again (`default/urgent (priority 1000 over 10)`), until it is
+/// admitted again: its Unschedulable condition keeps reason Preempted meanwhile.
+inline constexpr std::string_view preempted_by = "trainctl.io/preempted-by";
 
 /// The sandbox's simulated container behaviour: seconds to run, the exit code, and seconds it
 /// runs on after SIGTERM (`forever`: ignores it), per pod or per container (`<key>.<container>`).

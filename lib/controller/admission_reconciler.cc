@@ -1,12 +1,17 @@
 #include <fmt/format.h>
 
+#include <chrono>
 #include <compare>
+#include <limits>
+#include <set>
 
 #include "api/job.h"
 #include "controller/controller.h"
 #include "controller/executor.h"
 #include "controller/gang.h"
+#include "controller/metrics.h"
 #include "controller/objects.h"
+#include "controller/placement.h"
 #include "controller/reconcile_loop.h"
 #include "json_access.h"
 #include "kube/cache/informer.h"
@@ -39,6 +44,7 @@ class AdmissionReconciler : public Runnable {
  public:
   AdmissionReconciler(Manager& manager, const ControllerOptions& options)
       : client_(manager.client()),
+        metrics_(manager.metrics()),
         executor_(client_, manager.metrics(), manager.log(), options.plan.controller_name),
         options_(options.admission),
         loop_({.name = "admission",
@@ -101,21 +107,79 @@ class AdmissionReconciler : public Runnable {
         return std::nullopt;
       return informer->second->get(fmt::format("{}/{}", ns, name));
     };
-    const AdmissionResult result = admit({.pod_groups = pod_groups_->list(),
-                                          .queues = queues_->list(),
-                                          .nodes = nodes_->list(),
-                                          .pods = pods_->list(),
-                                          .priority_classes = priority_classes_->list(),
-                                          .job = job,
-                                          .now = std::chrono::system_clock::now()},
-                                         options_);
+    const AdmissionInput input{.pod_groups = pod_groups_->list(),
+                               .queues = queues_->list(),
+                               .nodes = nodes_->list(),
+                               .pods = pods_->list(),
+                               .priority_classes = priority_classes_->list(),
+                               .job = job,
+                               .now = std::chrono::system_clock::now()};
+    AdmissionView view;
+    const auto started = std::chrono::steady_clock::now();
+    const AdmissionResult result = admit(input, options_, &view);
+    metrics_.observe(
+        "trainctl_admission_pass_duration_seconds", {},
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     executor_.apply(result);
+    export_metrics(view);
     // A schedule timeout or a back-off ends with nothing else changing.
     if (result.requeue_after)
       loop_.add_after({}, *result.requeue_after);
   }
 
+  /// The queues' gauges from this pass; series of a queue or resource gone since the last pass
+  /// drop to 0 (the registry keeps every series it has seen).
+  void export_metrics(const AdmissionView& view) {
+    std::set<LabelValues> gangs, resources;
+    const auto set = [this](const char* name, const LabelValues& labels, double value,
+                            std::set<LabelValues>& seen) {
+      metrics_.set(name, labels, value);
+      seen.insert(labels);
+    };
+    for (const QueueUsage& q : view.queues) {
+      for (const char* phase : {"Pending", "Inqueue", "Running", "Completed", "Unknown"}) {
+        const auto it = q.gangs.find(phase);
+        set("trainctl_queue_podgroups", {q.name, phase}, it == q.gangs.end() ? 0 : it->second,
+            gangs);
+      }
+      std::set<std::string> names;
+      for (const auto* list : {&q.capability, &q.allocated, &q.deserved})
+        for (const auto& [resource, value] : *list)
+          names.insert(resource);
+      names.erase(std::string(kPodsResource));
+      for (const std::string& resource : names) {
+        // Quantities are kept in thousandths: cores, bytes and devices are exported whole.
+        set("trainctl_queue_allocated", {q.name, resource},
+            static_cast<double>(api::amount(q.allocated, resource)) / 1000, resources);
+        set("trainctl_queue_deserved", {q.name, resource},
+            static_cast<double>(api::amount(q.deserved, resource)) / 1000, resources);
+        // A resource the capability does not name is not limited: +Inf, as Prometheus spells it.
+        set("trainctl_queue_capability", {q.name, resource},
+            q.capability.contains(resource) ? static_cast<double>(q.capability.at(resource)) / 1000
+                                            : std::numeric_limits<double>::infinity(),
+            resources);
+      }
+    }
+    for (const LabelValues& labels : exported_gangs_)
+      if (!gangs.contains(labels))
+        metrics_.set("trainctl_queue_podgroups", labels, 0);
+    for (const LabelValues& labels : exported_resources_) {
+      if (resources.contains(labels))
+        continue;
+      for (const char* name :
+           {"trainctl_queue_allocated", "trainctl_queue_deserved", "trainctl_queue_capability"})
+        metrics_.set(name, labels, 0);
+    }
+    exported_gangs_ = std::move(gangs);
+    exported_resources_ = std::move(resources);
+    metrics_.increment("trainctl_gang_schedule_timeouts_total", {}, view.schedule_timeouts);
+    for (const auto& [queue, count] : view.preemptions)
+      metrics_.increment("trainctl_gang_preemptions_total", {queue}, count);
+  }
+
   kube::Client& client_;
+  MetricsRegistry& metrics_;
+  std::set<LabelValues> exported_gangs_, exported_resources_;
   Executor executor_;
   AdmissionOptions options_;
   ReconcileLoop<AdmissionKey> loop_;
@@ -128,6 +192,30 @@ class AdmissionReconciler : public Runnable {
 };
 
 }  // namespace
+
+void declare_admission_metrics(MetricsRegistry& metrics) {
+  metrics.declare_histogram("trainctl_admission_pass_duration_seconds",
+                            "Time one builtin admission pass takes to decide (not to write).",
+                            exponential_buckets(0.0001, 2, 18));
+  metrics.declare_gauge("trainctl_queue_podgroups", "PodGroups of a queue by phase.",
+                        {"queue", "phase"});
+  metrics.declare_gauge("trainctl_queue_allocated",
+                        "What a queue's admitted gangs hold, per resource (cores, bytes, devices).",
+                        {"queue", "resource"});
+  metrics.declare_gauge("trainctl_queue_capability",
+                        "A queue's spec.capability per resource; +Inf where it names none.",
+                        {"queue", "resource"});
+  metrics.declare_gauge("trainctl_queue_deserved",
+                        "A queue's deserved share of the cluster (Volcano's proportion).",
+                        {"queue", "resource"});
+  metrics.declare_counter(
+      "trainctl_gang_schedule_timeouts_total",
+      "Admitted gangs taken back because their pods were not all bound in time.");
+  metrics.declare_counter("trainctl_gang_preemptions_total",
+                          "Gangs evicted whole for a pending gang of higher priority, by the "
+                          "victim's queue.",
+                          {"queue"});
+}
 
 void add_admission_reconciler(Manager& manager, const ControllerOptions& options) {
   manager.add(std::make_unique<AdmissionReconciler>(manager, options));

@@ -14,6 +14,7 @@ void declare_controller_metrics(MetricsRegistry& metrics) {
                         {"name"});
   declare_executor_metrics(metrics);
   declare_proxy_terminator_metrics(metrics);
+  declare_admission_metrics(metrics);
 }
 
 void add_reconcilers(Manager& manager, const ControllerOptions& options) {

@@ -53,6 +53,9 @@ void add_admission_reconciler(Manager& manager, const ControllerOptions& options
 /// ProxyQuit / ProxyQuitFailed Events: trainctl's own pods, and every pod of the namespaces
 /// labelled trainctl.io/proxy-terminator=enabled (one pod watch per such namespace).
 void add_sidecar_reconciler(Manager& manager, const ControllerOptions& options);
+/// Declares the builtin admission's metric families (declare_controller_metrics calls it).
+void declare_admission_metrics(MetricsRegistry& metrics);
+
 /// Declares the proxy terminator's metric families (declare_controller_metrics calls it).
 void declare_proxy_terminator_metrics(MetricsRegistry& metrics);
 

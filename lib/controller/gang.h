@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "controller/admission_view.h"
 #include "controller/plan.h"
 #include "kube/resource.h"
 
@@ -82,8 +83,12 @@ struct AdmissionInput {
 /// Whether smaller gangs may start ahead of a head of line that waits for room.
 enum class AdmissionOrder { Backfill, StrictFifo };
 
+/// Whether a pending gang may evict admitted gangs of lower priority (gang.h: admit, Preemption).
+enum class Preemption { Never, WithinQueue };
+
 struct AdmissionOptions {
   AdmissionOrder order = AdmissionOrder::Backfill;
+  Preemption preemption = Preemption::Never;
   /// How long an admitted gang may take to have minMember pods bound, unless its job's
   /// schedulingPolicy.scheduleTimeoutSeconds says otherwise.
   std::chrono::seconds schedule_timeout{300};
@@ -139,6 +144,18 @@ inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 /// message, and it is not admitted again before kRequeueBackoffBase * 2^(timeouts-1) (at most
 /// an hour) has passed (as Kueue's waitForPodsReady requeues).
 ///
+/// **Preemption** (Preemption::WithinQueue, opt-in). A gang that would stay Pending for want of
+/// room (its queue's capability or the nodes) may evict admitted gangs of lower priority, whole:
+/// a victim goes back to Pending with reason Preempted (annotation trainctl.io/preempted-by) and,
+/// in the next round, once the caches show it Pending, every unfinished pod of it is deleted
+/// (never part of a gang; the job reconciler, reading the same cache, does not recreate them).
+/// Victims come from its own queue, or from another queue only while that queue holds more than its
+/// deserved share and is reclaimable (spec.reclaimable, default true). Candidates are tried lowest
+/// priority first, then newest first, until the gang fits; those it turns out not to need are
+/// spared (highest priority first). Gangs admitted in the same pass are never victims. Each
+/// eviction is a Warning Preempted Event on the victim's job and a Normal Preempting Event on the
+/// preemptor's (the PodGroups when a job is not cached). Priorities equal: nobody is evicted.
+///
 /// **Phases** follow Volcano: Running once minMember of its pods are bound or succeeded,
 /// Completed when all of those succeeded; a Running group whose pods fall below minMember goes
 /// back to Pending and must be admitted again for the pods it misses. An admitted group holds
@@ -152,6 +169,9 @@ inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 /// counted against its queue or the nodes' reserved capacity, and gets no update. The pods
 /// bound to nodes still use them. PodGroups without such an owner (made by hand, or by another
 /// controller) count as always.
-AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {});
+///
+/// With `view`, also fills in the nodes and queues as the pass leaves them (admission_view.h).
+AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {},
+                      AdmissionView* view = nullptr);
 
 }  // namespace trainctl::controller

@@ -62,6 +62,12 @@ ResourceList shortfall(const ResourceList& a, const ResourceList& b) {
   return result;
 }
 
+/// `list -= amount`, resource by resource.
+void subtract(ResourceList& list, const ResourceList& amount) {
+  for (const auto& [name, value] : amount)
+    list[name] -= value;
+}
+
 ResourceList times(const ResourceList& list, int n) {
   ResourceList result;
   for (const auto& [name, value] : list)
@@ -95,7 +101,10 @@ struct Group {
   int min_member = 0;
   ResourceList min_resources;
   ResourceList bound;                            // requests of its unfinished pods that have a node
-  std::map<std::string, ResourceList> bound_on;  // the same, per node
+  std::map<std::string, ResourceList> bound_on;  // the same per node, `pods` counted
+  /// What its node reservation still holds per node, beyond its bound pods.
+  std::map<std::string, ResourceList> reserved_on;
+  bool admitted_now = false;  // admitted in this round: never a victim of it
   std::vector<const json*> pods;
   std::set<std::string> bound_names;  // its pods bound and unfinished, or succeeded
   int allocated = 0;                  // bound_names.size()
@@ -126,7 +135,8 @@ struct Queue {
   std::int64_t weight = 1;
   ResourceList capability;  // a resource it does not name is unlimited
   ResourceList guarantee;
-  std::string invalid;  // why spec.capability could not be read
+  bool reclaimable = true;  // Volcano's default when spec.reclaimable is unset
+  std::string invalid;      // why spec.capability could not be read
   ResourceList held;
   std::vector<Group*> pending;  // in priority, then creation order
   std::size_t next = 0;         // the first of `pending` not yet decided this round
@@ -159,9 +169,15 @@ bool finished(std::string_view phase) {
   return phase == "Succeeded" || phase == "Failed";
 }
 
-/// Adds a pod to its group, and its requests to its node's usage.
+/// What the pods bound to one node request, and the gangs (or jobs) they belong to.
+struct NodeLoad {
+  ResourceList requested;
+  std::set<std::string> jobs;
+};
+
+/// Adds a pod to its group, and its requests to its node's load.
 void count_pod(const json& pod, std::map<std::string, Group>& groups,
-               std::map<std::string, ResourceList>& node_usage) {
+               std::map<std::string, NodeLoad>& loads) {
   const std::string phase = string_member(object_member(pod, "status"), "phase");
   const std::string node = string_member(object_member(pod, "spec"), "nodeName");
   const bool on_node = !node.empty() && !finished(phase);
@@ -173,9 +189,13 @@ void count_pod(const json& pod, std::map<std::string, Group>& groups,
       // the API server would not have taken it; count it as a pod only
     }
     requests[std::string(kPodsResource)] = 1000;
-    api::add(node_usage[node], requests);
+    api::add(loads[node].requested, requests);
   }
   const std::string group_name = annotation_of(pod, api::annotations::group_name);
+  if (const std::string job =
+          group_name.empty() ? label_of(pod, api::labels::job_name) : group_name;
+      on_node && !job.empty())
+    loads[node].jobs.insert(namespace_of(pod) + "/" + job);
   const auto it =
       group_name.empty() ? groups.end() : groups.find(namespace_of(pod) + "/" + group_name);
   if (it == groups.end())
@@ -189,9 +209,9 @@ void count_pod(const json& pod, std::map<std::string, Group>& groups,
     g.bound_names.insert(name_of(pod));
   g.allocated = static_cast<int>(g.bound_names.size());
   if (on_node) {
+    api::add(g.bound_on[node], requests);  // its pod slot too: the reservation counted it
     requests.erase(std::string(kPodsResource));
     api::add(g.bound, requests);
-    api::add(g.bound_on[node], requests);
   }
 }
 
@@ -382,15 +402,58 @@ class Round {
   AdmissionResult run() {
     read_groups();
     read_queues();
-    std::map<std::string, ResourceList> node_usage;
     for (const auto& pod : input_.pods)
-      count_pod(pod, groups_, node_usage);
+      count_pod(pod, groups_, loads_);
     for (auto& [key, g] : groups_)
       advance_phase(g);
-    read_nodes(node_usage);
+    read_nodes();
     order_queues();
     decide_all();
     return write();
+  }
+
+  /// The nodes and queues as this round leaves them.
+  AdmissionView view() const {
+    AdmissionView v{.schedule_timeouts = timeouts_, .preemptions = preemptions_};
+    for (const auto& node : input_.nodes) {
+      NodeUsage u{.name = name_of(node), .schedulable = schedulable_node(node).has_value()};
+      try {
+        u.allocatable =
+            api::parse_resource_list(member(object_member(node, "status"), "allocatable"));
+      } catch (const Error&) {
+        // an unreadable allocatable offers nothing
+      }
+      if (const auto load = loads_.find(u.name); load != loads_.end()) {
+        u.requested = load->second.requested;
+        u.jobs.assign(load->second.jobs.begin(), load->second.jobs.end());
+      }
+      if (const auto reserved = reserved_.find(u.name); reserved != reserved_.end())
+        u.reserved = reserved->second;
+      v.nodes.push_back(std::move(u));
+    }
+    std::sort(v.nodes.begin(), v.nodes.end(),
+              [](const NodeUsage& a, const NodeUsage& b) { return a.name < b.name; });
+    for (const auto& [name, q] : queues_) {
+      QueueUsage u{.name = name,
+                   .state = q.state,
+                   .weight = q.weight,
+                   .reclaimable = q.reclaimable,
+                   .capability = q.capability,
+                   .deserved = q.deserved,
+                   .allocated = q.held};
+      for (const Group* g : q.pending) {
+        if (g->phase == kPending)
+          u.pending.push_back({g->key, g->priority.value, g->blocked_reason, g->blocked});
+      }
+      v.queues.push_back(std::move(u));
+    }
+    for (const auto& [key, g] : groups_) {
+      const auto q = std::find_if(v.queues.begin(), v.queues.end(),
+                                  [&](const QueueUsage& u) { return u.name == g.queue; });
+      if (q != v.queues.end())
+        ++q->gangs[g.phase];
+    }
+    return v;
   }
 
  private:
@@ -416,6 +479,7 @@ class Round {
       q.weight = weight.is_number_integer() ? weight.get<std::int64_t>() : 1;
       std::string ignored;
       q.guarantee = read_resources(object_member(object, "spec"), "guarantee", "resource", ignored);
+      q.reclaimable = object_member(object, "spec").value("reclaimable", true);
       queues_.emplace(q.name, std::move(q));
     }
   }
@@ -507,13 +571,14 @@ class Round {
     g.annotations[std::string(api::annotations::requeue_at)] = api::format_timestamp(retry);
     g.bound = {};  // its pods are going
     g.bound_on.clear();
+    ++timeouts_;
     result_.events.push_back({"Warning", "ScheduleTimeout", message, involved(*g.object)});
     requeue_in(retry);
   }
 
   /// Free capacity now (less bound pods and admitted reservations), and in the future (less
   /// admitted reservations only: every running pod has finished).
-  void read_nodes(const std::map<std::string, ResourceList>& node_usage) {
+  void read_nodes() {
     std::vector<NodeFacts> facts;
     for (const auto& node : input_.nodes) {
       if (auto f = schedulable_node(node)) {
@@ -530,9 +595,9 @@ class Round {
       reserve(g);
     }
     future_.emplace(*now_);
-    for (const auto& [node, usage] : node_usage) {
+    for (const auto& [node, load] : loads_) {
       if (const auto index = now_->find(node))
-        now_->take(*index, usage);
+        now_->take(*index, load.requested);
     }
     open_.emplace(*now_);
   }
@@ -543,7 +608,12 @@ class Round {
   void reserve(Group& g) {
     const std::string text = annotation_of(*g.object, api::annotations::node_reservations);
     if (text.empty()) {
-      now_->place(demands_of(g));  // when it does not fit, it holds nothing but its bound pods
+      const std::vector<PodDemand> demands = demands_of(g);
+      // When it does not fit, it holds nothing but its bound pods.
+      if (const auto placed = now_->place(demands)) {
+        for (const auto& [node, amount] : taken_per_node(demands, *placed))
+          record_reservation(g, now_->name(node), amount);
+      }
       return;
     }
     const json reservations = json::parse(text, nullptr, false);
@@ -554,10 +624,23 @@ class Round {
       if (!index)
         continue;
       const auto bound = g.bound_on.find(it.key());
-      now_->take(*index, bound == g.bound_on.end()
-                             ? reservation_on(reservations, it.key())
-                             : shortfall(reservation_on(reservations, it.key()), bound->second));
+      const ResourceList amount =
+          bound == g.bound_on.end()
+              ? reservation_on(reservations, it.key())
+              : shortfall(reservation_on(reservations, it.key()), bound->second);
+      now_->take(*index, amount);
+      record_reservation(g, it.key(), amount);
     }
+  }
+
+  /// Remembers what `g` holds on `node` for the view; `pods` is shown where the gang's pods
+  /// are not bound yet.
+  void record_reservation(Group& g, const std::string& node, const ResourceList& amount) {
+    if (std::none_of(amount.begin(), amount.end(), [](const auto& r) { return r.second > 0; }))
+      return;
+    api::add(g.reserved_on[node], amount);
+    api::add(reserved_[node], amount);
+    loads_[node].jobs.insert(g.key);
   }
 
   void order_queues() {
@@ -621,6 +704,9 @@ class Round {
     while (Queue* q = next_queue()) {
       Group& g = *q->pending[q->next++];
       decide(g, *q, q->next, q->pending.size());
+      if (const std::string by = annotation_of(*g.object, api::annotations::preempted_by);
+          !by.empty() && !g.blocked.empty())
+        g.block("Preempted", fmt::format("preempted by {}; now: {}", by, g.blocked));
       if (!g.priority.note.empty() && !g.blocked.empty())
         g.blocked += fmt::format(" ({})", g.priority.note);
     }
@@ -629,6 +715,9 @@ class Round {
   void decide(Group& g, Queue& q, std::size_t position, std::size_t of) {
     if (!g.blocked.empty())
       return;  // its minResources do not parse, or it just timed out
+    if (!annotation_of(*g.object, api::annotations::preempted_by).empty() &&
+        static_cast<int>(g.pods.size()) > g.succeeded + g.failed)
+      return g.block("Preempted", "its pods are being deleted");  // not admitted with them
     if (const auto retry = annotation_time(*g.object, api::annotations::requeue_at);
         retry && input_.now < *retry) {
       g.block("ScheduleTimeout", fmt::format("requeued after a schedule timeout, next try after {}",
@@ -646,15 +735,13 @@ class Round {
     };
     if (options_.order == AdmissionOrder::StrictFifo && first_head_ != nullptr)
       return waiting(*first_head_);
-    ResourceList queue_free = q.capability;
-    for (auto& [name, value] : queue_free)
-      value -= api::amount(q.held, name);
-    const auto over_quota = shortages(fmt::format("queue {}", q.name), "capability ",
-                                      g.min_resources, queue_free, q.capability, true);
-    if (!over_quota.empty())
-      return g.block("NotEnoughResources", fmt::format("{}", fmt::join(over_quota, "; ")));
-
     const std::vector<PodDemand> demands = demands_of(g);
+    const auto over_quota = quota_shortages(g, q, q.held);
+    if (!over_quota.empty()) {
+      if (preempt_for(g, q, demands))
+        return;
+      return g.block("NotEnoughResources", fmt::format("{}", fmt::join(over_quota, "; ")));
+    }
     const ResourceList need = demand_total(demands);
     std::string why;
     if (const auto short_now = shortages("cluster", "", need, now_->total_free(), total_, false);
@@ -667,23 +754,152 @@ class Round {
     } else {
       now_->place(demands, &why, false);
     }
+    if (preempt_for(g, q, demands))
+      return;
     g.block("NotEnoughResources", why);
     if (q.head == nullptr)
       become_head(g, q, demands);
   }
 
+  /// What `g` lacks in its queue's capability when the queue holds `held`.
+  std::vector<std::string> quota_shortages(const Group& g, const Queue& q,
+                                           const ResourceList& held) const {
+    ResourceList queue_free = q.capability;
+    for (auto& [name, value] : queue_free)
+      value -= api::amount(held, name);
+    return shortages(fmt::format("queue {}", q.name), "capability ", g.min_resources, queue_free,
+                     q.capability, true);
+  }
+
+  /// Adds back (sign 1) or takes again (sign -1) what victim `v` uses on the nodes of `capacity`:
+  /// its bound pods and, unless only reservations count (`future`), its reservation's rest.
+  void give_back(NodeCapacity& capacity, const Group& v, int sign, bool reservations_only) const {
+    const auto apply = [&](const std::map<std::string, ResourceList>& per_node) {
+      for (const auto& [node, amount] : per_node) {
+        if (const auto index = capacity.find(node))
+          capacity.take(*index, times(amount, -sign));
+      }
+    };
+    apply(v.reserved_on);
+    if (!reservations_only)
+      apply(v.bound_on);
+  }
+
+  /// Whether `v` may be evicted for `g` (Preemption in gang.h), with `held` what each queue holds
+  /// after the evictions chosen so far.
+  bool may_evict(const Group& v, const Group& g, const std::map<std::string, ResourceList>& held) {
+    if (!admitted_phase(v.phase) || v.admitted_now || v.priority.value >= g.priority.value)
+      return false;
+    if (v.queue == g.queue)
+      return true;
+    const auto q = queues_.find(v.queue);
+    return q != queues_.end() && q->second.reclaimable &&
+           queue_share(held.at(v.queue), q->second.deserved) > 1;
+  }
+
+  /// With Preemption::WithinQueue: evicts the fewest lower-priority gangs, whole, that let `g`
+  /// fit its queue and the nodes, and admits it. False (nothing evicted) when none would do.
+  bool preempt_for(Group& g, Queue& q, const std::vector<PodDemand>& demands) {
+    if (options_.preemption != Preemption::WithinQueue)
+      return false;
+    std::vector<Group*> candidates;
+    for (auto& [key, v] : groups_)
+      candidates.push_back(&v);
+    std::sort(candidates.begin(), candidates.end(), [](const Group* a, const Group* b) {
+      return std::tuple(a->priority.value, b->created, b->key) <
+             std::tuple(b->priority.value, a->created, a->key);
+    });
+    std::map<std::string, ResourceList> held;
+    for (const auto& [name, queue] : queues_)
+      held[name] = queue.held;
+    NodeCapacity trial = *open_;
+    const auto fits = [&] {
+      return quota_shortages(g, q, held[q.name]).empty() &&
+             trial.place(demands, nullptr, false).has_value();
+    };
+    std::vector<Group*> victims;
+    for (Group* v : candidates) {
+      if (fits())
+        break;
+      if (!may_evict(*v, g, held))
+        continue;
+      give_back(trial, *v, 1, false);
+      subtract(held[v->queue], v->held());
+      victims.push_back(v);
+    }
+    if (victims.empty() || !fits())
+      return false;
+    // Spare those not needed after all, the highest priority first.
+    for (auto it = victims.rbegin(); it != victims.rend();) {
+      give_back(trial, **it, -1, false);
+      api::add(held[(*it)->queue], (*it)->held());
+      if (fits()) {
+        it = decltype(it)(victims.erase(std::next(it).base()));
+        continue;
+      }
+      give_back(trial, **it, 1, false);
+      subtract(held[(*it)->queue], (*it)->held());
+      ++it;
+    }
+    for (Group* v : victims)
+      evict(*v, g);
+    std::string why;
+    const auto placed = open_->place(demands, &why);
+    if (!placed)  // cannot happen: `trial` was `open_` with the same victims given back
+      return false;
+    admit(g, q, demands, *placed);
+    return true;
+  }
+
+  /// Evicts victim `v` for `by`: back to Pending with reason Preempted, its room and share given
+  /// back for this round. Its pods go in a later round (delete_preempted_pods), once the caches
+  /// show it Pending: the job reconciler reads the same PodGroup cache, so it never takes the
+  /// deleted pods for missing pods of an admitted gang and creates them again.
+  void evict(Group& v, const Group& by) {
+    give_back(*now_, v, 1, false);
+    give_back(*open_, v, 1, false);
+    give_back(*future_, v, 1, true);
+    for (const auto& [node, amount] : v.reserved_on)
+      subtract(reserved_[node], amount);
+    for (const auto& [node, amount] : v.bound_on)
+      subtract(loads_[node].requested, amount);
+    subtract(queues_.at(v.queue).held, v.held());
+    const std::string preempter =
+        fmt::format("{} (priority {} over {})", by.key, by.priority.value, v.priority.value);
+    const std::string message =
+        fmt::format("preempted by {}: the whole gang was evicted", preempter);
+    v.phase = kPending;
+    v.block("Preempted", message);
+    v.annotations[std::string(api::annotations::preempted_by)] = preempter;
+    v.annotations[std::string(api::annotations::node_reservations)] = std::nullopt;
+    v.annotations[std::string(api::annotations::admitted_at)] = std::nullopt;
+    v.bound = {};
+    v.bound_on.clear();
+    v.reserved_on.clear();
+    ++preemptions_[v.queue];
+    result_.events.push_back(
+        {"Warning", "Preempted", message, involved(v.job ? *v.job : *v.object)});
+    result_.events.push_back(
+        {"Normal", "Preempting",
+         fmt::format("evicted gang {} (priority {}) of queue {}", v.key, v.priority.value, v.queue),
+         involved(by.job ? *by.job : *by.object)});
+  }
+
   void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,
              const GangPlacement& placement) {
+    g.admitted_now = true;
     json reservations = json::object();
     for (const auto& [node, amount] : taken_per_node(demands, placement)) {
       now_->take(node, amount);
       future_->take(node, amount);
       reservations[now_->name(node)] = api::resource_list_json(amount);
+      record_reservation(g, now_->name(node), amount);
     }
     g.phase = kInqueue;
     g.annotations[std::string(api::annotations::node_reservations)] = reservations.dump();
     g.annotations[std::string(api::annotations::admitted_at)] = api::format_timestamp(input_.now);
     g.annotations[std::string(api::annotations::requeue_at)] = std::nullopt;
+    g.annotations[std::string(api::annotations::preempted_by)] = std::nullopt;
     api::add(q.held, shortfall(g.held(), g.bound));  // its bound pods are counted already
     requeue_in(input_.now + timeout_of(g));
   }
@@ -702,7 +918,24 @@ class Round {
       open_->take(node, amount);
   }
 
+  /// Deletes the unfinished pods of gangs the caches show Pending after a preemption that stay
+  /// Pending in this round.
+  void delete_preempted_pods() {
+    for (const auto& [key, g] : groups_) {
+      if (g.phase != kPending ||
+          string_member(object_member(*g.object, "status"), "phase") != kPending ||
+          annotation_of(*g.object, api::annotations::preempted_by).empty())
+        continue;
+      for (const json* pod : g.pods) {
+        if (!finished(string_member(object_member(*pod, "status"), "phase")))
+          result_.actions.push_back({Action::Type::Delete, kube::resources::pods(),
+                                     namespace_of(*pod), name_of(*pod), json(), uid_of(*pod)});
+      }
+    }
+  }
+
   AdmissionResult write() {
+    delete_preempted_pods();
     std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];
@@ -754,14 +987,23 @@ class Round {
   std::vector<Group*> unqueued_;
   ResourceList total_;  // allocatable of the schedulable nodes
   std::optional<NodeCapacity> now_, future_, open_;
+  std::map<std::string, NodeLoad> loads_;         // by node name
+  std::map<std::string, ResourceList> reserved_;  // by node name, for the view
+  int timeouts_ = 0;
+  std::map<std::string, int> preemptions_;  // by the victim's queue
   const Group* first_head_ = nullptr;
   AdmissionResult result_;
 };
 
 }  // namespace
 
-AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options) {
-  return Round(input, options).run();
+AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
+                      AdmissionView* view) {
+  Round round(input, options);
+  AdmissionResult result = round.run();
+  if (view != nullptr)
+    *view = round.view();
+  return result;
 }
 
 }  // namespace trainctl::controller

@@ -1,8 +1,11 @@
 #include "controller/gang.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -656,6 +659,323 @@ TEST(AdmitTest, ARunningGangBelowMinMemberGoesBackToPending) {
   const json r = written_group(result, "r");
   EXPECT_EQ(phase_of(r), "Pending");
   EXPECT_EQ(unschedulable(r)["message"], "cluster: nvidia.com/gpu 2 requested, 0 free of 6");
+}
+
+}  // namespace
+}  // namespace trainctl::controller
+
+namespace trainctl::controller {
+namespace {
+
+api::ResourceList gpus(int n) {
+  return {{"nvidia.com/gpu", 1000LL * n}};
+}
+
+// What `trainctl top` and the metrics show: per node bound pods' requests, reservations of
+// admitted gangs (less what their bound pods use) and whose they are; per queue its deserved
+// share, what it holds, and its pending gangs in order with why each waits.
+TEST(AdmissionViewTest, NodesShowRequestsReservationsAndJobsQueuesShowSharesAndHeads) {
+  json running =
+      group("running", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T08:00:00Z", "Running", 1);
+  // Admitted on node-2 (3 GPUs, 2 pods), one of its pods bound there already.
+  json admitted =
+      group("admitted", "team-a", {{"nvidia.com/gpu", "3"}}, "2024-05-01T09:00:00Z", "Inqueue", 2);
+  admitted["metadata"]["annotations"] = {
+      {"trainctl.io/node-reservations",
+       json({{"node-2", {{"nvidia.com/gpu", "3"}, {"pods", "2"}}}}).dump()},
+      {"trainctl.io/admitted-at", "2024-05-01T11:59:00Z"}};
+  const std::vector<json> pods = {pod("running-0", "running", "node-1", "Running", 2),
+                                  pod("admitted-0", "admitted", "node-2", "Running", 1)};
+  const json big = group("big", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:00:00Z", "", 1);
+  const json later =
+      group("later", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:30:00Z", "", 1);
+  json qb = queue("team-b", {{"nvidia.com/gpu", "4"}});
+  qb["spec"]["weight"] = 3;
+  qb["spec"]["reclaimable"] = false;
+  AdmissionView view;
+  controller::admit({.pod_groups = {running, admitted, big, later},
+                     .queues = {queue("team-a", json::object()), qb},
+                     .nodes = {node("node-1", 4), node("node-2", 4), node("node-3", 4, false)},
+                     .pods = pods,
+                     .now = kNow},
+                    {}, &view);
+
+  ASSERT_EQ(view.nodes.size(), 3u);
+  const NodeUsage& n1 = view.nodes[0];
+  EXPECT_EQ(n1.name, "node-1");
+  EXPECT_TRUE(n1.schedulable);
+  EXPECT_EQ(api::amount(n1.allocatable, "nvidia.com/gpu"), 4000);
+  EXPECT_EQ(api::amount(n1.requested, "nvidia.com/gpu"), 2000);
+  EXPECT_EQ(api::amount(n1.requested, "pods"), 1000);
+  EXPECT_THAT(n1.reserved, IsEmpty());
+  EXPECT_THAT(n1.jobs, ElementsAre("team-a/running"));
+  const NodeUsage& n2 = view.nodes[1];
+  EXPECT_EQ(api::amount(n2.requested, "nvidia.com/gpu"), 1000);
+  // 3 reserved, 1 used by its bound pod: 2 still held for the pod to come, and one pod slot.
+  EXPECT_EQ(api::amount(n2.reserved, "nvidia.com/gpu"), 2000);
+  EXPECT_EQ(api::amount(n2.reserved, "pods"), 1000);
+  EXPECT_THAT(n2.jobs, ElementsAre("team-a/admitted"));
+  EXPECT_FALSE(view.nodes[2].schedulable);  // not Ready
+
+  ASSERT_EQ(view.queues.size(), 2u);
+  const QueueUsage& a = view.queues[0];
+  EXPECT_EQ(a.name, "team-a");
+  EXPECT_EQ(a.state, "Open");
+  EXPECT_EQ(a.allocated, gpus(5));  // running 2 + admitted 3
+  // 8 schedulable GPUs, team-b asks for nothing: team-a deserves all it asks, capped by them.
+  EXPECT_EQ(api::amount(a.deserved, "nvidia.com/gpu"), 8000);
+  EXPECT_EQ(a.gangs.at("Running"), 1);
+  EXPECT_EQ(a.gangs.at("Inqueue"), 1);
+  EXPECT_EQ(a.gangs.at("Pending"), 2);
+  ASSERT_EQ(a.pending.size(), 2u);
+  EXPECT_EQ(a.pending[0].key, "team-a/big");  // the head of line
+  EXPECT_EQ(a.pending[0].reason, "NotEnoughResources");
+  EXPECT_EQ(a.pending[0].why, "cluster: nvidia.com/gpu 8 requested, 3 free of 8");
+  EXPECT_EQ(a.pending[1].key, "team-a/later");
+  const QueueUsage& b = view.queues[1];
+  EXPECT_EQ(b.weight, 3);
+  EXPECT_FALSE(b.reclaimable);
+  EXPECT_EQ(b.capability, gpus(4));
+  EXPECT_THAT(b.pending, IsEmpty());
+  EXPECT_EQ(view.schedule_timeouts, 0);
+}
+
+}  // namespace
+}  // namespace trainctl::controller
+
+namespace trainctl::controller {
+namespace {
+
+const std::vector<json> kPriorities = {priority_class("low", 10), priority_class("high", 1000)};
+
+/// One round with Preemption::WithinQueue, or without when `preempt` is false.
+AdmissionResult admit_preempting(std::vector<json> groups, std::vector<json> queues,
+                                 std::vector<json> nodes, std::vector<json> pods,
+                                 bool preempt = true) {
+  return controller::admit({.pod_groups = std::move(groups),
+                            .queues = std::move(queues),
+                            .nodes = std::move(nodes),
+                            .pods = std::move(pods),
+                            .priority_classes = kPriorities,
+                            .now = kNow},
+                           {.preemption = preempt ? Preemption::WithinQueue : Preemption::Never});
+}
+
+/// The PodGroups `result` evicts (sets Pending with reason Preempted).
+std::vector<std::string> evicted(const AdmissionResult& result) {
+  std::vector<std::string> names;
+  for (const auto& a : result.actions)
+    if (a.resource.plural == "podgroups" && phase_of(a.object) == "Pending" &&
+        unschedulable(a.object)["reason"] == "Preempted")
+      names.push_back(a.name);
+  return names;
+}
+
+std::vector<std::string> deleted_pods(const AdmissionResult& result) {
+  std::vector<std::string> names;
+  for (const auto& a : result.actions)
+    if (a.type == Action::Type::Delete && a.resource.plural == "pods")
+      names.push_back(a.name);
+  return names;
+}
+
+/// `low` runs two 2-GPU pods on the one 4-GPU node; `urgent` (priority high) needs 4 GPUs.
+struct PreemptionCase {
+  json low = with_priority(
+      group("low", "team-a", {{"nvidia.com/gpu", "4"}}, "2024-05-01T09:00:00Z", "Running", 2),
+      "low");
+  json urgent = with_priority(
+      group("urgent", "team-a", {{"nvidia.com/gpu", "4"}}, "2024-05-01T11:00:00Z", "", 1), "high");
+  std::vector<json> pods = {pod("low-0", "low", "node-1", "Running", 2),
+                            pod("low-1", "low", "node-1", "Running", 2)};
+};
+
+// Opt-in: a pending gang of higher priority evicts a whole lower-priority gang of its queue;
+// the eviction is an Event on both and the reason on the victim's condition.
+TEST(PreemptionTest, AHigherPriorityGangEvictsAWholeLowerPriorityGangOfItsQueue) {
+  const PreemptionCase c;
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const AdmissionResult off =
+      admit_preempting({c.low, c.urgent}, queues, {node("node-1", 4)}, c.pods, false);
+  EXPECT_THAT(evicted(off), IsEmpty());
+  EXPECT_EQ(phase_of(written_group(off, "urgent")), "Pending");
+
+  const AdmissionResult on =
+      admit_preempting({c.low, c.urgent}, queues, {node("node-1", 4)}, c.pods);
+  EXPECT_THAT(evicted(on), ElementsAre("low"));
+  // Its pods go once the caches show it Pending (the next round), every one of them.
+  EXPECT_THAT(deleted_pods(on), IsEmpty());
+  const json low = written_group(on, "low");
+  const AdmissionResult next =
+      admit_preempting({low, written_group(on, "urgent")}, queues, {node("node-1", 4)}, c.pods);
+  EXPECT_THAT(deleted_pods(next), ElementsAre("low-0", "low-1"));
+  // Not admitted again with the pods it still has.
+  EXPECT_EQ(phase_of(after(next, low)), "Pending");
+  EXPECT_EQ(unschedulable(after(next, low))["message"],
+            "preempted by team-a/urgent (priority 1000 over 10); now: its pods are being deleted");
+  EXPECT_EQ(phase_of(low), "Pending");
+  EXPECT_EQ(unschedulable(low)["reason"], "Preempted");
+  EXPECT_EQ(unschedulable(low)["message"],
+            "preempted by team-a/urgent (priority 1000 over 10): the whole gang was evicted");
+  EXPECT_FALSE(low["metadata"]
+                   .value("annotations", json::object())
+                   .contains("trainctl.io/node-reservations"));
+  EXPECT_EQ(phase_of(written_group(on, "urgent")), "Inqueue");
+  std::vector<std::string> events;
+  for (const auto& e : on.events)
+    events.push_back(
+        fmt::format("{} {} {}", e.type, e.reason, e.involved_object["name"].get<std::string>()));
+  EXPECT_THAT(events,
+              ::testing::IsSupersetOf({"Warning Preempted low", "Normal Preempting urgent"}));
+
+  // While it waits again its condition keeps the reason, and says what it waits for now.
+  const json urgent_pod = pod("urgent-0", "urgent", "node-1", "Running", 4);
+  const AdmissionResult later = admit_preempting({low, written_group(on, "urgent")}, queues,
+                                                 {node("node-1", 4)}, {urgent_pod});
+  EXPECT_EQ(unschedulable(after(later, low))["reason"], "Preempted");
+  EXPECT_THAT(unschedulable(after(later, low))["message"].get<std::string>(),
+              ::testing::StartsWith("preempted by team-a/urgent (priority 1000 over 10); now: "));
+}
+
+// Only as many gangs as needed go, newest of the lowest priority first; equal priority evicts
+// nobody.
+TEST(PreemptionTest, EvictsTheFewestNewestLowestPriorityGangsAndNeverAnEqual) {
+  json older = with_priority(
+      group("older", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T08:00:00Z", "Running", 1),
+      "low");
+  json newer = with_priority(
+      group("newer", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T09:00:00Z", "Running", 1),
+      "low");
+  const std::vector<json> pods = {pod("older-0", "older", "node-1", "Running", 2),
+                                  pod("newer-0", "newer", "node-1", "Running", 2)};
+  const json urgent = with_priority(
+      group("urgent", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "", 1), "high");
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const AdmissionResult result =
+      admit_preempting({older, newer, urgent}, queues, {node("node-1", 4)}, pods);
+  EXPECT_THAT(evicted(result), ElementsAre("newer"));
+  EXPECT_EQ(phase_of(written_group(result, "urgent")), "Inqueue");
+  EXPECT_EQ(phase_of(after(result, older)), "Running");  // spared
+
+  const json peer = with_priority(
+      group("peer", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "", 1), "low");
+  const AdmissionResult equal =
+      admit_preempting({older, newer, peer}, queues, {node("node-1", 4)}, pods);
+  EXPECT_THAT(evicted(equal), IsEmpty());
+  EXPECT_EQ(phase_of(written_group(equal, "peer")), "Pending");
+}
+
+// Its queue's capability counts too: evicting a lower-priority gang of the queue frees quota.
+TEST(PreemptionTest, EvictionFreesTheQueuesCapability) {
+  const PreemptionCase c;
+  const AdmissionResult result =
+      admit_preempting({c.low, c.urgent}, {queue("team-a", {{"nvidia.com/gpu", "4"}})},
+                       {node("node-1", 4), node("node-2", 4)}, c.pods);
+  EXPECT_THAT(evicted(result), ElementsAre("low"));
+  EXPECT_EQ(phase_of(written_group(result, "urgent")), "Inqueue");
+}
+
+// Across queues only from a reclaimable queue over its deserved share.
+TEST(PreemptionTest, AnotherQueuesGangGoesOnlyWhenThatQueueIsOverItsShareAndReclaimable) {
+  PreemptionCase c;
+  c.low["spec"]["queue"] = "team-b";
+  const std::vector<json> nodes = {node("node-1", 4)};
+  // 4 GPUs, both queues ask for 4 at weight 1: each deserves 2, team-b holds 4.
+  json team_b = queue("team-b", json::object());
+  const AdmissionResult over =
+      admit_preempting({c.low, c.urgent}, {queue("team-a", json::object()), team_b}, nodes, c.pods);
+  EXPECT_THAT(evicted(over), ElementsAre("low"));
+  EXPECT_EQ(phase_of(written_group(over, "urgent")), "Inqueue");
+
+  team_b["spec"]["reclaimable"] = false;
+  const AdmissionResult kept =
+      admit_preempting({c.low, c.urgent}, {queue("team-a", json::object()), team_b}, nodes, c.pods);
+  EXPECT_THAT(evicted(kept), IsEmpty());
+  EXPECT_EQ(phase_of(written_group(kept, "urgent")), "Pending");
+
+  // 8 GPUs: team-a holds 4 (a gang as urgent as the new one) and asks 4 more, team-b holds 4:
+  // each deserves 4, so team-b is within its share and keeps its gang.
+  const json mine = with_priority(
+      group("mine", "team-a", {{"nvidia.com/gpu", "4"}}, "2024-05-01T07:00:00Z", "Running", 1),
+      "high");
+  std::vector<json> pods = c.pods;
+  pods.push_back(pod("mine-0", "mine", "node-2", "Running", 4));
+  const AdmissionResult within = admit_preempting(
+      {mine, c.low, c.urgent}, {queue("team-a", json::object()), queue("team-b", json::object())},
+      {node("node-1", 4), node("node-2", 4)}, pods);
+  EXPECT_THAT(evicted(within), IsEmpty());
+}
+
+}  // namespace
+}  // namespace trainctl::controller
+
+namespace trainctl::controller {
+namespace {
+
+// Fair share over time: queues of weight 3 and 1 under contention get admitted GPU-time within
+// 10 % of 3:1, over many small gangs of random length, although every gang of the weight-1 queue
+// is younger than every gang of the other (oldest-first alone would starve it). Simulated: each
+// pass's admissions get their pod bound at once on the reserved node; a pod runs its gang's
+// length in seconds, one pass per second.
+TEST(FairShareTest, WeightsThreeToOneGiveThreeToOneGpuTimeUnderContention) {
+  constexpr int kGangsPerQueue = 100;
+  json heavy = queue("heavy", json::object());
+  heavy["spec"]["weight"] = 3;
+  const std::vector<json> queues = {heavy, queue("light", json::object())};
+  const std::vector<json> nodes = gpu_nodes(2, 8);
+  std::map<std::string, json> groups;
+  std::map<std::string, int> length;  // seconds
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> seconds(3, 12);
+  for (const char* q : {"heavy", "light"}) {
+    for (int i = 0; i < kGangsPerQueue; ++i) {
+      const std::string name = fmt::format("{}-{:03}", q, i);
+      groups[name] = group(name, q, {{"nvidia.com/gpu", "1"}},
+                           fmt::format("2024-05-01T{}:{:02}:{:02}Z",
+                                       q == std::string("heavy") ? 10 : 11, i / 60, i % 60),
+                           "", 1);
+      length[name] = seconds(rng);
+    }
+  }
+  std::map<std::string, json> pods;           // by gang
+  std::map<std::string, int> ends;            // gang -> second its pod finishes
+  std::map<std::string, double> gpu_seconds;  // by queue, while both queues wait
+  for (int t = 0; t < 2000; ++t) {
+    const auto now = kNow + std::chrono::seconds(t);
+    for (auto& [name, end] : ends)
+      if (end == t)
+        pods[name]["status"]["phase"] = "Succeeded";
+    std::vector<json> group_list, pod_list;
+    for (const auto& [name, g] : groups)
+      group_list.push_back(g);
+    for (const auto& [name, p] : pods)
+      pod_list.push_back(p);
+    const AdmissionResult result = admit(group_list, queues, nodes, pod_list, {}, now);
+    for (const auto& a : result.actions) {
+      if (a.resource.plural != "podgroups")
+        continue;
+      groups[a.name] = a.object;
+      if (phase_of(a.object) != "Inqueue" || pods.contains(a.name))
+        continue;
+      const json reserved = json::parse(
+          a.object["metadata"]["annotations"]["trainctl.io/node-reservations"].get<std::string>());
+      pods[a.name] = pod(a.name + "-0", a.name, reserved.begin().key(), "Running", 1);
+      ends[a.name] = t + length[a.name];
+    }
+    std::map<std::string, int> waiting;
+    for (const auto& [name, g] : groups)
+      waiting[g["spec"]["queue"]] +=
+          g.value("status", json::object()).value("phase", "Pending") == "Pending";
+    if (waiting["heavy"] == 0 || waiting["light"] == 0)
+      break;  // contention is over
+    for (const auto& [name, p] : pods)
+      if (p["status"]["phase"] == "Running")
+        gpu_seconds[groups[name]["spec"]["queue"]] += 1;
+  }
+  ASSERT_GT(gpu_seconds["light"], 0);
+  const double ratio = gpu_seconds["heavy"] / gpu_seconds["light"];
+  EXPECT_NEAR(ratio, 3.0, 0.3) << "ratio " << ratio << ": heavy " << gpu_seconds["heavy"]
+                               << " GPU-s, light " << gpu_seconds["light"] << " GPU-s";
 }
 
 }  // namespace

@@ -333,6 +333,32 @@ TEST(JobPlanTest, BuiltinGangCreatesPodsOnlyOnceThePodGroupIsAdmitted) {
   EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart));
 }
 
+// A gang taken back after a schedule timeout is counted in the job's status (admission keeps the
+// count on the PodGroup): condition Requeued, which is not a status of its own.
+TEST(JobPlanTest, ScheduleTimeoutsOfTheGangAreCountedInTheJobsStatus) {
+  PlanOptions o = options();
+  o.gang_scheduler = GangScheduler::Builtin;
+  FakeCluster cluster{.job = tf_job()};
+  cluster.step(o);
+  EXPECT_FALSE(condition_of(cluster.job, "Requeued"));
+  cluster.observed.pod_group->merge_patch(
+      {{"metadata", {{"annotations", {{"trainctl.io/schedule-timeouts", "1"}}}}}});
+  cluster.step(o);
+  const auto requeued = [&] { return *condition_of(cluster.job, "Requeued"); };
+  EXPECT_EQ(requeued()["status"], "True");
+  EXPECT_EQ(requeued()["reason"], "TFJobScheduleTimeout");
+  EXPECT_EQ(requeued()["message"],
+            "1 schedule timeout: its gang was taken back and requeued, as its pods were not all "
+            "bound in time");
+  EXPECT_EQ(api::job_status(cluster.job), "Created");  // not a status
+  EXPECT_TRUE(cluster.step(o).actions.empty());        // counted once
+  cluster.observed.pod_group->merge_patch(
+      {{"metadata", {{"annotations", {{"trainctl.io/schedule-timeouts", "2"}}}}}});
+  cluster.step(o);
+  EXPECT_THAT(requeued()["message"].get<std::string>(),
+              ::testing::StartsWith("2 schedule timeouts:"));
+}
+
 // --- lifecycle ---------------------------------------------------------------------------------
 
 TEST(JobPlanTest, WholeLifecycleWritesStatusOnlyWhenItChanges) {

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "api/status.h"
+#include "api/well_known.h"
 #include "controller/gang.h"
 #include "controller/job_status.h"
 #include "controller/objects.h"
@@ -174,10 +176,38 @@ void JobPlanner::ensure_started() {
     status_["startTime"] = now_;
 }
 
+void JobPlanner::count_schedule_timeouts(const json& group) {
+  const std::string text = annotation_of(group, api::annotations::schedule_timeouts);
+  int count = 0;
+  std::from_chars(text.data(), text.data() + text.size(), count);
+  if (count <= 0)
+    return;
+  const std::string message = fmt::format(
+      "{} schedule timeout{}: its gang was taken back and requeued, as its pods were "
+      "not all bound in time",
+      count, count == 1 ? "" : "s");
+  json& conditions = status_["conditions"];
+  if (conditions.is_array()) {
+    for (json& c : conditions) {
+      if (!c.is_object() || c.value("type", "") != condition::requeued)
+        continue;
+      if (c.value("message", "") != message) {  // one more: set_condition keeps an equal reason
+        c["message"] = message;
+        c["lastUpdateTime"] = now_;
+        c["lastTransitionTime"] = now_;
+      }
+      return;
+    }
+  }
+  set_condition(condition::requeued, true, "ScheduleTimeout", message);
+}
+
 bool JobPlanner::gang_admitted() {
   const std::optional<kube::Resource> resource = pod_group_resource(options_.gang_scheduler);
   if (resource && !observed_.pod_group)
     create(*resource, pod_group_for(job_, options_.gang_scheduler));
+  if (observed_.pod_group)
+    count_schedule_timeouts(*observed_.pod_group);
   return pods_may_start(options_.gang_scheduler,
                         observed_.pod_group ? &*observed_.pod_group : nullptr);
 }

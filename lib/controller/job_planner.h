@@ -78,6 +78,9 @@ class JobPlanner {
   bool gang_admitted();
   /// Deletes the job's PodGroup, if it has one (finished or suspended).
   void remove_pod_group();
+  /// Condition Requeued from the PodGroup's count of schedule timeouts (gang.h: admit), as
+  /// Kueue counts a workload's requeues in status.requeueState.count.
+  void count_schedule_timeouts(const nlohmann::json& pod_group);
   /// The activeDeadlineSeconds check: fails the job when it ran longer, else requeues for the
   /// deadline. Returns whether the job failed.
   bool enforce_deadline();

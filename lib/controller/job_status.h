@@ -17,6 +17,8 @@ inline constexpr std::string_view restarting = "Restarting";
 inline constexpr std::string_view succeeded = "Succeeded";
 inline constexpr std::string_view suspended = "Suspended";
 inline constexpr std::string_view failed = "Failed";
+/// Not the Training Operator's: trainctl counts a gang's schedule timeouts here (gang.h).
+inline constexpr std::string_view requeued = "Requeued";
 }  // namespace condition
 
 /// A True Succeeded or Failed condition: the job will not run again.

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -56,7 +57,9 @@ class ControllerProcessTest : public ::testing::Test {
     return argv;
   }
 
-  void create_job(const std::string& name, int workers, const std::string& run_seconds) {
+  /// A TFJob of `workers` workers running `run_seconds`, each with `gpus` GPUs when not 0.
+  void create_job(const std::string& name, int workers, const std::string& run_seconds,
+                  int gpus = 0) {
     json job = yaml_to_json(YAML::Load(R"(
 apiVersion: kubeflow.org/v1
 kind: TFJob
@@ -70,6 +73,9 @@ spec:
     job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = workers;
     job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
        ["sandbox.trainctl.io/run-seconds"] = run_seconds;
+    if (gpus != 0)
+      job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]
+         ["limits"]["nvidia.com/gpu"] = std::to_string(gpus);
     client().create(kube::resources::job(api::JobKind::TFJob), "default", job);
   }
 
@@ -291,6 +297,62 @@ TEST_F(ControllerProcessTest, SigkillAtAnyPointConvergesWithoutDuplicates) {
                   .size(),
               static_cast<std::size_t>(kWorkers));
   }
+}
+
+// Builtin admission killed at random points of its passes: 4 nodes x 8 GPUs, six gangs of 4 pods
+// x 4 GPUs that run for ever, so two fit. Admission state lives only in the PodGroups, so at no
+// sample are more than two gangs admitted or more GPUs requested than exist, and once a
+// controller stays up exactly two gangs run with all their pods and the other four hold none.
+TEST_F(ControllerProcessTest, SigkillMidAdmissionNeverAdmitsTwice) {
+  constexpr int kJobs = 6;
+  for (int i = 0; i < kJobs; ++i)
+    create_job(fmt::format("gang-{}", i), 4, "forever", 4);
+  std::vector<std::string> argv =
+      controller_argv({"--metrics-bind-address", "0", "--health-probe-bind-address", "0"});
+  argv[std::find(argv.begin(), argv.end(), "--gang-scheduler") - argv.begin() + 1] = "builtin";
+  // What the API server holds at one instant: admitted gangs and GPUs requested by live pods.
+  const auto check = [&] {
+    const json groups = client().list_all(kube::resources::podgroups(), "default");
+    int admitted = 0;
+    for (const json& g : groups["items"]) {
+      const std::string phase = g.value("status", json::object()).value("phase", "");
+      admitted += phase == "Inqueue" || phase == "Running";
+    }
+    EXPECT_LE(admitted, 2) << groups.dump();
+    const json pods = client().list_all(kube::resources::pods(), "default");
+    int gpus = 0;
+    for (const json& pod : pods["items"])
+      gpus += 4 * (pod["status"].value("phase", "") != "Succeeded");
+    EXPECT_LE(gpus, 32);
+    return admitted;
+  };
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> lifetime_ms(50, 600);
+  for (int round = 0; round < 10; ++round) {
+    BackgroundCommand controller(argv);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(lifetime_ms(rng));
+    while (std::chrono::steady_clock::now() < until)
+      check();
+    controller.stop(SIGKILL);
+    check();
+  }
+  BackgroundCommand controller(argv);
+  std::map<std::string, std::size_t> pods_per_job;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        pods_per_job.clear();
+        for (int i = 0; i < kJobs; ++i) {
+          const std::string name = fmt::format("gang-{}", i);
+          pods_per_job[name] = pods_of(name).size();
+        }
+        return check() == 2 && std::count_if(pods_per_job.begin(), pods_per_job.end(),
+                                             [](const auto& p) { return p.second == 4; }) == 2;
+      },
+      30s))
+      << controller.output();
+  for (const auto& [name, pods] : pods_per_job)
+    EXPECT_TRUE(pods == 0 || pods == 4) << name << " has " << pods << " pods";
 }
 
 TEST_F(ControllerProcessTest, ExactlyOneLeaderActsAndAStandbyTakesOver) {

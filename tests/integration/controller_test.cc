@@ -85,16 +85,31 @@ class ApiCalls {
   std::set<std::string> denied_;  // the same, with the namespace
 };
 
+/// The simulated nodes of a test's sandbox.
+struct ClusterShape {
+  int nodes = 4;
+  int gpus_per_node = 8;
+};
+
 class ControllerTest : public ::testing::Test {
  protected:
+  explicit ControllerTest(ClusterShape shape = {})
+      : local_([this, shape](sandbox::SandboxOptions& o) {
+          calls_.install(o);
+          o.cluster.nodes = shape.nodes;
+          o.cluster.node_gpus = shape.gpus_per_node;
+          // The sandbox's scheduler also plays Volcano's (whole gangs of enqueued PodGroups only).
+          o.cluster.scheduler_names.insert("volcano");
+        }) {}
+
   void SetUp() override {
     testing::install_training_crds(local_.client());
     controller_client_ = std::make_unique<kube::Client>(local_.token_config(ApiCalls::kToken));
   }
 
   void start(controller::GangScheduler gang = controller::GangScheduler::None,
-             controller::ManagerOptions manager = {}) {
-    controller::ControllerOptions options{.workers = 2};
+             controller::ManagerOptions manager = {}, controller::AdmissionOptions admission = {}) {
+    controller::ControllerOptions options{.workers = 2, .admission = admission};
     options.plan.gang_scheduler = gang;
     controller::declare_controller_metrics(metrics_);
     manager_ = std::make_unique<controller::Manager>(*controller_client_, std::move(manager),
@@ -149,11 +164,7 @@ class ControllerTest : public ::testing::Test {
   }
 
   ApiCalls calls_;  // first: the sandbox reports to it until it stops
-  // The sandbox's scheduler also plays Volcano's (whole gangs of enqueued PodGroups only).
-  testing::LocalSandbox local_{[this](sandbox::SandboxOptions& o) {
-    calls_.install(o);
-    o.cluster.scheduler_names.insert("volcano");
-  }};
+  testing::LocalSandbox local_;
   std::unique_ptr<kube::Client> controller_client_;
   std::ostringstream log_text_;
   Logger log_{log_text_, LogFormat::Text, 0};
@@ -1068,6 +1079,180 @@ spec:
                                         "update mpijobs/finalizers", "create pods/exec"};
   EXPECT_THAT(calls_.policy().unused(calls_.used(), exempt), ::testing::IsEmpty())
       << "granted by packaging/rbac.yaml, never used";
+}
+
+/// A PyTorchJob of `pods` pods (a master and workers) of `gpus` GPUs each, running for
+/// `run_seconds`, in `queue` at `priority_class` (none when empty), each pod on `node` when given.
+json gpu_job(const std::string& name, int pods, int gpus, const std::string& run_seconds,
+             const std::string& queue = "default", const std::string& priority_class = "") {
+  json replica = yaml(R"(
+replicas: 1
+template:
+  spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+  replica["template"]["metadata"]["annotations"]["sandbox.trainctl.io/run-seconds"] = run_seconds;
+  replica["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] =
+      std::to_string(gpus);
+  json job = yaml("{apiVersion: kubeflow.org/v1, kind: PyTorchJob}");
+  job["metadata"]["name"] = name;
+  job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = queue;
+  if (!priority_class.empty())
+    job["spec"]["runPolicy"]["schedulingPolicy"]["priorityClass"] = priority_class;
+  job["spec"]["pytorchReplicaSpecs"]["Master"] = replica;
+  if (pods > 1) {
+    job["spec"]["pytorchReplicaSpecs"]["Worker"] = replica;
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = pods - 1;
+  }
+  return job;
+}
+
+/// The message of PodGroup `name`'s True Unschedulable condition; "" when it has none (yet).
+std::string unschedulable_message(kube::Client& client, const std::string& name) {
+  try {
+    const json group = client.get(kube::resources::podgroups(), "default", name);
+    const json* c = find_condition(object_member(group, "status"), "Unschedulable");
+    return c != nullptr && string_member(*c, "status") == "True" ? string_member(*c, "message")
+                                                                 : "";
+  } catch (const Error&) {
+    return "";  // not created yet
+  }
+}
+
+class SeedDeadlockTest : public ControllerTest {
+ protected:
+  SeedDeadlockTest() : ControllerTest({.nodes = 4, .gpus_per_node = 1}) {}
+};
+
+/// The unfinished pods of a job.
+std::size_t unfinished(const std::vector<json>& pods) {
+  return std::count_if(pods.begin(), pods.end(), [](const json& pod) {
+    const std::string phase = pod.value("status", json::object()).value("phase", "");
+    return phase != "Succeeded" && phase != "Failed";
+  });
+}
+
+// Issue 9's seed deadlock, live: 4 nodes x 1 GPU, two jobs of 4 one-GPU pods created at once.
+// Exactly one runs; the other holds no pod and says why; it runs once the first has finished; at
+// no sample are both partly running. The metrics show the waiting gang and time every pass.
+TEST_F(SeedDeadlockTest, ExactlyOneOfTwoGangsRunsAndTheOtherWaitsWithoutPodsThenRuns) {
+  start(controller::GangScheduler::Builtin);
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("alpha", 4, 1, "3"));
+  client().create(pytorch, "default", gpu_job("beta", 4, 1, "3"));
+  std::string first, second, why;
+  double most_pending = 0;  // the metric, while the second gang waits
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (
+      std::chrono::steady_clock::now() < deadline &&
+      !(status_of(pytorch, "alpha") == "Succeeded" && status_of(pytorch, "beta") == "Succeeded")) {
+    const std::size_t a = unfinished(pods_of("alpha")), b = unfinished(pods_of("beta"));
+    ASSERT_FALSE(a > 0 && b > 0) << "both partly running: alpha " << a << ", beta " << b;
+    if (first.empty() && (a == 4 || b == 4)) {
+      first = a == 4 ? "alpha" : "beta";
+      second = a == 4 ? "beta" : "alpha";
+    }
+    if (!first.empty() && (first == "alpha" ? b : a) == 0) {  // the second one waits
+      most_pending = std::max(most_pending,
+                              metrics_.value("trainctl_queue_podgroups", {"default", "Pending"}));
+      if (why.empty()) {
+        why = unschedulable_message(client(), second);
+        if (!why.empty()) {
+          EXPECT_EQ(pods_of(second).size(), 0u);  // holds nothing while it waits
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(first.empty()) << "neither gang ran";
+  EXPECT_EQ(status_of(pytorch, first), "Succeeded");
+  EXPECT_EQ(status_of(pytorch, second), "Succeeded") << "the second gang never ran";
+  EXPECT_THAT(why, ::testing::HasSubstr("nvidia.com/gpu 4 requested"));
+  // Every pass was timed.
+  EXPECT_THAT(metrics_.render(),
+              ::testing::ContainsRegex("trainctl_admission_pass_duration_seconds_count [1-9]"));
+  EXPECT_EQ(most_pending, 1) << "trainctl_queue_podgroups{queue=\"default\",phase=\"Pending\"}";
+}
+
+class FragmentedClusterTest : public ControllerTest {
+ protected:
+  FragmentedClusterTest() : ControllerTest({.nodes = 4, .gpus_per_node = 4}) {}
+};
+
+// 4 nodes x 4 GPUs with 2 taken on each: 8 GPUs free in total, but a gang of 2 x 4-GPU pods fits
+// no node. It is not admitted, creates no pod, and its PodGroup names the largest free node; the
+// queue's metrics show it pending and what the queue holds.
+TEST_F(FragmentedClusterTest, AGangThatFitsOnlyInTotalWaitsNamingTheLargestFreeNode) {
+  start(controller::GangScheduler::Builtin);
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  for (int i = 0; i < 4; ++i) {
+    json filler = gpu_job(fmt::format("filler-{}", i), 1, 2, "forever");
+    filler["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["nodeSelector"] = {
+        {"kubernetes.io/hostname", fmt::format("sandbox-node-{}", i)}};
+    client().create(pytorch, "default", filler);
+  }
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(wait_status(pytorch, fmt::format("filler-{}", i), "Running"));
+  client().create(pytorch, "default", gpu_job("big", 2, 4, "forever"));
+  std::string why;
+  ASSERT_TRUE(wait_until([&] { return !(why = unschedulable_message(client(), "big")).empty(); },
+                         std::chrono::seconds(20)));
+  EXPECT_EQ(why,
+            "no node fits pod big-master-0: needs 4 nvidia.com/gpu, largest free on one node is 2 "
+            "(sandbox-node-0)");
+  EXPECT_TRUE(pods_of("big").empty());
+  EXPECT_TRUE(wait_until([&] {
+    return metrics_.value("trainctl_queue_podgroups", {"default", "Pending"}) == 1 &&
+           metrics_.value("trainctl_queue_allocated", {"default", "nvidia.com/gpu"}) == 8;
+  })) << metrics_.render();
+  EXPECT_EQ(metrics_.value("trainctl_queue_capability", {"default", "nvidia.com/gpu"}),
+            std::numeric_limits<double>::infinity());
+}
+
+class PreemptionTest : public ControllerTest {
+ protected:
+  PreemptionTest() : ControllerTest({.nodes = 1, .gpus_per_node = 4}) {}
+};
+
+// --preemption within-queue, live: a gang of higher priority evicts a running lower-priority
+// gang whole (every pod), with an Event on both jobs and the reason on the victim's PodGroup;
+// it then runs, and the victim waits without pods.
+TEST_F(PreemptionTest, AHigherPriorityJobEvictsAWholeLowerPriorityJobOfItsQueue) {
+  for (const auto& [name, value] : {std::pair{"low", 10}, std::pair{"high", 1000}}) {
+    json pc = yaml("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}");
+    pc["metadata"]["name"] = name;
+    pc["value"] = value;
+    client().create(kube::resources::priority_classes(), "", pc);
+  }
+  start(controller::GangScheduler::Builtin, {},
+        {.preemption = controller::Preemption::WithinQueue});
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("batch", 2, 2, "forever", "default", "low"));
+  ASSERT_TRUE(wait_status(pytorch, "batch", "Running"));
+  client().create(pytorch, "default", gpu_job("urgent", 1, 4, "forever", "default", "high"));
+  ASSERT_TRUE(wait_status(pytorch, "urgent", "Running", std::chrono::seconds(30)))
+      << client().get(kube::resources::podgroups(), "default", "urgent").dump();
+  EXPECT_TRUE(wait_until([&] { return pods_of("batch").empty(); }));
+  const json victim = client().get(kube::resources::podgroups(), "default", "batch");
+  EXPECT_EQ(victim["status"]["phase"], "Pending");
+  const json* preempted = find_condition(victim["status"], "Unschedulable");
+  ASSERT_NE(preempted, nullptr) << victim.dump();
+  EXPECT_EQ((*preempted)["reason"], "Preempted");
+  EXPECT_THAT((*preempted)["message"].get<std::string>(),
+              ::testing::StartsWith("preempted by default/urgent (priority 1000 over 10)"));
+  const auto events = [&](const std::string& name) {
+    std::set<std::string> reasons;
+    const json list = client().list_all(kube::resources::events(), "default");
+    for (const json& e : list["items"])
+      if (e["involvedObject"].value("name", "") == name &&
+          e["involvedObject"].value("kind", "") == "PyTorchJob")
+        reasons.insert(e.value("reason", ""));
+    return reasons;
+  };
+  EXPECT_TRUE(wait_until([&] {
+    return events("batch").contains("Preempted") && events("urgent").contains("Preempting");
+  })) << ::testing::PrintToString(events("batch"));
+  EXPECT_EQ(metrics_.value("trainctl_gang_preemptions_total", {"default"}), 1);
+  EXPECT_THAT(pods_of("urgent"), ::testing::SizeIs(1));
 }
 
 }  // namespace

@@ -192,3 +192,79 @@ TEST_F(QueueCliTest, DeleteTakesOnlyClosedQueues) {
 
 }  // namespace
 }  // namespace trainctl
+
+namespace trainctl {
+namespace {
+
+class TopCliTest : public QueueCliTest {
+ protected:
+  /// A PodGroup in "default" of queue team-a asking for `gpus` GPUs in one pod.
+  void create_group(const std::string& name, int gpus, const json& status = json(),
+                    const json& reservations = json()) {
+    json group = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                  {"kind", "PodGroup"},
+                  {"metadata", {{"name", name}}},
+                  {"spec",
+                   {{"minMember", 1},
+                    {"queue", "team-a"},
+                    {"minResources", {{"nvidia.com/gpu", std::to_string(gpus)}}}}}};
+    if (!status.is_null())
+      group["status"] = status;
+    if (!reservations.is_null())
+      group["metadata"]["annotations"]["trainctl.io/node-reservations"] = reservations.dump();
+    client().create(kube::resources::podgroups(), "default", group);
+  }
+};
+
+// top nodes: what admission has reserved on a node (the node-reservations annotation of an
+// admitted gang) and whose it is; top queues and queue get: the head of line and why it waits.
+TEST_F(TopCliTest, TopAndQueueGetShowReservationsSharesAndWhyTheHeadWaits) {
+  ASSERT_EQ(run("queue create team-a --gpus 32").exit_code, 0);
+  create_group("admitted", 4, {{"phase", "Inqueue"}},
+               {{"sandbox-node-0", {{"nvidia.com/gpu", "4"}, {"pods", "1"}}}});
+  create_group("huge", 16);
+
+  const auto nodes = run("top nodes");
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  EXPECT_THAT(nodes.out,
+              ContainsRegex("\nsandbox-node-0 +Ready +4/8 +0/32 +0/256Gi +4 +default/admitted\n"));
+  EXPECT_THAT(nodes.out, ContainsRegex("\nsandbox-node-1 +Ready +0/8 .* <none>\n"));
+  EXPECT_THAT(nodes.out, HasSubstr("Used/Allocatable GPUs on schedulable nodes: 4/32 (12%)\n"));
+  const json node_list = json::parse(run("top nodes -o json").out)["nodes"];
+  ASSERT_EQ(node_list.size(), 4u);
+  EXPECT_EQ(node_list[0]["reserved"], json({{"nvidia.com/gpu", "4"}, {"pods", "1"}}));
+  EXPECT_EQ(node_list[0]["free"]["nvidia.com/gpu"], "4");
+  EXPECT_EQ(node_list[0]["jobs"], json({"default/admitted"}));
+  EXPECT_THAT(run("top nodes -o wide").out, ContainsRegex("PODS +REQUESTED +RESERVED +FREE +JOBS"));
+
+  const std::string why =
+      "no node fits pod huge-0: needs 16 nvidia.com/gpu, largest free on one node is 8 "
+      "(sandbox-node-1)";
+  const auto queues = run("top queues");
+  ASSERT_EQ(queues.exit_code, 0) << queues.err;
+  EXPECT_THAT(queues.out, ContainsRegex("\nteam-a +Open +1 +nvidia.com/gpu=32 +nvidia.com/gpu=20 "
+                                        "+nvidia.com/gpu=4 +1 +default/huge: no node fits"));
+  EXPECT_THAT(queues.out, HasSubstr("default/huge: " + why + "\n"));
+  const json queue_list = json::parse(run("top queues -o json").out)["queues"];
+  ASSERT_EQ(queue_list.size(), 1u);
+  EXPECT_EQ(queue_list[0]["allocated"], json({{"nvidia.com/gpu", "4"}}));
+  EXPECT_EQ(queue_list[0]["deserved"]["nvidia.com/gpu"], "20");  // 4 held + 16 asked
+  EXPECT_EQ(queue_list[0]["pending"][0]["podGroup"], "default/huge");
+  EXPECT_EQ(queue_list[0]["pending"][0]["reason"], "NotEnoughResources");
+  EXPECT_EQ(queue_list[0]["pending"][0]["message"], why);
+
+  const auto get = run("queue get team-a");
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_THAT(get.out, HasSubstr("Pending gangs, in the order admission tries them:\n  1. "
+                                 "default/huge (priority 0): " +
+                                 why + "\n"));
+  EXPECT_THAT(run("queue get team-a -o json").out, Not(HasSubstr("Pending gangs")));
+
+  const auto yaml = run("top nodes -o yaml");
+  EXPECT_EQ(yaml.exit_code, 2);
+  EXPECT_THAT(yaml.err, HasSubstr("wide or json"));
+  EXPECT_THAT(run("top").out, HasSubstr("Subcommands:\n  nodes"));  // a group alone: its help
+}
+
+}  // namespace
+}  // namespace trainctl

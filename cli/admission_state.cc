@@ -1,0 +1,66 @@
+#include "admission_state.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+
+#include "api/job.h"
+#include "api/quantity.h"
+#include "controller/gang.h"
+#include "error.h"
+#include "kube/resource.h"
+
+namespace trainctl::cli {
+namespace {
+
+using nlohmann::json;
+
+std::vector<json> items(kube::Client& client, const kube::Resource& resource) {
+  return client.list_all(resource, "").value("items", json::array());
+}
+
+}  // namespace
+
+controller::AdmissionView read_admission_view(kube::Client& client) {
+  std::map<std::string, json> jobs;  // kind/namespace/name
+  for (const auto& info : api::job_kinds()) {
+    std::vector<json> listed;
+    try {
+      listed = items(client, kube::resources::job(info.kind));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;
+      continue;  // the kind is not served here
+    }
+    for (auto& job : listed) {
+      const json& meta = job.value("metadata", json::object());
+      jobs.emplace(
+          fmt::format("{}/{}/{}", info.name, meta.value("namespace", ""), meta.value("name", "")),
+          std::move(job));
+    }
+  }
+  controller::AdmissionView view;
+  controller::admit({.pod_groups = items(client, kube::resources::podgroups()),
+                     .queues = items(client, kube::resources::queues()),
+                     .nodes = items(client, kube::resources::nodes()),
+                     .pods = items(client, kube::resources::pods()),
+                     .priority_classes = items(client, kube::resources::priority_classes()),
+                     .job = [&jobs](std::string_view kind, std::string_view ns,
+                                    std::string_view name) -> std::optional<json> {
+                       const auto it = jobs.find(fmt::format("{}/{}/{}", kind, ns, name));
+                       return it == jobs.end() ? std::nullopt : std::optional<json>(it->second);
+                     },
+                     .now = std::chrono::system_clock::now()},
+                    {}, &view);
+  return view;
+}
+
+std::string format_resource_list(const api::ResourceList& list) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : list)
+    parts.push_back(fmt::format("{}={}", name, api::format_quantity(name, value)));
+  return parts.empty() ? "<none>" : fmt::format("{}", fmt::join(parts, ","));
+}
+
+}  // namespace trainctl::cli
