@@ -307,18 +307,14 @@ struct WriteFlags {
     deadline.at = std::chrono::steady_clock::now() + deadline.limit;
     std::vector<JobWrite> writes(jobs.size());
     InOrderOutput out(jobs.size());
-    const auto write = [&](std::size_t i) {
+    for_each_bounded(jobs.size(), kWritesInFlight, [&](std::size_t i) {
       try {
         write_job(client, jobs[i], deadline, writes[i]);
       } catch (const Error& e) {
         writes[i].failure = e;
       }
       out.done(i, writes[i].lines);
-    };
-    // The first job alone: its connection's TLS session is then resumed by the others' (see
-    // HttpTransport), rather than every connection paying for a full handshake at once.
-    write(0);
-    for_each_bounded(jobs.size() - 1, kWritesInFlight, [&](std::size_t i) { write(i + 1); });
+    });
     std::vector<json> written;
     std::vector<Error> failures;
     for (auto& w : writes) {

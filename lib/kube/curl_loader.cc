@@ -132,31 +132,4 @@ void curl_slist_free_all(curl_slist* list) {
   f(list);
 }
 
-CURLSH* curl_share_init() {
-  static auto* f = resolve<CURLSH*()>("curl_share_init");
-  return f();
-}
-
-// As libcurl reads them: SHARE and UNSHARE take an int, the lock functions a function pointer,
-// USERDATA a pointer.
-CURLSHcode curl_share_setopt(CURLSH* share, CURLSHoption option, ...) {
-  static auto* f = resolve<CURLSHcode(CURLSH*, CURLSHoption, ...)>("curl_share_setopt");
-  va_list args;
-  va_start(args, option);
-  CURLSHcode result;
-  if (option == CURLSHOPT_SHARE || option == CURLSHOPT_UNSHARE)
-    result = f(share, option, va_arg(args, int));
-  else if (option == CURLSHOPT_USERDATA)
-    result = f(share, option, va_arg(args, void*));
-  else
-    result = f(share, option, va_arg(args, void (*)()));
-  va_end(args);
-  return result;
-}
-
-CURLSHcode curl_share_cleanup(CURLSH* share) {
-  static auto* f = resolve<CURLSHcode(CURLSH*)>("curl_share_cleanup");
-  return f(share);
-}
-
 }  // extern "C"

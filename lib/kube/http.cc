@@ -5,7 +5,6 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cstring>
 #include <iostream>
@@ -151,36 +150,8 @@ struct HttpTransport::Handle {
   }
 };
 
-/// One TLS session cache for every handle of a transport: a connection opened while the others
-/// are busy (concurrent requests) resumes the session an earlier one negotiated instead of a
-/// full handshake, whose certificate checks and signatures cost client and server milliseconds.
-struct HttpTransport::SessionCache {
-  CURLSH* share = curl_share_init();
-  std::array<std::mutex, CURL_LOCK_DATA_LAST> locks;
-
-  SessionCache() {
-    if (share == nullptr)
-      throw Error(ErrorKind::Connection, "libcurl could not create a share handle");
-    curl_share_setopt(share, CURLSHOPT_LOCKFUNC, lock);
-    curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, unlock);
-    curl_share_setopt(share, CURLSHOPT_USERDATA, this);
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-  }
-  ~SessionCache() { curl_share_cleanup(share); }
-  SessionCache(const SessionCache&) = delete;
-  SessionCache& operator=(const SessionCache&) = delete;
-
-  static void lock(CURL*, curl_lock_data data, curl_lock_access, void* self) {
-    static_cast<SessionCache*>(self)->locks[data].lock();
-  }
-  static void unlock(CURL*, curl_lock_data data, void* self) {
-    static_cast<SessionCache*>(self)->locks[data].unlock();
-  }
-};
-
 HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
   ensure_curl_initialized();
-  sessions_ = std::make_unique<SessionCache>();
   ServerUrl url = parse_server(config.server);
   if (url.scheme != "https" && url.scheme != "http") {
     throw Error(ErrorKind::Config,
@@ -222,7 +193,6 @@ void HttpTransport::configure(Handle& h, const HttpRequest& request,
   const std::string url = server_ + request.path;
   check(curl_easy_setopt(e, CURLOPT_URL, url.c_str()), "URL");
   check(curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L), "NOSIGNAL");
-  check(curl_easy_setopt(e, CURLOPT_SHARE, sessions_->share), "SHARE");
   check(curl_easy_setopt(e, CURLOPT_ERRORBUFFER, h.errbuf), "ERRORBUFFER");
   check(curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          http1_only ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS),

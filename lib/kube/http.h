@@ -101,14 +101,10 @@ class HttpTransport {
   HttpResponse perform_logged(const HttpRequest& request, const RequestCredentials& creds,
                               const BodySink* sink, std::stop_token stop);
 
-  /// TLS sessions shared by every handle (http.cc).
-  struct SessionCache;
-
   RestConfig config_;
   std::string server_;  // without trailing '/'
   std::string path_prefix_;
   std::string connect_to_;
-  std::unique_ptr<SessionCache> sessions_;  // before idle_: outlives every handle
   std::mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_;
 };
