@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <map>
 
 #include "api/quantity.h"
 #include "api/resources.h"
@@ -39,15 +40,21 @@ std::vector<std::string> capability_shortfalls(const json& queue, const json& po
 }
 
 void warn_about_queues_too_small(kube::Client& client, const std::vector<json>& jobs) {
+  std::map<std::string, json> queues;  // by name; null when it cannot be read
   for (const auto& job : jobs) {
     const json podgroup = controller::pod_group(job);
-    json queue;
-    try {
-      queue = client.get(kube::resources::queues(), "",
-                         string_at(podgroup, "/spec/queue"_json_pointer));
-    } catch (const Error&) {
-      continue;  // the job is submitted; a warning must not change how submit ends
+    const std::string name = string_at(podgroup, "/spec/queue"_json_pointer);
+    auto [it, first] = queues.try_emplace(name);
+    if (first) {
+      try {
+        it->second = client.get(kube::resources::queues(), "", name);
+      } catch (const Error&) {
+        // the job is submitted; a warning must not change how submit ends
+      }
     }
+    const json& queue = it->second;
+    if (queue.is_null())
+      continue;
     const std::optional<api::JobKind> kind = api::kind_of(job);
     for (const auto& shortfall : capability_shortfalls(queue, podgroup)) {
       std::cerr << fmt::format("trainctl: warning: {}/{} will not run: {}\n",

@@ -18,8 +18,9 @@ std::vector<std::string> capability_shortfalls(const nlohmann::json& queue,
                                                const nlohmann::json& podgroup);
 
 /// For each of the `jobs` just submitted whose gang is bigger than its queue's capability,
-/// a warning on stderr. Reads each job's queue once; says nothing when the queue cannot be
-/// read (no such queue, no Volcano CRDs, not allowed): `why` tells those apart later.
+/// a warning on stderr. Reads each queue once, however many jobs share it; says nothing when the
+/// queue cannot be read (no such queue, no Volcano CRDs, not allowed): `why` tells those apart
+/// later.
 void warn_about_queues_too_small(kube::Client& client, const std::vector<nlohmann::json>& jobs);
 
 }  // namespace trainctl::cli

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 
 #include "api/manifest.h"
@@ -26,6 +26,7 @@
 #include "job_values.h"
 #include "job_watch.h"
 #include "json_access.h"
+#include "parallel.h"
 #include "printer.h"
 #include "queue_fit.h"
 #include "submit_wait.h"
@@ -97,6 +98,56 @@ std::string metadata_string(const json& job, const char* key) {
   return value.is_string() ? value.get<std::string>() : "";
 }
 
+/// At most this many jobs are written at once: a 100-job file goes at the speed of the API
+/// server, while one command never holds more than a handful of its connections.
+constexpr std::size_t kWritesInFlight = 16;
+
+/// What writing one job gave: the lines to print for it, the job as the server has it, or why
+/// it failed.
+struct JobWrite {
+  std::string lines;
+  json result;
+  std::optional<Error> failure;
+};
+
+/// Prints each job's lines in input order while the jobs are written concurrently: a job's
+/// lines go out once every job before it has ended.
+class InOrderOutput {
+ public:
+  explicit InOrderOutput(std::size_t count) : ready_(count) {}
+
+  void done(std::size_t index, std::string lines) {
+    std::lock_guard lock(mu_);
+    ready_[index] = std::move(lines);
+    for (; next_ < ready_.size() && ready_[next_]; ++next_)
+      std::cout << *ready_[next_];
+    std::cout << std::flush;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::optional<std::string>> ready_;
+  std::size_t next_ = 0;
+};
+
+/// The error of a submit some of whose jobs failed: the one failure as it is, or every failure
+/// in input order under a count; the first decides the exit code.
+Error failed_writes(const std::vector<Error>& failures, std::size_t jobs) {
+  if (failures.size() == 1)
+    return failures[0];
+  std::string message = fmt::format("{} of {} jobs failed:", failures.size(), jobs);
+  for (const auto& f : failures)
+    message += "\n  " + f.message();
+  return Error(failures[0].kind(), message, failures[0].http_code());
+}
+
+/// When --if-exists replace gives up waiting for replaced jobs to go: one deadline for the
+/// whole submit.
+struct ReplaceDeadline {
+  std::chrono::milliseconds limit{0};
+  std::chrono::steady_clock::time_point at;
+};
+
 /// What to do when a job of the same name exists.
 enum class IfExists { Fail, Skip, Replace };
 
@@ -148,48 +199,84 @@ struct WriteFlags {
     print_documents(std::cout, jobs, format);
   }
 
-  /// --if-exists replace, as `kubectl replace --force` does: deletes each existing job (the one
+  /// --if-exists replace, as `kubectl replace --force` does: deletes the existing job (the one
   /// looked at: a uid precondition) with Foreground propagation, then waits until it and its pods
   /// are gone, so the job created next is a fresh run with new pods, not a finished job updated
-  /// in place. Waits at most kReplaceTimeout, or --timeout when given.
-  void delete_replaced(kube::Client& client, const std::vector<json>& jobs,
-                       const std::vector<json>& live) const {
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      if (live[i].is_null())
-        continue;
-      const api::JobKind kind = kind_of(jobs[i]);
-      try {
-        client.remove(kube::resources::job(kind), namespace_of(live[i]), name_of(live[i]),
-                      {.propagation_policy = "Foreground", .precondition_uid = uid_of(live[i])});
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::NotFound)
-          throw;
-        continue;  // gone meanwhile: nothing to delete
-      }
+  /// in place. Appends what it did to `lines`.
+  void delete_replaced(kube::Client& client, api::JobKind kind, const json& live,
+                       const ReplaceDeadline& deadline, std::string& lines) const {
+    const kube::Resource r = kube::resources::job(kind);
+    try {
+      client.remove(r, namespace_of(live), name_of(live),
+                    {.propagation_policy = "Foreground", .precondition_uid = uid_of(live)});
       if (output.empty())
-        std::cout << fmt::format("{} \"{}\" deleted\n", api::kind_resource_name(kind),
-                                 name_of(live[i]));
+        lines += fmt::format("{} \"{}\" deleted\n", api::kind_resource_name(kind), name_of(live));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)
+        throw;  // else gone meanwhile: nothing to delete
     }
-    const auto limit = replace_timeout.empty() ? std::chrono::milliseconds(kReplaceTimeout)
-                                               : parse_duration_flag("--timeout", replace_timeout);
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      if (live[i].is_null())
-        continue;
-      const api::JobKind kind = kind_of(jobs[i]);
-      if (!wait_until_deleted(client, kube::resources::job(kind), namespace_of(live[i]),
-                              name_of(live[i]), uid_of(live[i]), deadline)) {
-        throw Error(ErrorKind::WaitTimeout,
-                    fmt::format("--if-exists replace: timed out after {} waiting for the existing "
-                                "{} \"{}\" and its pods to be deleted; nothing was created",
-                                api::human_duration(std::chrono::ceil<std::chrono::seconds>(limit)),
-                                api::kind_resource_name(kind), name_of(live[i])));
-      }
+    if (!wait_until_deleted(client, r, namespace_of(live), name_of(live), uid_of(live),
+                            deadline.at)) {
+      throw Error(
+          ErrorKind::WaitTimeout,
+          fmt::format("--if-exists replace: timed out after {} waiting for the existing "
+                      "{} \"{}\" and its pods to be deleted; it was not created again",
+                      api::human_duration(std::chrono::ceil<std::chrono::seconds>(deadline.limit)),
+                      api::kind_resource_name(kind), name_of(live)));
     }
   }
 
-  /// Creates (or skips/replaces) the jobs and returns them as the server has them; `ns_flag` is
-  /// -n/--namespace as given.
+  /// Writes one job with one request, its create; only when the server answers AlreadyExists
+  /// does --if-exists decide what follows. Fills `write` as it goes, so what was done before a
+  /// failure is still printed.
+  void write_job(kube::Client& client, json job, const ReplaceDeadline& deadline,
+                 JobWrite& write) const {
+    const api::JobKind kind = kind_of(job);
+    const kube::Resource r = kube::resources::job(kind);
+    const std::string ns = metadata_string(job, "namespace");
+    const std::string name = metadata_string(job, "name");
+    const bool server_dry_run = dry_run == "server";
+    const kube::WriteOptions options{.dry_run = server_dry_run, .field_manager = "trainctl"};
+    const auto done = [&](json result, std::string_view verb) {
+      if (output.empty() && !server_dry_run) {
+        write.lines += fmt::format("{}/{} {}\n", api::kind_resource_name(kind),
+                                   metadata_string(result, "name"), verb);
+      }
+      write.result = std::move(result);
+    };
+    try {
+      done(client.create(r, ns, job, options), "created");
+      return;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::NotFound)
+        client.require_served(r);  // says "run `trainctl install`" when that is why
+      if (e.kind() != ErrorKind::AlreadyExists || name.empty())
+        throw;
+    }
+    const IfExists mode = if_exists_mode();
+    if (mode == IfExists::Fail) {
+      throw Error(ErrorKind::AlreadyExists,
+                  fmt::format("{} \"{}\" already exists in namespace {} (use --if-exists skip or "
+                              "replace)",
+                              r.display_name(), name, ns),
+                  409);
+    }
+    const json live = client.get(r, ns, name);
+    if (mode == IfExists::Skip) {
+      done(live, "unchanged");
+    } else if (server_dry_run) {
+      // Nothing is deleted in a dry run: the server checks the new job as an update instead.
+      job["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"];
+      done(client.update(r, ns, job, options), "created");
+    } else {
+      delete_replaced(client, kind, live, deadline, write.lines);
+      done(client.create(r, ns, job, options), "replaced");
+    }
+  }
+
+  /// Creates (or skips/replaces) the jobs, kWritesInFlight at a time, prints what happened to
+  /// each in input order and returns them as the server has them; `ns_flag` is -n/--namespace
+  /// as given. Every job is tried; when any failed, the error names each that did.
   std::vector<json> Run(Connection& connection, const std::string& ns_flag,
                         std::vector<json> jobs) const {
     if (dry_run == "client") {
@@ -214,67 +301,33 @@ struct WriteFlags {
       if (ns.empty())
         job["metadata"]["namespace"] = default_ns;
     }
-    std::set<std::string> checked;
-    for (const auto& job : jobs) {
-      const kube::Resource r = kube::resources::job(kind_of(job));
-      if (checked.insert(r.plural).second)
-        client.require_served(r);
-    }
-    const IfExists mode = if_exists_mode();
-    const bool server_dry_run = dry_run == "server";
-    // Look before writing, so that with --if-exists=fail an existing job stops the whole batch
-    // before anything is created.
-    std::vector<json> live(jobs.size());
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      const std::string name = metadata_string(jobs[i], "name");
-      if (name.empty())
-        continue;
-      const kube::Resource r = kube::resources::job(kind_of(jobs[i]));
+    ReplaceDeadline deadline;
+    deadline.limit = replace_timeout.empty() ? std::chrono::milliseconds(kReplaceTimeout)
+                                             : parse_duration_flag("--timeout", replace_timeout);
+    deadline.at = std::chrono::steady_clock::now() + deadline.limit;
+    std::vector<JobWrite> writes(jobs.size());
+    InOrderOutput out(jobs.size());
+    for_each_bounded(jobs.size(), kWritesInFlight, [&](std::size_t i) {
       try {
-        live[i] = client.get(r, metadata_string(jobs[i], "namespace"), name);
+        write_job(client, jobs[i], deadline, writes[i]);
       } catch (const Error& e) {
-        if (e.kind() != ErrorKind::NotFound)
-          throw;
+        writes[i].failure = e;
       }
-      if (!live[i].is_null() && mode == IfExists::Fail) {
-        throw Error(ErrorKind::AlreadyExists,
-                    fmt::format("{} \"{}\" already exists in namespace {} (use --if-exists "
-                                "skip or replace)",
-                                r.display_name(), name, metadata_string(jobs[i], "namespace")),
-                    409);
-      }
-    }
-    const kube::WriteOptions options{.dry_run = server_dry_run, .field_manager = "trainctl"};
-    if (mode == IfExists::Replace && !server_dry_run)
-      delete_replaced(client, jobs, live);
+      out.done(i, writes[i].lines);
+    });
     std::vector<json> written;
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      const kube::Resource r = kube::resources::job(kind_of(jobs[i]));
-      const std::string ns = metadata_string(jobs[i], "namespace");
-      std::string verb = "created";
-      json result;
-      if (live[i].is_null()) {
-        result = client.create(r, ns, jobs[i], options);
-      } else if (mode == IfExists::Skip) {
-        verb = "unchanged";
-        result = live[i];
-      } else if (server_dry_run) {
-        // Nothing is deleted in a dry run: the server checks the new job as an update instead.
-        jobs[i]["metadata"]["resourceVersion"] = live[i]["metadata"]["resourceVersion"];
-        result = client.update(r, ns, jobs[i], options);
-      } else {
-        verb = "replaced";
-        result = client.create(r, ns, jobs[i], options);
-      }
-      if (output.empty() && !server_dry_run) {
-        std::cout << fmt::format("{}/{} {}\n", api::kind_resource_name(kind_of(jobs[i])),
-                                 metadata_string(result, "name"), verb);
-      }
-      written.push_back(std::move(result));
+    std::vector<Error> failures;
+    for (auto& w : writes) {
+      if (w.failure)
+        failures.push_back(std::move(*w.failure));
+      else
+        written.push_back(std::move(w.result));
     }
     warn_about_queues_too_small(client, written);
-    if (!output.empty() || server_dry_run)
+    if (!output.empty() || dry_run == "server")
       print(written);
+    if (!failures.empty())
+      throw failed_writes(failures, jobs.size());
     return written;
   }
 };

@@ -9,7 +9,11 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "api/status.h"
 #include "error.h"
@@ -450,6 +454,9 @@ spec:
 
 class SubmitTest : public ::testing::Test {
  protected:
+  SubmitTest() = default;
+  explicit SubmitTest(const testing::LocalSandbox::Customize& customize) : local_(customize) {}
+
   void SetUp() override { testing::install_training_crds(local_.client()); }
 
   RunResult trainctl(const std::string& args, const std::string& input = "") {
@@ -638,7 +645,10 @@ TEST_F(SubmitTest, IfExistsReplaceGivesUpWhenTheOldJobIsNotDeletedInTime) {
   EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org \"second\" deleted\n"));
   EXPECT_THAT(r.err, HasSubstr("--if-exists replace: timed out after 1s waiting for the existing "
                                "tfjob.kubeflow.org \"second\" and its pods to be deleted"));
-  EXPECT_THAT(r.out, Not(HasSubstr("replaced")));
+  // Each job is written on its own: the other one was replaced, this one was not.
+  EXPECT_THAT(r.out, HasSubstr("pytorchjob.kubeflow.org/first replaced\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("tfjob.kubeflow.org/second replaced")));
+  EXPECT_THAT(r.err, HasSubstr("and its pods to be deleted; it was not created again"));
   const json live = client().get(kube::resources::job(api::JobKind::TFJob), "default", "second");
   EXPECT_EQ(live["metadata"]["uid"], job["metadata"]["uid"]);  // the old one, still Terminating
   EXPECT_TRUE(live["metadata"].contains("deletionTimestamp"));
@@ -737,6 +747,133 @@ TEST_F(SubmitReplaceRunTest, ReplaceWithWaitRunsTheJobAgainAndReportsTheNewRun) 
   ASSERT_TRUE(end1 && start2 && end2) << r1 << r2;
   EXPECT_GE(*start2, *end1);
   EXPECT_GT(*end2, *end1);
+}
+
+/// A sandbox that records every request on jobs and queues, as an audit log would, and holds
+/// each one for a moment so that requests sent together are seen together.
+class SubmitRequestsTest : public SubmitTest {
+ protected:
+  SubmitRequestsTest()
+      : SubmitTest([this](sandbox::SandboxOptions& options) {
+          options.audit = [this](const sandbox::RequestAttributes& r) { record(r); };
+        }) {}
+
+  void record(const sandbox::RequestAttributes& r) {
+    if (r.api_group != "kubeflow.org" && r.resource != "queues")
+      return;
+    {
+      std::lock_guard lock(mu_);
+      requests_.push_back(r.verb + " " + r.resource + "/" + r.name);
+      most_in_flight_ = std::max(most_in_flight_, ++in_flight_);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms_));
+    std::lock_guard lock(mu_);
+    --in_flight_;
+  }
+
+  /// The requests on jobs and queues, each "verb resource/name" (no name for a create).
+  std::multiset<std::string> requests() {
+    std::lock_guard lock(mu_);
+    return {requests_.begin(), requests_.end()};
+  }
+  void clear() {
+    std::lock_guard lock(mu_);
+    requests_.clear();
+  }
+
+  std::mutex mu_;
+  std::vector<std::string> requests_;
+  int in_flight_ = 0;
+  int most_in_flight_ = 0;
+  int hold_ms_ = 0;
+};
+
+/// `count` TFJobs named job-00, job-01, ... as one YAML stream.
+std::string tfjobs(int count) {
+  std::string stream;
+  for (int i = 0; i < count; ++i) {
+    stream += fmt::format(R"(---
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: job-{:02}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: reg/tf:1
+)",
+                          i);
+  }
+  return stream;
+}
+
+// Issue 17: one request per job (no GET before a create), at most 16 in flight, printed in the
+// order of the input however the answers arrive.
+TEST_F(SubmitRequestsTest, ManyJobsTakeOneCreateEachSentConcurrentlyAndPrintInInputOrder) {
+  hold_ms_ = 50;
+  RunResult r = trainctl("submit -f -", tfjobs(40));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string expected;
+  for (int i = 0; i < 40; ++i)
+    expected += fmt::format("tfjob.kubeflow.org/job-{:02} created\n", i);
+  EXPECT_EQ(r.out, expected);
+  // Nothing but the 40 creates, and one read of the queue they share (for its warning).
+  std::multiset<std::string> expected_requests{"get queues/default"};
+  for (int i = 0; i < 40; ++i)
+    expected_requests.insert("create tfjobs/");
+  EXPECT_EQ(requests(), expected_requests);
+  EXPECT_GT(most_in_flight_, 1);
+  EXPECT_LE(most_in_flight_, 16);
+}
+
+TEST_F(SubmitRequestsTest, IfExistsIsDecidedByTheCreatesAnswer) {
+  ASSERT_EQ(trainctl("submit -f -", tfjobs(1)).exit_code, 0);
+  clear();
+  // skip: the existing job is read after its create's 409 (to print it and follow it); the new
+  // one is only created.
+  RunResult skip = trainctl("submit --if-exists skip -f -", tfjobs(2));
+  ASSERT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_EQ(skip.out, "tfjob.kubeflow.org/job-00 unchanged\ntfjob.kubeflow.org/job-01 created\n");
+  EXPECT_EQ(requests(), (std::multiset<std::string>{"create tfjobs/", "create tfjobs/",
+                                                    "get tfjobs/job-00", "get queues/default"}));
+  clear();
+  // fail: every job is tried; the one that exists is the error (exit 3), the others are created.
+  RunResult fail = trainctl("submit -f -", tfjobs(3));
+  EXPECT_EQ(fail.exit_code, 3);
+  EXPECT_EQ(fail.out, "tfjob.kubeflow.org/job-02 created\n");
+  EXPECT_THAT(fail.err,
+              HasSubstr("2 of 3 jobs failed:\n  tfjobs.kubeflow.org/v1 \"job-00\" already exists "
+                        "in namespace default (use --if-exists skip or replace)\n  "
+                        "tfjobs.kubeflow.org/v1 \"job-01\" already exists"));
+  EXPECT_EQ(requests(), (std::multiset<std::string>{"create tfjobs/", "create tfjobs/",
+                                                    "create tfjobs/", "get queues/default"}));
+  EXPECT_TRUE(exists(kube::resources::job(api::JobKind::TFJob), "job-02"));
+}
+
+// Commands that send no request do not load libcurl (nor the libraries it needs): it is loaded
+// on the first request (lib/kube/curl_loader.cc).
+TEST(OfflineVerbTest, LoadsNoNetworkLibrary) {
+  for (const std::string args :
+       {"version --client", "render tfjob --name m --image i -- python t.py",
+        "submit tfjob --name m --image i --dry-run=client -- python t.py", "completion bash",
+        "__complete submit --"}) {
+    RunResult r = testing::run_clean(std::string("LD_DEBUG=libs ") + TRAINCTL_BINARY, args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("calling init:")) << "LD_DEBUG had no effect";
+    EXPECT_THAT(r.err, Not(HasSubstr("libcurl"))) << args;
+  }
+  testing::LocalSandbox local;
+  testing::install_training_crds(local.client());
+  RunResult online = testing::run_clean(
+      std::string("LD_DEBUG=libs ") + TRAINCTL_BINARY,
+      fmt::format("list --kubeconfig {}", local.sandbox().kubeconfig_path().string()));
+  EXPECT_EQ(online.exit_code, 0) << online.err;
+  EXPECT_THAT(online.err, HasSubstr("libcurl.so.4"));  // the test sees it when it is loaded
 }
 
 TEST(SubmitWithoutCrdsTest, TellsToInstallWithExit3) {
