@@ -23,6 +23,9 @@ struct PathStep {
   long index = -1;  // >= 0 for an array index
 };
 
+/// The largest list index a --set path may name.
+constexpr long kMaxSetIndex = 65536;
+
 [[noreturn]] void bad_assignment(std::string_view assignment, std::string_view why) {
   throw Error(ErrorKind::Usage, fmt::format("--set {}: {}", assignment, why));
 }
@@ -69,7 +72,14 @@ std::vector<PathStep> parse_path(std::string_view assignment, std::string& value
       if (digits.empty() || digits.size() > 6 ||
           !std::all_of(digits.begin(), digits.end(), [](char d) { return std::isdigit(d); }))
         bad_assignment(assignment, fmt::format("bad array index '[{}]'", digits));
-      steps.push_back({"", std::stol(std::string(digits))});
+      const long index = std::stol(std::string(digits));
+      // Helm's --set has the same bound (strvals.MaxIndex): an index pads the list with nulls,
+      // and [999999] in a few assignments made a million-element list each (found by
+      // fuzz_set_value: one input took over 10 s).
+      if (index > kMaxSetIndex)
+        bad_assignment(assignment, fmt::format("index {} is greater than the largest allowed, {}",
+                                               index, kMaxSetIndex));
+      steps.push_back({"", index});
       i = end;
     } else {
       if (!key_open)

@@ -74,6 +74,20 @@ TEST(SetValue, EscapedDotsAndEqualsStayInKey) {
   EXPECT_EQ(v["labels"]["a=b"], "c=d");  // the first unescaped '=' splits
 }
 
+TEST(SetValue, IndexesStopAtHelmsLargest) {
+  EXPECT_EQ(set({"l[65536]=x"})["l"].size(), 65537u);
+  nlohmann::json v = nlohmann::json::object();
+  try {
+    set_value(v, "l[65537]=x");
+    ADD_FAILURE() << "accepted index 65537";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_EQ(e.message(),
+              "--set l[65537]=x: index 65537 is greater than the largest allowed, 65536");
+  }
+  EXPECT_TRUE(v.empty()) << "nothing set";
+}
+
 TEST(SetValue, LaterAssignmentsReplace) {
   auto v = set({"worker=3", "worker.image=x"});
   EXPECT_EQ(v["worker"], nlohmann::json::parse(R"({"image":"x"})"));
