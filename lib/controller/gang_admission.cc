@@ -202,6 +202,12 @@ void count_pod(const json& pod, std::map<std::string, Group>& groups,
     return;
   Group& g = it->second;
   g.pods.push_back(&pod);
+  // A pod being deleted leaves its gang's counts (its node carries it until it is gone): Volcano
+  // does not count releasing tasks as ready either, and a job created again under the same name
+  // must not find its predecessor's terminating pods holding its queue (found once the sandbox
+  // deleted pods gracefully, as kube-apiserver does).
+  if (is_deleting(pod))
+    return;
   g.running += phase == "Running";
   g.succeeded += phase == "Succeeded";
   g.failed += phase == "Failed";

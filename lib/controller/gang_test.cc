@@ -217,6 +217,29 @@ TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
   EXPECT_EQ(q["status"]["allocated"], json({{"nvidia.com/gpu", "8"}}));
 }
 
+// A job created again under the name of one just deleted: its predecessor's pods, terminating
+// (deletionTimestamp set, the kubelet still stopping them), carry the same group name. They keep
+// their node's room but are no members of the new gang: it is admitted for pods of its own (on
+// the other node), and does not pass for Running on pods that are going away.
+TEST(AdmitTest, TerminatingPodsKeepTheirNodeButLeaveTheirGang) {
+  std::vector<json> old_pods;
+  for (const char* name : {"a-worker-0", "a-worker-1"}) {
+    json p = pod(name, "a", "n1", "Running", 4);
+    p["metadata"]["deletionTimestamp"] = "2024-05-01T11:59:50Z";
+    old_pods.push_back(p);
+  }
+  const AdmissionResult result = admit({group("a", "team-a", {{"nvidia.com/gpu", "8"}})},
+                                       {queue("team-a", {{"nvidia.com/gpu", "8"}})},
+                                       {node("n1", 8), node("n2", 8)}, old_pods, {}, kNow);
+  const json a = written_group(result, "a");
+  EXPECT_EQ(phase_of(a), "Inqueue") << a.dump();
+  EXPECT_EQ(a["metadata"]["annotations"]["trainctl.io/node-reservations"],
+            R"({"n2":{"nvidia.com/gpu":"8","pods":"2"}})")
+      << "n1 is still full of the old pods";
+  EXPECT_EQ(written_queue(result, "team-a")["status"]["allocated"],
+            json({{"nvidia.com/gpu", "8"}}));
+}
+
 TEST(AdmitTest, QuotaExhaustionKeepsTheWholeGangPendingWithAMessage) {
   // Group a already holds 12 of the queue's 16 GPUs; b wants 8 and fits the cluster.
   const AdmissionResult result =
