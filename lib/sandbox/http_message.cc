@@ -7,7 +7,6 @@
 
 namespace trainctl::sandbox {
 
-
 std::string_view status_reason(int status) {
   switch (status) {
     case 400:

@@ -52,7 +52,6 @@ std::string bio_to_string(BIO* bio) {
 
 // --- HTTP helpers ----------------------------------------------------------------------------
 
-
 // --- TLS socket as a ByteStream --------------------------------------------------------------
 
 class SslStream final : public kube::ws::ByteStream {
