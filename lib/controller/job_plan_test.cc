@@ -659,6 +659,16 @@ std::size_t first_action(const Plan& plan, Action::Type type, std::string_view p
   return i;
 }
 
+/// Checks that `plan` writes the TFJob's status before it deletes its three pods; returns the
+/// status write's index.
+std::size_t status_before_pod_deletes(const Plan& plan) {
+  const std::size_t status = first_action(plan, Action::Type::UpdateStatus, "tfjobs");
+  EXPECT_LT(status, plan.actions.size());
+  EXPECT_LT(status, first_action(plan, Action::Type::Delete, "pods"));
+  EXPECT_EQ(names(plan, Action::Type::Delete, "pods").size(), 3u);
+  return status;
+}
+
 // A job's pods are the evidence of how it ended, so the status recording the end is written before
 // the clean-up deletes them: when that write fails (the executor then sends nothing after it), the
 // retry still finds the pods and ends the job again, rather than finding a running job with its
@@ -668,10 +678,8 @@ TEST(JobPlanTest, TheEndIsRecordedBeforeTheCleanUpDeletesThePods) {
   FakeCluster cluster = running_cluster(tf_job({{"runPolicy", {{"cleanPodPolicy", "All"}}}}));
   cluster.set_phase("mnist-worker-0", "Succeeded", 0);
   const Plan ending = plan_job(cluster.job, cluster.observed, options(seconds(1)));
-  const std::size_t status = first_action(ending, Action::Type::UpdateStatus, "tfjobs");
+  const std::size_t status = status_before_pod_deletes(ending);
   ASSERT_LT(status, ending.actions.size());
-  EXPECT_LT(status, first_action(ending, Action::Type::Delete, "pods"));
-  EXPECT_EQ(names(ending, Action::Type::Delete, "pods").size(), 3u);
 
   // The status write fails: only what came before it went through.
   cluster.apply(Plan{.actions = {ending.actions.begin(),
@@ -687,11 +695,7 @@ TEST(JobPlanTest, TheEndIsRecordedBeforeTheCleanUpDeletesThePods) {
   FakeCluster limited{.job = job};
   limited.step(options());
   limited.set_phase("mnist-worker-0", "Failed", 143);
-  const Plan failing = plan_job(limited.job, limited.observed, options(seconds(1)));
-  const std::size_t failed = first_action(failing, Action::Type::UpdateStatus, "tfjobs");
-  ASSERT_LT(failed, failing.actions.size());
-  EXPECT_LT(failed, first_action(failing, Action::Type::Delete, "pods"));
-  EXPECT_EQ(names(failing, Action::Type::Delete, "pods").size(), 3u);
+  status_before_pod_deletes(plan_job(limited.job, limited.observed, options(seconds(1))));
 }
 
 TEST(JobPlanTest, TtlDeletesTheFinishedJob) {
