@@ -330,7 +330,8 @@ void SimulatedCluster::Impl::schedule_gang(const std::vector<PodEntry*>& pending
     }
   }
   if (enqueued && ready + static_cast<int>(placed.size()) >= min_available) {
-    for (auto& [entry, node_name] : placed) {
+    for (auto& [entry, name] : placed) {
+      const std::string& node_name = name;  // clang cannot capture a structured binding
       const auto node = std::find_if(nodes.begin(), nodes.end(),
                                      [&](const NodeView& n) { return n.name == node_name; });
       const PodFacts facts = entry->facts;
