@@ -226,6 +226,13 @@ class JobRun {
         return;
     }
     std::lock_guard lock(mu_);
+    // The pod watch and the job's end both take records, on two threads: of two final logs of
+    // the same pod the longer one wins (a container's log only grows; a read racing the pod's
+    // deletion can come back short or empty).
+    const auto it = records_.find(replica);
+    if (it != records_.end() && it->second.uid == uid && it->second.final && r.final &&
+        it->second.log_error.empty() && it->second.log.size() >= r.log.size())
+      return;
     records_[replica] = std::move(r);
   }
 

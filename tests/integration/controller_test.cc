@@ -685,21 +685,29 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
   }
   EXPECT_THAT(late, ::testing::IsEmpty()) << "children created for a job being deleted";
 
-  // Nothing is left whose owner is gone, and the queue holds only the new job.
-  std::set<std::string> live_jobs;
-  // Each list is held in a variable: a range-for over a member of a temporary reads freed memory.
-  const json jobs = client().list_all(kube::resources::job(api::JobKind::PyTorchJob), "default");
-  for (const json& job : jobs["items"])
-    live_jobs.insert(job["metadata"]["uid"].get<std::string>());
-  for (const auto& resource : {kube::resources::pods(), kube::resources::services(),
-                               kube::resources::configmaps(), kube::resources::podgroups()}) {
-    const json objects = client().list_all(resource, "default");
-    for (const json& object : objects["items"]) {
-      const std::string owner = trainctl::controller_uid(object);
-      EXPECT_TRUE(owner.empty() || live_jobs.contains(owner))
-          << resource.plural << "/" << object["metadata"]["name"] << " outlived its job";
+  // Nothing is left whose owner is gone (once the garbage collector's deletions are through: pods
+  // end gracefully, as the kubelet stops them), and the queue holds only the new job.
+  const auto orphans = [&] {
+    std::set<std::string> live_jobs;
+    // Each list is held in a variable: a range-for over a member of a temporary reads freed
+    // memory.
+    const json jobs = client().list_all(kube::resources::job(api::JobKind::PyTorchJob), "default");
+    for (const json& job : jobs["items"])
+      live_jobs.insert(job["metadata"]["uid"].get<std::string>());
+    std::vector<std::string> left;
+    for (const auto& resource : {kube::resources::pods(), kube::resources::services(),
+                                 kube::resources::configmaps(), kube::resources::podgroups()}) {
+      const json objects = client().list_all(resource, "default");
+      for (const json& object : objects["items"]) {
+        const std::string owner = trainctl::controller_uid(object);
+        if (!owner.empty() && !live_jobs.contains(owner))
+          left.push_back(resource.plural + "/" + object["metadata"]["name"].get<std::string>());
+      }
     }
-  }
+    return left;
+  };
+  EXPECT_TRUE(wait_until([&] { return orphans().empty(); }, std::chrono::seconds(20)))
+      << "outlived their jobs: " << ::testing::PrintToString(orphans());
   EXPECT_TRUE(wait_until([&] {
     const json status = client().get(kube::resources::queues(), "", "quota")["status"];
     return status.value("allocated", json::object()) == json{{"nvidia.com/gpu", "4"}};
