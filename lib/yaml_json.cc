@@ -2,7 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <regex>
 
 namespace trainctl {
@@ -34,8 +37,16 @@ nlohmann::json typed_scalar(const std::string& s) {
     if (ec == std::errc() && ptr == s.data() + s.size())
       return v;
   }
-  if (std::regex_match(s, float_re))
-    return std::stod(s);
+  if (std::regex_match(s, float_re)) {
+    // Go's YAML (sigs.k8s.io/yaml over go-yaml) keeps a float that overflows a double as a
+    // string (strconv.ParseFloat's ErrRange); one that underflows reads as 0. std::stod threw
+    // out_of_range past every caller here (found by fuzz_set_value).
+    errno = 0;
+    const double v = std::strtod(s.c_str(), nullptr);
+    if (errno == ERANGE && std::isinf(v))
+      return s;
+    return v;
+  }
   return s;
 }
 

@@ -25,6 +25,15 @@ name: mnist
   EXPECT_EQ(doc["name"], "mnist");
 }
 
+// As Go's YAML reads them (strconv.ParseFloat): a float too large for a double stays a string,
+// one too small reads as 0 (found by fuzz_set_value: std::stod threw out_of_range and aborted).
+TEST(YamlJsonTest, FloatsOutOfRangeAreStringsWhenTooLargeAndZeroWhenTooSmall) {
+  EXPECT_EQ(yaml_to_json(YAML::Load("a: 1e999"))["a"], "1e999");
+  EXPECT_EQ(yaml_to_json(YAML::Load("a: -2E706973"))["a"], "-2E706973");
+  EXPECT_EQ(yaml_to_json(YAML::Load("a: 1e-999"))["a"], 0.0);
+  EXPECT_EQ(yaml_to_json(YAML::Load("a: 1.5e3"))["a"], 1500.0);
+}
+
 TEST(YamlJsonTest, RoundTripKeepsStringsThatLookLikeOtherTypes) {
   nlohmann::json in = {{"a", "true"}, {"b", "123"},           {"c", "null"},
                        {"d", 7},      {"e", {1, "x", false}}, {"f", {{"nested", "1.5"}}}};
