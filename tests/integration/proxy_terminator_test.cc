@@ -238,8 +238,9 @@ spec:
   ASSERT_TRUE(wait_until(
       [&] {
         try {
-          pod("mesh", "cfg-worker-1");
-          pod("mesh", "bad-master-0");
+          // Every pod: a job's pods are created concurrently, in no set order.
+          for (const char* name : {"cfg-master-0", "cfg-worker-0", "cfg-worker-1", "bad-master-0"})
+            pod("mesh", name);
           return true;
         } catch (const Error&) {
           return false;
