@@ -82,6 +82,20 @@ void SimulatedCluster::Impl::upsert_pod(const json& object, bool mark_dirty) {
   PodEntry& entry = it->second;
   if (rv != 0 && rv <= entry.resource_version)
     return;  // an event older than what we already have
+  // Our own write (a status update) returns what someone else changed just before it too (a
+  // deletion's deletionTimestamp); that change's own event is then older than what we hold and is
+  // skipped above, so the kubelet must look now or it never sees the pod terminating.
+  const auto others_changed = [&] {
+    if (entry.object.is_null())
+      return false;
+    const json& before = member(entry.object, "metadata");
+    const json& after = member(object, "metadata");
+    return member(entry.object, "spec") != member(object, "spec") ||
+           member(before, "deletionTimestamp") != member(after, "deletionTimestamp") ||
+           member(before, "deletionGracePeriodSeconds") !=
+               member(after, "deletionGracePeriodSeconds");
+  };
+  mark_dirty = mark_dirty || others_changed();
   entry.object = object;
   entry.resource_version = rv;
   entry.facts = facts_of(object);

@@ -843,6 +843,39 @@ TEST_F(ClusterTest, KubeletStopsADeletedPodsContainersThenDeletesItWithGracePeri
   EXPECT_EQ(events[3]["type"], "DELETED");
 }
 
+// A deletion that lands just before the kubelet writes a pod's status comes back in that write's
+// answer, and the deletion's own event is then older than what the kubelet holds: the kubelet must
+// act on it there, or the pod stays Running and terminating for good (found in CI: a deleted job's
+// pods outlived it). Here the deletion lands inside one kubelet pass: the first pod's final delete
+// makes the garbage collector delete its dependent, the second pod, just before the kubelet writes
+// the second pod's status (its sidecar-like container ends at that moment).
+TEST_F(ClusterTest, ADeletionThatArrivesWithTheKubeletsOwnStatusWriteIsActedOn) {
+  json owner = pod_manifest("a-owner");
+  owner["spec"]["terminationGracePeriodSeconds"] = 30;  // ended by the kubelet's final delete
+  owner["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "forever"}};
+  const std::string owner_uid = create(owner)["metadata"]["uid"];
+  json dependent = pod_manifest("b-dependent");
+  dependent["spec"]["terminationGracePeriodSeconds"] = 30;
+  dependent["spec"]["containers"].push_back(container("short"));
+  dependent["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds.main", "forever"},
+                                          {"sandbox.trainctl.io/run-seconds.short", "5"}};
+  dependent["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", "a-owner"}, {"uid", owner_uid}}};
+  create(dependent);
+  cluster().step();
+  ASSERT_EQ(phase("b-dependent"), "Running");
+
+  // In one pass: a-owner's containers stop and the kubelet's final delete removes it, so the
+  // garbage collector deletes b-dependent; then b-dependent's short container ends and the kubelet
+  // writes that, its write returning the deletion.
+  clock_.advance(seconds(5));
+  store_.remove("pods", "default", "a-owner");
+  cluster().step();
+  EXPECT_THROW(pod("a-owner"), Error);
+  EXPECT_THROW(pod("b-dependent"), Error)
+      << "the kubelet missed the deletion: " << pod("b-dependent").dump();
+}
+
 TEST_F(ClusterTest, ADeletedPodUnderRestartPolicyNeverEndsFailed) {
   json p = pod_manifest("never");
   p["spec"]["terminationGracePeriodSeconds"] = 30;
