@@ -34,23 +34,26 @@ bool shows(std::string_view seen, std::string_view written) {
 
 }  // namespace
 
-void Expectations::expect(const std::string& key, std::set<std::string> names, TimePoint deadline) {
+void Expectations::expect(const std::string& key, const std::string& uid,
+                          std::set<std::string> names, TimePoint deadline) {
   std::lock_guard lock(mutex_);
   if (names.empty()) {
     pending_.erase(key);
     return;
   }
-  pending_[key] = Pending{std::move(names), deadline};
+  pending_[key] = Pending{uid, std::move(names), deadline};
 }
 
-void Expectations::expect_job_version(const std::string& key, const std::string& version,
-                                      TimePoint deadline) {
+void Expectations::expect_job_version(const std::string& key, const std::string& uid,
+                                      const std::string& version, TimePoint deadline) {
   std::lock_guard lock(mutex_);
   const auto& seen = seen_job_versions_[key];
   if (std::any_of(seen.begin(), seen.end(),
                   [&](const std::string& v) { return shows(v, version); }))
     return;
   Pending& pending = pending_[key];
+  if (pending.uid != uid)
+    pending = Pending{.uid = uid};
   pending.names.insert(job_version_name(version));
   pending.deadline = std::max(pending.deadline, deadline);
 }
@@ -98,12 +101,12 @@ void Expectations::observe(const std::string& key, const std::string& name) {
     pending_.erase(it);
 }
 
-bool Expectations::satisfied(const std::string& key, TimePoint now) {
+bool Expectations::satisfied(const std::string& key, const std::string& uid, TimePoint now) {
   std::lock_guard lock(mutex_);
   const auto it = pending_.find(key);
   if (it == pending_.end())
     return true;
-  if (now < it->second.deadline)
+  if (it->second.uid == uid && now < it->second.deadline)
     return false;
   pending_.erase(it);
   return true;

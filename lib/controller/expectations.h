@@ -12,20 +12,25 @@
 
 namespace trainctl::controller {
 
-/// Thread-safe; keys are the reconcilers' job keys printed as strings.
+/// Thread-safe; keys are the reconcilers' job keys printed as strings. What is expected belongs to
+/// one job object, named by its uid: a job deleted and created again under the same name must not
+/// wait for the writes of its predecessor (a reconcile in flight while the job is deleted records
+/// them after the deletion's forget()).
 class Expectations {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  /// Expects the cache to show `names` ("<plural>/<name>", created or deleted) before `deadline`;
-  /// an empty set clears the key's expectations.
-  void expect(const std::string& key, std::set<std::string> names, TimePoint deadline);
+  /// Expects the cache to show `names` ("<plural>/<name>", created or deleted) for the job `uid`
+  /// before `deadline`; an empty set clears the key's expectations.
+  void expect(const std::string& key, const std::string& uid, std::set<std::string> names,
+              TimePoint deadline);
   /// The job was written and the server returned `version`: expect the cache to show it (or a
   /// later version: a relisted informer skips the ones in between), unless the informer already
   /// did. Its event may arrive before the write returns, and so may a later one (a user's edit
   /// right after our status write): every recent version counts, not just the newest, or the
   /// reconcile would wait for an event already delivered until the deadline.
-  void expect_job_version(const std::string& key, const std::string& version, TimePoint deadline);
+  void expect_job_version(const std::string& key, const std::string& uid,
+                          const std::string& version, TimePoint deadline);
   /// Stops expecting `names` for `key` (writes that were never sent, or failed).
   void drop(const std::string& key, const std::set<std::string>& names);
   /// The job informer delivered `version` of the job.
@@ -34,13 +39,15 @@ class Expectations {
   void forget(const std::string& key);
   /// The cache showed `name` (created) or lost it (deleted).
   void observe(const std::string& key, const std::string& name);
-  /// Whether nothing is pending for `key`, or its deadline passed (then it is dropped).
-  bool satisfied(const std::string& key, TimePoint now);
+  /// Whether nothing is pending for the job `uid` under `key`, or its deadline passed (then it is
+  /// dropped, as is what a job of another uid waited for).
+  bool satisfied(const std::string& key, const std::string& uid, TimePoint now);
   /// What `key` still waits for, comma-separated (for logs).
   std::string pending(const std::string& key);
 
  private:
   struct Pending {
+    std::string uid;
     std::set<std::string> names;
     TimePoint deadline;
   };

@@ -184,7 +184,7 @@ class JobReconciler : public Runnable {
   }
 
   // Applies a plan; returns the requeue delay it asked for.
-  std::optional<std::chrono::milliseconds> apply(const std::string& key,
+  std::optional<std::chrono::milliseconds> apply(const std::string& key, const std::string& uid,
                                                  const std::string& job_plural, const Plan& plan) {
     std::set<std::string> expected;
     for (const auto& action : plan.actions) {
@@ -195,10 +195,10 @@ class JobReconciler : public Runnable {
       }
     }
     // Set before writing: the informer may report the new objects before the writes return.
-    expectations_.expect(key, expected,
+    expectations_.expect(key, uid, expected,
                          std::chrono::steady_clock::now() + options_.expectation_timeout);
     try {
-      expect_job_write(key, job_plural, plan, executor_.apply(plan));
+      expect_job_write(key, uid, job_plural, plan, executor_.apply(plan));
     } catch (const ApplyError& e) {
       // The failed write and those after it were never made: stop waiting for them, but keep
       // waiting for the cache to show those that went through (the job write recording its end,
@@ -214,13 +214,13 @@ class JobReconciler : public Runnable {
               (action.type == Action::Type::Create ? name_of(action.object) : action.name));
       }
       expectations_.drop(key, unwritten);
-      expect_job_write(key, job_plural, plan, e.results());
+      expect_job_write(key, uid, job_plural, plan, e.results());
       if (std::any_of(e.results().begin(), e.results().end(),
                       [](const json& r) { return !r.is_null(); }))
         throw FailedAfterProgress(e);
       throw;
     } catch (...) {
-      expectations_.expect(key, {}, {});
+      expectations_.expect(key, uid, {}, {});
       throw;
     }
     return plan.requeue_after;
@@ -228,7 +228,8 @@ class JobReconciler : public Runnable {
 
   // Writes to the job itself: the next reconcile waits until the cache shows the last one, or it
   // would start from the job's old status.
-  void expect_job_write(const std::string& key, const std::string& job_plural, const Plan& plan,
+  void expect_job_write(const std::string& key, const std::string& uid,
+                        const std::string& job_plural, const Plan& plan,
                         const std::vector<json>& results) {
     std::string job_version;
     for (std::size_t i = 0; i < results.size(); ++i) {
@@ -239,7 +240,7 @@ class JobReconciler : public Runnable {
     }
     if (!job_version.empty())
       expectations_.expect_job_version(
-          key, job_version, std::chrono::steady_clock::now() + options_.expectation_timeout);
+          key, uid, job_version, std::chrono::steady_clock::now() + options_.expectation_timeout);
   }
 
   // Whether the job the plan was made from still exists, under the same uid, and is not being
@@ -263,7 +264,18 @@ class JobReconciler : public Runnable {
 
   void reconcile(const JobKey& job_key) {
     const std::string key = key_text(job_key);
-    if (!expectations_.satisfied(key, std::chrono::steady_clock::now())) {
+    const auto job =
+        jobs_.at(job_key.kind)
+            ->get(job_key.namespace_.empty() ? job_key.name
+                                             : job_key.namespace_ + "/" + job_key.name);
+    if (!job) {
+      // Deleted: its objects go with it through their ownerReferences. What a reconcile in
+      // flight during the deletion recorded after it goes too.
+      expectations_.forget(key);
+      return;
+    }
+    const std::string uid = uid_of(*job);
+    if (!expectations_.satisfied(key, uid, std::chrono::steady_clock::now())) {
       log_.debug(2, "waiting for the cache to show earlier writes",
                  {{"job", key}, {"pending", expectations_.pending(key)}});
       // The informer event that satisfies them enqueues the job again; should it never come
@@ -271,12 +283,6 @@ class JobReconciler : public Runnable {
       loop_.add_after(job_key, options_.expectation_timeout);
       return;
     }
-    const auto job =
-        jobs_.at(job_key.kind)
-            ->get(job_key.namespace_.empty() ? job_key.name
-                                             : job_key.namespace_ + "/" + job_key.name);
-    if (!job)
-      return;  // deleted: its objects go with it through their ownerReferences
     const Plan plan = plan_job(*job, observe(*job), plan_options(job_key.namespace_));
     const kube::Resource resource = kube::resources::job(job_key.kind);
     const bool creates = std::any_of(plan.actions.begin(), plan.actions.end(), [](const Action& a) {
@@ -285,10 +291,10 @@ class JobReconciler : public Runnable {
     if (creates && !job_still_live(resource, *job)) {
       // Its deletion (or the new job's creation) is on its way to the cache and enqueues it.
       log_.info("not creating objects for a job that is gone or being deleted; the cache is stale",
-                {{"job", key}, {"uid", uid_of(*job)}});
+                {{"job", key}, {"uid", uid}});
       return;
     }
-    if (const auto after = apply(key, resource.plural, plan))
+    if (const auto after = apply(key, uid, resource.plural, plan))
       loop_.add_after(job_key, *after);
   }
 
