@@ -1,8 +1,9 @@
 // Chaos benchmark (issue 13): jobs of every kind and many sizes across three quota queues, while
 // the sandbox injects faults (5 % 500s throughout; bursts of 429s with Retry-After; latency
-// spikes; every watch dropped after 10 s; 410 Gone on every watch resume; bursts of 409s on
-// updates) and the controller (`trainctl controller --gang-scheduler builtin`, its own process)
-// is SIGKILLed and restarted at random moments. Read straight from the store every 100 ms:
+// spikes; every watch dropped after 10 s; 410 Gone on every watch resume for one second in 30 (a
+// compaction); bursts of 409s on updates) and the controller (`trainctl controller --gang-scheduler
+// builtin`, its own process) is SIGKILLed and restarted at random moments. Read straight from the
+// store every 100 ms:
 //   - never two live pods for one replica (job, type, index);
 //   - no queue's running pods ever request more CPU than its capability;
 //   - no gang stays partly running with the rest unschedulable for more than 10 s.
@@ -141,8 +142,11 @@ sandbox::Faults faults_at(double t) {
   sandbox::Faults f;
   f.error_rate = 0.05;
   f.drop_watches_after = std::chrono::seconds(10);
-  f.gone_on_watch_resume = true;
   const int second = static_cast<int>(t);
+  // A compaction: for one second in 30 every watch resumed from a resourceVersion gets 410 and
+  // its informer relists. (Every second would answer 410 to the first watch after each list too,
+  // which a real server never does: informers would back off to their cap and poll.)
+  f.gone_on_watch_resume = second % 30 == 17;
   if (second % 10 == 3)
     f.throttle_rate = 0.5;  // a 429 burst
   if (second % 7 == 5)
