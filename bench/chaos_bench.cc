@@ -615,12 +615,12 @@ int main(int argc, char** argv) {
   while (seconds_since(t0) < limit) {
     // Each kill waits for the takeover after the previous one: a leader must exist to be killed.
     const bool leader_known = replica_count == 1 || !writers.lease_writer().empty();
-    const bool taking_over = [&] {
+    const auto taking_over = [&] {
       std::lock_guard lock(takeover_mu);
       return killed_leader.has_value();
-    }();
+    };
     if (next_kill < kill_at.size() && seconds_since(t0) >= kill_at[next_kill] && leader_known &&
-        !taking_over) {
+        !taking_over()) {
       const std::string victim = replica_count == 1 ? replicas.any() : writers.lease_writer();
       {
         std::lock_guard lock(takeover_mu);
@@ -636,7 +636,8 @@ int main(int argc, char** argv) {
     for (const auto& user : replicas.reap_exited())
       invariants.violation(
           fmt::format("{:.1f}s: controller {} exited by itself", seconds_since(t0), user));
-    if (next_kill == kill_at.size() && all_finished(sb.store(), cases)) {
+    // The run ends once every job has, and the last kill's takeover has been seen.
+    if (next_kill == kill_at.size() && !taking_over() && all_finished(sb.store(), cases)) {
       finished_at = seconds_since(t0);
       break;
     }
