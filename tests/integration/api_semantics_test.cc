@@ -391,11 +391,12 @@ TEST_F(ApiErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
   EXPECT_EQ(patched.http_code(), 422);
   EXPECT_EQ(patched.status()["details"].size(), 1u) << "only causes: no kind, no name";
   EXPECT_EQ(patched.status()["details"]["causes"][0]["field"], "patch");
-  EXPECT_THAT(patched.message(),
-              HasSubstr(": json: cannot unmarshal number into Go struct field ConfigMap.binaryData "
-                        "of type []uint8"));
+  // The server's whole message (the client shortens what it prints to 512 characters, and a real
+  // server's object JSON, managedFields and all, pushes the decoder's words past that).
   const std::string message = patched.status()["message"];
   EXPECT_EQ(message.rfind(" \"\" is invalid: patch: Invalid value: \"{", 0), 0u) << message;
+  EXPECT_THAT(message, HasSubstr("\": json: cannot unmarshal number into Go struct field "
+                                 "ConfigMap.binaryData of type []uint8"));
 }
 
 TEST_F(ApiErrorTest, MissingNamespaceIsNotFound) {
