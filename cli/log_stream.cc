@@ -122,12 +122,13 @@ struct LogFollower::Stream {
 };
 
 LogFollower::LogFollower(kube::Client& client, LogSelection selection, FollowOutput& out,
-                         PodWatch& pods, LogFailure on_failure)
+                         PodWatch& pods, LogFailure on_failure, Tee tee)
     : client_(client),
       selection_(std::move(selection)),
       out_(out),
       pods_(pods),
-      on_failure_(on_failure) {
+      on_failure_(on_failure),
+      tee_(std::move(tee)) {
   pods.on_change([this](const json& pod, bool deleted) { on_pod(pod, deleted); });
 }
 
@@ -239,7 +240,11 @@ void LogFollower::stream_run(std::stop_token stop, Stream& s, const std::string&
     options.tail_lines = selection_.tail_lines;
     options.since_seconds = selection_.since_seconds;
   }
-  LineSplitter lines([&](std::string_view line) { out_.log_line(s.replica, line); });
+  LineSplitter lines([&](std::string_view line) {
+    out_.log_line(s.replica, line);
+    if (tee_)
+      tee_(s.replica, line);
+  });
   client_.stream_logs(
       selection_.ns, s.pod_name, options,
       [&](std::string_view chunk) {

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,8 +66,11 @@ enum class LogFailure {
 class LogFollower {
  public:
   /// Registers itself on `pods`, which the caller starts after constructing this.
+  /// Each line printed is also given to `tee` when set (`submit --save-logs` keeps them for a
+  /// replica whose final log cannot be read).
+  using Tee = std::function<void(std::string_view replica, std::string_view line)>;
   LogFollower(kube::Client& client, LogSelection selection, FollowOutput& out, PodWatch& pods,
-              LogFailure on_failure);
+              LogFailure on_failure, Tee tee = {});
   ~LogFollower();  // stops `pods` (which calls this), then stop()
 
   /// Stopped once a stream failed under LogFailure::Fail: give it to what waits for the job.
@@ -96,6 +100,7 @@ class LogFollower {
   FollowOutput& out_;
   PodWatch& pods_;
   LogFailure on_failure_;
+  Tee tee_;
   std::stop_source failed_;
   mutable std::mutex mu_;
   std::exception_ptr failure_;  // the first, under LogFailure::Fail

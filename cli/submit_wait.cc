@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "api/status.h"
@@ -88,9 +89,18 @@ class JobRun {
   /// Follows the job until it finished, was deleted, or `deadline` passed.
   void run(std::optional<SteadyTime> deadline) {
     std::optional<LogFollower> follower;
-    if (flags_.logs)
+    if (flags_.logs) {
+      LogFollower::Tee keep;
+      if (!flags_.save_logs.empty())
+        keep = [this](std::string_view replica, std::string_view line) {
+          std::lock_guard lock(mu_);
+          std::string& log = followed_[std::string(replica)];
+          log.append(line);
+          log.push_back('\n');
+        };
       follower.emplace(client_, LogSelection{.ns = ns_, .job = name_, .kind = kind_}, out_, pods_,
-                       LogFailure::Warn);
+                       LogFailure::Warn, std::move(keep));
+    }
     pods_.on_change([this](const json& pod, bool deleted) {
       if (!deleted)
         record(pod, /*now=*/false);
@@ -263,14 +273,33 @@ class JobRun {
     const std::filesystem::path dir = std::filesystem::path(flags_.save_logs) / name_;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    for (const auto& [replica, r] : records_) {
-      if (!r.log_error.empty())
-        out_.warning(logs_unavailable(replica, r.log_error));
-      if (!r.log_error.empty() && r.log.empty())
-        continue;  // no file rather than one that says the replica printed nothing
+    std::set<std::string> replicas;
+    for (const auto& [replica, r] : records_)
+      replicas.insert(replica);
+    for (const auto& [replica, log] : followed_)
+      replicas.insert(replica);
+    for (const auto& replica : replicas) {
+      const auto record = records_.find(replica);
+      const ReplicaRecord* r = record == records_.end() ? nullptr : &record->second;
+      const std::string* log = r ? &r->log : nullptr;
+      if (!r || (!r->log_error.empty() && r->log.empty())) {
+        // Its final log could not be read (the pod went before the client saw it end, say): keep
+        // the lines --logs followed while it ran, which may miss the last ones.
+        const auto followed = followed_.find(replica);
+        const std::string why = r ? r->log_error : "the pod was gone before its end was seen";
+        if (followed == followed_.end()) {
+          out_.warning(logs_unavailable(replica, why));
+          continue;  // no file rather than one that says the replica printed nothing
+        }
+        out_.warning(fmt::format("{}; saved the lines followed while it ran",
+                                 logs_unavailable(replica, why)));
+        log = &followed->second;
+      } else if (!r->log_error.empty()) {
+        out_.warning(logs_unavailable(replica, r->log_error));
+      }
       const std::filesystem::path file = dir / (replica + ".log");
       std::ofstream out(file, std::ios::binary);
-      out << r.log;
+      out << *log;
       if (ec || !out) {
         throw Error(ErrorKind::Usage, fmt::format("--save-logs: cannot write {}", file.string()));
       }
@@ -319,6 +348,7 @@ class JobRun {
   json job_;
   std::string last_status_;
   std::map<std::string, ReplicaRecord> records_;  // by replica name
+  std::map<std::string, std::string> followed_;   // by replica name: what --logs printed of it
   bool finished_ = false;
   bool deleted_ = false;
   std::string successor_uid_;  // a job of the same name that replaced this one

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <future>
+#include <sstream>
 #include <string>
 
 #include "api/status.h"
@@ -470,8 +471,8 @@ TEST_F(SubmitWaitTest, WaitsStreamsLogsSavesThemAndWritesTheReport) {
       start(fmt::format("submit -f {} --wait --logs --timeout 30s --report {} "
                         "--save-logs {}",
                         job_file("mnist"), report.string(), logs.string()));
-  // The pods stay: a final log is read from the pod, and one deleted before the client reads it
-  // is missing from --save-logs (the lines followed are not kept for it; see the README).
+  // The pods stay: a final log is read from the pod (for one deleted before the client reads it,
+  // see the next test).
   operate("mnist", 0, /*clean_pods=*/false);
   RunResult r = finish(submit);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -494,6 +495,49 @@ TEST_F(SubmitWaitTest, WaitsStreamsLogsSavesThemAndWritesTheReport) {
             "+ python train.py --rank=0\nstep 1/1.1\nexited with code 0\n");
   EXPECT_EQ(testing::TempDir::read(logs / "mnist" / "worker-1.log"),
             "+ python train.py --rank=1\nexited with code 0\n");
+}
+
+// A pod deleted before the client has seen it end (a forced delete here; cleanPodPolicy racing
+// the client does the same) has no final log to read: --save-logs keeps the lines --logs followed
+// while it ran, and says so.
+TEST_F(SubmitWaitTest, SaveLogsKeepsTheFollowedLinesOfAPodDeletedBeforeItsEndWasSeen) {
+  const auto logs = dir_.path() / "logs";
+  auto submit = start(
+      fmt::format("submit -f {} --wait --logs --save-logs {}", job_file("lost"), logs.string()));
+  ASSERT_TRUE(testing::wait_until([&] {
+    try {
+      client().get(kube::resources::job(api::JobKind::TFJob), "default", "lost");
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }));
+  set_status("lost", "Running", "", {{"replicaStatuses", {{"Worker", {{"active", 2}}}}}});
+  create_replica("lost", 0, "--rank=0", "0.2");
+  create_replica("lost", 1, "--rank=1", "forever");
+  ASSERT_TRUE(testing::wait_until([&] { return finished("lost-worker-0"); }));
+  // Time for the follower to stream worker-1's first line (asserted below).
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  client().remove(kube::resources::pods(), "default", "lost-worker-1", {.grace_period_seconds = 0});
+  set_status("lost", "Succeeded", "",
+             {{"replicaStatuses", {{"Worker", {{"succeeded", 2}}}}},
+              {"completionTime", api::format_timestamp(std::chrono::system_clock::now())}});
+  RunResult r = finish(submit);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_THAT(r.out, HasSubstr("[worker-1] + python train.py --rank=1\n"));
+  std::string followed;  // what --logs printed of worker-1 (it prints a step each second)
+  std::istringstream out(r.out);
+  for (std::string line; std::getline(out, line);) {
+    if (line.starts_with("[worker-1] "))
+      followed += line.substr(std::string_view("[worker-1] ").size()) + "\n";
+  }
+  EXPECT_EQ(testing::TempDir::read(logs / "lost" / "worker-1.log"), followed);
+  EXPECT_THAT(r.err, ContainsRegex("trainctl: warning: logs of worker-1 unavailable: .+; saved "
+                                   "the lines followed while it ran\n"));
+  EXPECT_EQ(testing::TempDir::read(logs / "lost" / "worker-0.log"),
+            "+ python train.py --rank=0\nexited with code 0\n")
+      << "a final log read from the pod wins over the lines followed";
+  EXPECT_THAT(r.err, Not(HasSubstr("logs of worker-0")));
 }
 
 TEST_F(SubmitWaitTest, AFailedJobExitsOneWithTheFailedReplicasLastLinesAndWarnings) {
