@@ -23,6 +23,7 @@
 #include "error.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
+#include "sandbox/selector.h"
 
 namespace trainctl::cli {
 namespace fs = std::filesystem;
@@ -153,6 +154,7 @@ struct SandboxUpOptions {
   std::string node_cpu = "32";
   std::string node_memory = "256Gi";
   int node_gpus = 8;
+  std::vector<std::string> scheduler_names;  // besides default-scheduler
   bool detach = false;
   bool merge_kubeconfig = false;
 
@@ -170,6 +172,11 @@ struct SandboxUpOptions {
       throw Error(ErrorKind::Usage, fmt::format("--nodes must be 1..{}", sandbox::kMaxNodes));
     if (node_gpus < 0)
       throw Error(ErrorKind::Usage, "--node-gpus must be >= 0");
+    for (const auto& name : scheduler_names) {
+      if (const auto problems = sandbox::validation::dns1123_subdomain(name); !problems.empty())
+        throw Error(ErrorKind::Usage,
+                    fmt::format("--scheduler-name {:?}: {}", name, fmt::join(problems, "; ")));
+    }
     if (auto pid = running_pid(where.dir)) {
       throw Error(ErrorKind::Usage,
                   fmt::format("a sandbox is already running (pid {}) with data dir {}: run "
@@ -222,6 +229,7 @@ struct SandboxUpOptions {
     o.cluster.node_cpu = node_cpu;
     o.cluster.node_memory = node_memory;
     o.cluster.node_gpus = node_gpus;
+    o.cluster.scheduler_names.insert(scheduler_names.begin(), scheduler_names.end());
     o.log = [](std::string_view line) { std::cerr << "sandbox: " << line << '\n'; };
     return o;
   }
@@ -409,6 +417,10 @@ void add_sandbox_command(CLI::App& app, const GlobalFlags& flags) {
   up_cmd->add_option("--node-cpu", up->node_cpu, "CPU per node");
   up_cmd->add_option("--node-memory", up->node_memory, "Memory per node");
   up_cmd->add_option("--node-gpus", up->node_gpus, "nvidia.com/gpu per node");
+  up_cmd->add_option("--scheduler-name", up->scheduler_names,
+                     "Also bind pods of this spec.schedulerName (repeatable; default-scheduler "
+                     "always); volcano plays Volcano's gang scheduler, for `controller "
+                     "--gang-scheduler volcano`");
   up_cmd->add_flag("--detach", up->detach,
                    "Run in the background; logs go to DATA_DIR/sandbox.log");
   up_cmd->add_flag("--merge-kubeconfig", up->merge_kubeconfig,
@@ -417,7 +429,9 @@ void add_sandbox_command(CLI::App& app, const GlobalFlags& flags) {
 trainctl sandbox up --detach
 export KUBECONFIG=~/.local/state/trainctl/sandbox/kubeconfig
 # Eight GPU nodes on a port of its own, added to your kubeconfig as context trainctl-sandbox
-trainctl sandbox up --detach --nodes 8 --node-gpus 8 --port 0 --merge-kubeconfig)");
+trainctl sandbox up --detach --nodes 8 --node-gpus 8 --port 0 --merge-kubeconfig
+# Play Volcano's scheduler too (gangs bound whole, once their PodGroup is Inqueue)
+trainctl sandbox up --detach --scheduler-name volcano)");
   run_verb(*up_cmd, up, flags);
 
   auto down = std::make_shared<SandboxDownOptions>();

@@ -19,6 +19,7 @@
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 #include "tests/support/run_command.h"
+#include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
 
 namespace trainctl {
@@ -239,6 +240,53 @@ TEST_F(SandboxCliTest, NodesAndNodeGpusFlagsShapeTheSimulatedNodes) {
     EXPECT_EQ(node["status"]["allocatable"].value("nvidia.com/gpu", ""), "4") << name;
     EXPECT_EQ(node["status"]["capacity"].value("cpu", ""), "32") << name;
   }
+}
+
+// Issue 9: `controller --gang-scheduler volcano` needs a scheduler that binds pods of
+// schedulerName volcano; the sandbox plays it when asked.
+TEST_F(SandboxCliTest, SchedulerNameAlsoBindsPodsOfThatScheduler) {
+  RunResult r = up("--scheduler-name volcano --scheduler-name my-scheduler");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  kube::Client client(rest_config(kubeconfig()));
+  const auto pod = [](const std::string& name, const std::string& scheduler) {
+    nlohmann::json p = {{"apiVersion", "v1"},
+                        {"kind", "Pod"},
+                        {"metadata", {{"name", name}}},
+                        {"spec", {{"containers", {{{"name", "main"}, {"image", "trainer:1"}}}}}}};
+    if (!scheduler.empty())
+      p["spec"]["schedulerName"] = scheduler;
+    return p;
+  };
+  client.create(kube::resources::pods(), "default", pod("default", ""));
+  client.create(kube::resources::pods(), "default", pod("mine", "my-scheduler"));
+  client.create(kube::resources::pods(), "default", pod("unknown", "someone-else"));
+  const auto bound = [&](const std::string& name) {
+    return !client.get(kube::resources::pods(), "default", name)["spec"]
+                .value("nodeName", "")
+                .empty();
+  };
+  ASSERT_TRUE(testing::wait_until([&] { return bound("default") && bound("mine"); }));
+
+  // Volcano's pods are bound as a gang once their PodGroup is admitted (Inqueue), not before.
+  testing::install_training_crds(client);
+  client.create(kube::resources::podgroups(), "default",  // status is no subresource of it
+                {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                 {"kind", "PodGroup"},
+                 {"metadata", {{"name", "admitted"}}},
+                 {"spec", {{"minMember", 1}}},
+                 {"status", {{"phase", "Inqueue"}}}});
+  for (const char* name : {"admitted", "absent"}) {
+    nlohmann::json member = pod(fmt::format("in-{}", name), "volcano");
+    member["metadata"]["annotations"] = {{"scheduling.k8s.io/group-name", name}};
+    client.create(kube::resources::pods(), "default", member);
+  }
+  ASSERT_TRUE(testing::wait_until([&] { return bound("in-admitted"); }));
+  EXPECT_FALSE(bound("in-absent")) << "its PodGroup does not exist";
+  EXPECT_FALSE(bound("unknown")) << "no scheduler of that name runs";
+
+  RunResult bad = up("--scheduler-name Not_A_Name");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("--scheduler-name \"Not_A_Name\""));
 }
 
 TEST_F(SandboxCliTest, MergeKubeconfigAddsTheSandboxContextAndKeepsTheUsersOwn) {
