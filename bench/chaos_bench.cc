@@ -589,8 +589,12 @@ int main(int argc, char** argv) {
   const char* policies[] = {"None", "Running", "All"};
   for (int i = 0; i < jobs; ++i) {
     const auto kind = static_cast<api::JobKind>(i % 3);
-    cases.push_back(
-        {kind, fmt::format("chaos-{}", i), policies[rng() % 3], rng() % 10 == 0, rng() % 4 == 0});
+    std::string policy = policies[rng() % 3];
+    // PyTorch and MPI workers run until stopped: under None they would keep their CPUs after
+    // their job ended (until a user deletes it), and a long run would fill the cluster with them.
+    if (policy == "None" && kind != api::JobKind::TFJob)
+      policy = "Running";
+    cases.push_back({kind, fmt::format("chaos-{}", i), policy, rng() % 10 == 0, rng() % 4 == 0});
   }
   std::vector<int> workers, queues;
   for (int i = 0; i < jobs; ++i) {
