@@ -506,6 +506,12 @@ class Round {
     result_.requeue_after = result_.requeue_after ? std::min(*result_.requeue_after, delay) : delay;
   }
 
+  /// Whether `g` was taken back, by a preemption or a schedule timeout, and not admitted since.
+  static bool taken_back(const Group& g) {
+    return !annotation_of(*g.object, api::annotations::preempted_by).empty() ||
+           !annotation_of(*g.object, api::annotations::requeue_at).empty();
+  }
+
   /// The phase an admitted group moves to from what its pods do (Volcano's jobStatus), and the
   /// schedule timeout of one that is still Inqueue.
   void advance_phase(Group& g) {
@@ -533,8 +539,8 @@ class Round {
     take_back(g);
   }
 
-  /// A gang that did not get all its pods bound in time: delete its pods, back to Pending, and
-  /// no new admission before the back-off ends.
+  /// A gang that did not get all its pods bound in time: back to Pending, no new admission before
+  /// the back-off ends, and its pods deleted in a later round (delete_taken_back_pods).
   void take_back(Group& g) {
     int timeouts = 0;
     const std::string previous = annotation_of(*g.object, api::annotations::schedule_timeouts);
@@ -553,9 +559,6 @@ class Round {
             c != nullptr && scheduler_says.empty())
           scheduler_says = string_member(*c, "message");
       }
-      if (!finished(phase))
-        result_.actions.push_back({Action::Type::Delete, kube::resources::pods(),
-                                   namespace_of(*pod), name_of(*pod), json(), uid_of(*pod)});
     }
     std::sort(unbound.begin(), unbound.end());
     const int missing = g.min_member - g.allocated - static_cast<int>(unbound.size());
@@ -721,9 +724,11 @@ class Round {
   void decide(Group& g, Queue& q, std::size_t position, std::size_t of) {
     if (!g.blocked.empty())
       return;  // its minResources do not parse, or it just timed out
-    if (!annotation_of(*g.object, api::annotations::preempted_by).empty() &&
-        static_cast<int>(g.pods.size()) > g.succeeded + g.failed)
-      return g.block("Preempted", "its pods are being deleted");  // not admitted with them
+    if (taken_back(g) && static_cast<int>(g.pods.size()) > g.succeeded + g.failed)
+      return g.block(annotation_of(*g.object, api::annotations::preempted_by).empty()
+                         ? "ScheduleTimeout"
+                         : "Preempted",
+                     "its pods are being deleted");  // not admitted with them
     if (const auto retry = annotation_time(*g.object, api::annotations::requeue_at);
         retry && input_.now < *retry) {
       g.block("ScheduleTimeout", fmt::format("requeued after a schedule timeout, next try after {}",
@@ -858,7 +863,7 @@ class Round {
   }
 
   /// Evicts victim `v` for `by`: back to Pending with reason Preempted, its room and share given
-  /// back for this round. Its pods go in a later round (delete_preempted_pods), once the caches
+  /// back for this round. Its pods go in a later round (delete_taken_back_pods), once the caches
   /// show it Pending: the job reconciler reads the same PodGroup cache, so it never takes the
   /// deleted pods for missing pods of an admitted gang and creates them again.
   void evict(Group& v, const Group& by) {
@@ -924,13 +929,14 @@ class Round {
       open_->take(node, amount);
   }
 
-  /// Deletes the unfinished pods of gangs the caches show Pending after a preemption that stay
-  /// Pending in this round.
-  void delete_preempted_pods() {
+  /// Deletes the unfinished pods of gangs taken back (preempted, or past their schedule timeout)
+  /// once the caches show them Pending, if they stay Pending in this round. Not in the round that
+  /// takes them back: the job reconciler would see its pods go while its cache still shows the
+  /// PodGroup admitted, and create them again.
+  void delete_taken_back_pods() {
     for (const auto& [key, g] : groups_) {
       if (g.phase != kPending ||
-          string_member(object_member(*g.object, "status"), "phase") != kPending ||
-          annotation_of(*g.object, api::annotations::preempted_by).empty())
+          string_member(object_member(*g.object, "status"), "phase") != kPending || !taken_back(g))
         continue;
       for (const json* pod : g.pods) {
         if (!finished(string_member(object_member(*pod, "status"), "phase")))
@@ -941,7 +947,7 @@ class Round {
   }
 
   AdmissionResult write() {
-    delete_preempted_pods();
+    delete_taken_back_pods();
     std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];

@@ -643,12 +643,21 @@ TEST(AdmitTest, ScheduleTimeoutDeletesThePodsAndRequeuesWithBackoff) {
             "Insufficient nvidia.com/gpu.; requeued, next try after 2024-05-01T12:06:00Z");
   EXPECT_EQ(back["metadata"]["annotations"]["trainctl.io/schedule-timeouts"], "1");
   EXPECT_FALSE(back["metadata"]["annotations"].contains("trainctl.io/node-reservations"));
-  std::vector<std::string> deleted;
-  for (const auto& a : timed_out.actions)
-    if (a.type == Action::Type::Delete)
-      deleted.push_back(a.name + "/" + a.uid);
-  EXPECT_THAT(deleted, ElementsAre("slow-0/", "slow-1/uid-stuck"));
+  const auto deleted = [](const AdmissionResult& result) {
+    std::vector<std::string> names;
+    for (const auto& a : result.actions)
+      if (a.type == Action::Type::Delete)
+        names.push_back(a.name + "/" + a.uid);
+    return names;
+  };
+  // Its pods go once the caches show it Pending: deleted with the status write, they would be
+  // seen gone by the job reconciler while it still saw the gang admitted, and created again.
+  EXPECT_THAT(deleted(timed_out), IsEmpty());
   EXPECT_EQ(timed_out.requeue_after, std::chrono::milliseconds(60'000));
+  const AdmissionResult next_round =
+      admit({back}, queues, nodes, pods, {}, kNow + std::chrono::seconds(301));
+  EXPECT_THAT(deleted(next_round), ElementsAre("slow-0/", "slow-1/uid-stuck"));
+  EXPECT_EQ(unschedulable(after(next_round, back))["message"], "its pods are being deleted");
 
   // During the back-off it stays Pending although it fits; after it, it is admitted again.
   const AdmissionResult backing_off =
