@@ -522,6 +522,42 @@ TEST_F(ControllerTest, VolcanoModeCreatesPodsOnlyOnceVolcanoEnqueuesTheGroup) {
       << "the finished job's PodGroup is deleted";
 }
 
+// Builtin admission, live: a gang admitted whose pods are never bound (held by a scheduling gate)
+// is taken back when its schedule timeout passes: PodGroup Pending with the reason and the
+// unbound pods named, the pods deleted, and none created again during the back-off (deleted in
+// the same round as the status write, the job reconciler used to recreate them).
+TEST_F(ControllerTest, AGangNotBoundWithinItsScheduleTimeoutIsTakenBackAndNotRecreated) {
+  start(controller::GangScheduler::Builtin);
+  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: gated}
+spec:
+  runPolicy: {schedulingPolicy: {scheduleTimeoutSeconds: 2}}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          schedulingGates: [{name: example.com/hold}]
+          containers: [{name: pytorch, image: pt:2, resources: {requests: {cpu: "1"}}}]
+)");
+  ASSERT_TRUE(wait_until([&] { return pods_of("gated").size() == 1; })) << "admitted";
+  const auto group = [&] { return client().get(kube::resources::podgroups(), "default", "gated"); };
+  ASSERT_TRUE(wait_until([&] {
+    const json status = group().value("status", json::object());
+    return status.value("phase", "") == "Pending" && status.contains("conditions") &&
+           status["conditions"].back().value("reason", "") == "ScheduleTimeout";
+  }));
+  EXPECT_THAT(group()["status"]["conditions"].back()["message"].get<std::string>(),
+              ::testing::StartsWith("1 of 1 pods not bound within 2s: gated-master-0"));
+  ASSERT_TRUE(wait_until([&] { return pods_of("gated").empty(); })) << "its pods are deleted";
+  // The back-off is a minute: nothing is created again meanwhile.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_THAT(pods_of("gated"), ::testing::IsEmpty());
+  EXPECT_EQ(group()["status"]["phase"], "Pending");
+}
+
 /// A PyTorchJob for scheduler-plugins: 3 pods, 2 of them a gang, a 90 s schedule timeout.
 constexpr const char* kCoscheduledJob = R"(
 apiVersion: kubeflow.org/v1
