@@ -112,6 +112,10 @@ struct Group {
   int succeeded = 0;
   int failed = 0;
   std::optional<TimePoint> created;
+  /// Its trainctl.io/preempted-by and requeue-at annotations as the cache shows them (read once:
+  /// the pass consults them for every pending group).
+  std::string preempted_by;
+  std::optional<TimePoint> requeue_at;
   std::optional<json> job;  // the cached training job that controls it
   Priority priority;
   /// The Unschedulable condition of this round; empty message when nothing blocks the group.
@@ -162,6 +166,8 @@ Group read_group(const json& object) {
     g.blocked_reason = "InvalidMinResources";
   g.created =
       api::parse_timestamp(string_member(object_member(object, "metadata"), "creationTimestamp"));
+  g.preempted_by = annotation_of(object, api::annotations::preempted_by);
+  g.requeue_at = annotation_time(object, api::annotations::requeue_at);
   return g;
 }
 
@@ -327,13 +333,26 @@ std::vector<std::string> shortages(std::string_view scope, std::string_view of,
   return result;
 }
 
+/// The object's status as `value("status", json::object())` reads it, without copying it.
+const json& status_of(const json& object) {
+  static const json kEmpty = json::object();
+  const auto it = object.find("status");
+  return it == object.end() ? kEmpty : *it;
+}
+
+// condition and involved fill their objects member by member: an initializer list builds a
+// json array per pair first, and this runs for every PodGroup of a pass.
+
+/// A condition with lastTransitionTime `now` (format_timestamp of the round's time).
 json condition(std::string_view type, std::string_view status, std::string_view reason,
-               std::string_view message, TimePoint now) {
-  return {{"type", type},
-          {"status", status},
-          {"reason", reason},
-          {"message", message},
-          {"lastTransitionTime", api::format_timestamp(now)}};
+               std::string_view message, const std::string& now) {
+  json result = json::object();
+  result["type"] = type;
+  result["status"] = status;
+  result["reason"] = reason;
+  result["message"] = message;
+  result["lastTransitionTime"] = now;
+  return result;
 }
 
 /// Sets a condition of `status`, keeping its lastTransitionTime when its status is unchanged.
@@ -354,16 +373,18 @@ void set_condition(json& status, json condition) {
 
 json involved(const json& object) {
   const json& meta = object.at("metadata");
-  return {{"apiVersion", object.value("apiVersion", "")},
-          {"kind", object.value("kind", "")},
-          {"namespace", meta.value("namespace", "")},
-          {"name", meta.value("name", "")},
-          {"uid", meta.value("uid", "")}};
+  json result = json::object();
+  result["apiVersion"] = object.value("apiVersion", "");
+  result["kind"] = object.value("kind", "");
+  result["namespace"] = meta.value("namespace", "");
+  result["name"] = meta.value("name", "");
+  result["uid"] = meta.value("uid", "");
+  return result;
 }
 
-/// The PodGroup's status after this round.
-json group_status(const Group& g, TimePoint now) {
-  const json& old = g.object->value("status", json::object());
+/// The PodGroup's status after this round, `now` the round's time as format_timestamp writes it.
+json group_status(const Group& g, const std::string& now) {
+  const json& old = status_of(*g.object);
   json status = old;
   status["phase"] = g.phase;
   status["running"] = g.running;
@@ -381,7 +402,7 @@ json group_status(const Group& g, TimePoint now) {
 }
 
 json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
-  json status = q.object->value("status", json::object());
+  json status = status_of(*q.object);
   const auto count = [&](std::string_view phase) {
     const auto it = counts.find(std::string(phase));
     return it == counts.end() ? 0 : it->second;
@@ -403,7 +424,10 @@ json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
 class Round {
  public:
   Round(const AdmissionInput& input, const AdmissionOptions& options)
-      : input_(input), options_(options), priorities_(input.priority_classes) {}
+      : input_(input),
+        options_(options),
+        now_text_(api::format_timestamp(input.now)),
+        priorities_(input.priority_classes) {}
 
   AdmissionResult run() {
     read_groups();
@@ -507,10 +531,7 @@ class Round {
   }
 
   /// Whether `g` was taken back, by a preemption or a schedule timeout, and not admitted since.
-  static bool taken_back(const Group& g) {
-    return !annotation_of(*g.object, api::annotations::preempted_by).empty() ||
-           !annotation_of(*g.object, api::annotations::requeue_at).empty();
-  }
+  static bool taken_back(const Group& g) { return !g.preempted_by.empty() || g.requeue_at; }
 
   /// The phase an admitted group moves to from what its pods do (Volcano's jobStatus), and the
   /// schedule timeout of one that is still Inqueue.
@@ -713,9 +734,8 @@ class Round {
     while (Queue* q = next_queue()) {
       Group& g = *q->pending[q->next++];
       decide(g, *q, q->next, q->pending.size());
-      if (const std::string by = annotation_of(*g.object, api::annotations::preempted_by);
-          !by.empty() && !g.blocked.empty())
-        g.block("Preempted", fmt::format("preempted by {}; now: {}", by, g.blocked));
+      if (!g.preempted_by.empty() && !g.blocked.empty())
+        g.block("Preempted", fmt::format("preempted by {}; now: {}", g.preempted_by, g.blocked));
       if (!g.priority.note.empty() && !g.blocked.empty())
         g.blocked += fmt::format(" ({})", g.priority.note);
     }
@@ -725,15 +745,12 @@ class Round {
     if (!g.blocked.empty())
       return;  // its minResources do not parse, or it just timed out
     if (taken_back(g) && static_cast<int>(g.pods.size()) > g.succeeded + g.failed)
-      return g.block(annotation_of(*g.object, api::annotations::preempted_by).empty()
-                         ? "ScheduleTimeout"
-                         : "Preempted",
+      return g.block(g.preempted_by.empty() ? "ScheduleTimeout" : "Preempted",
                      "its pods are being deleted");  // not admitted with them
-    if (const auto retry = annotation_time(*g.object, api::annotations::requeue_at);
-        retry && input_.now < *retry) {
+    if (g.requeue_at && input_.now < *g.requeue_at) {
       g.block("ScheduleTimeout", fmt::format("requeued after a schedule timeout, next try after {}",
-                                             api::format_timestamp(*retry)));
-      requeue_in(*retry);
+                                             api::format_timestamp(*g.requeue_at)));
+      requeue_in(*g.requeue_at);
       return;
     }
     if (!q.invalid.empty())
@@ -775,6 +792,8 @@ class Round {
   /// What `g` lacks in its queue's capability when the queue holds `held`.
   std::vector<std::string> quota_shortages(const Group& g, const Queue& q,
                                            const ResourceList& held) const {
+    if (q.capability.empty())
+      return {};  // nothing limited; skips formatting the scope for every gang of such a queue
     ResourceList queue_free = q.capability;
     for (auto& [name, value] : queue_free)
       value -= api::amount(held, name);
@@ -908,7 +927,7 @@ class Round {
     }
     g.phase = kInqueue;
     g.annotations[std::string(api::annotations::node_reservations)] = reservations.dump();
-    g.annotations[std::string(api::annotations::admitted_at)] = api::format_timestamp(input_.now);
+    g.annotations[std::string(api::annotations::admitted_at)] = now_text_;
     g.annotations[std::string(api::annotations::requeue_at)] = std::nullopt;
     g.annotations[std::string(api::annotations::preempted_by)] = std::nullopt;
     api::add(q.held, shortfall(g.held(), g.bound));  // its bound pods are counted already
@@ -935,8 +954,8 @@ class Round {
   /// PodGroup admitted, and create them again.
   void delete_taken_back_pods() {
     for (const auto& [key, g] : groups_) {
-      if (g.phase != kPending ||
-          string_member(object_member(*g.object, "status"), "phase") != kPending || !taken_back(g))
+      if (g.phase != kPending || !taken_back(g) ||
+          string_member(object_member(*g.object, "status"), "phase") != kPending)
         continue;
       for (const json* pod : g.pods) {
         if (!finished(string_member(object_member(*pod, "status"), "phase")))
@@ -951,8 +970,8 @@ class Round {
     std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];
-      json status = group_status(g, input_.now);
-      const json& old = g.object->value("status", json::object());
+      json status = group_status(g, now_text_);
+      const json& old = status_of(*g.object);
       json updated = *g.object;
       for (const auto& [name, value] : g.annotations) {
         json& annotations = ensure_object(updated["metadata"], "annotations");
@@ -981,7 +1000,7 @@ class Round {
     }
     for (const auto& [name, q] : queues_) {
       json status = queue_status(q, counts[name]);
-      if (status == q.object->value("status", json::object()))
+      if (status == status_of(*q.object))
         continue;
       json updated = *q.object;
       updated["status"] = std::move(status);
@@ -993,6 +1012,7 @@ class Round {
 
   const AdmissionInput& input_;
   const AdmissionOptions& options_;
+  const std::string now_text_;  // input_.now as format_timestamp writes it
   PriorityClasses priorities_;
   std::map<std::string, Group> groups_;
   std::map<std::string, Queue> queues_;

@@ -83,7 +83,9 @@ std::optional<NodeFacts> schedulable_node(const json& node) {
 }
 
 struct NodeCapacity::Impl {
-  std::vector<NodeFacts> nodes;  // by name; `free` unused (see `free`)
+  /// By name; `free` unused (see `free`). Never changed once built, so copies of a NodeCapacity
+  /// (the what-if capacities of an admission pass) share it and copy only the numbers.
+  std::shared_ptr<const std::vector<NodeFacts>> nodes;
   std::vector<std::string> resources;
   std::map<std::string, std::size_t, std::less<>> resource_index;
   std::vector<std::int64_t> free;        // nodes x resources
@@ -93,11 +95,12 @@ struct NodeCapacity::Impl {
   std::vector<std::size_t> class_of, leaf_of;
 
   std::size_t dims() const { return resources.size(); }
+  const NodeFacts& node(std::size_t i) const { return (*nodes)[i]; }
   std::int64_t& at(std::size_t node, std::size_t r) { return free[node * dims() + r]; }
 
   void index_resources() {
     std::set<std::string> names;
-    for (const auto& n : nodes)
+    for (const auto& n : *nodes)
       for (const auto& [name, value] : n.free)
         names.insert(name);
     for (std::string_view leading : kLeadingResources) {
@@ -109,10 +112,10 @@ struct NodeCapacity::Impl {
       resource_index.emplace(name, resources.size());
       resources.push_back(name);
     }
-    free.assign(nodes.size() * dims(), 0);
+    free.assign(nodes->size() * dims(), 0);
     total_free.assign(dims(), 0);
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      for (const auto& [name, value] : nodes[i].free) {
+    for (std::size_t i = 0; i < nodes->size(); ++i) {
+      for (const auto& [name, value] : node(i).free) {
         at(i, resource_index.at(name)) = value;
         total_free[resource_index.at(name)] += std::max<std::int64_t>(value, 0);
       }
@@ -124,13 +127,13 @@ struct NodeCapacity::Impl {
     std::string key;
     for (const auto& k : keys) {
       if (k == kNodeNameKey) {
-        key += nodes[i].name;
-      } else if (const auto it = nodes[i].labels.find(k); it != nodes[i].labels.end()) {
+        key += node(i).name;
+      } else if (const auto it = node(i).labels.find(k); it != node(i).labels.end()) {
         key += "=" + it->second;
       }
       key += '\0';
     }
-    for (const auto& t : nodes[i].taints)
+    for (const auto& t : node(i).taints)
       key += t.key + '\1' + t.value + '\1' + t.effect + '\0';
     return key;
   }
@@ -138,9 +141,9 @@ struct NodeCapacity::Impl {
   void group() {
     std::map<std::string, std::size_t> by_key;
     classes.clear();
-    class_of.assign(nodes.size(), 0);
-    leaf_of.assign(nodes.size(), 0);
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
+    class_of.assign(nodes->size(), 0);
+    leaf_of.assign(nodes->size(), 0);
+    for (std::size_t i = 0; i < nodes->size(); ++i) {
       const auto [it, added] = by_key.emplace(class_key(i), classes.size());
       if (added)
         classes.emplace_back();
@@ -230,10 +233,10 @@ struct NodeCapacity::Impl {
   /// Why a node of class `c` cannot take a pod of `demand`, in kube-scheduler's words; empty
   /// when its labels and taints allow it.
   std::string excluded_because(const NodeClass& c, const PodDemand& demand) const {
-    const NodeFacts& node = nodes[c.members.front()];
-    if (const auto taint = api::untolerated_taint(demand.tolerations, node.taints))
+    const NodeFacts& first = node(c.members.front());
+    if (const auto taint = api::untolerated_taint(demand.tolerations, first.taints))
       return fmt::format("node(s) had untolerated taint {{{}: {}}}", taint->key, taint->value);
-    if (!api::matches_node(demand.selection, node.name, node.labels))
+    if (!api::matches_node(demand.selection, first.name, first.labels))
       return "node(s) didn't match Pod's node affinity/selector";
     return "";
   }
@@ -248,7 +251,7 @@ struct NodeCapacity::Impl {
       std::vector<std::string> parts;
       for (const auto& [reason, count] : reasons)
         parts.push_back(fmt::format("{} {}", count, reason));
-      return fmt::format("no node fits pod {}: 0/{} nodes are available: {}", name, nodes.size(),
+      return fmt::format("no node fits pod {}: 0/{} nodes are available: {}", name, nodes->size(),
                          fmt::join(parts, ", "));
     }
     for (std::size_t r = 0; r < dims(); ++r) {
@@ -271,7 +274,7 @@ struct NodeCapacity::Impl {
       return fmt::format("no node fits pod {}: needs {} {}, largest free on one node is {} ({})",
                          name, api::format_quantity(resources[r], need[r]), resources[r],
                          api::format_quantity(resources[r], std::max<std::int64_t>(most, 0)),
-                         nodes[where].name);
+                         node(where).name);
     }
     std::vector<std::string> parts;
     for (std::size_t r = 0; r < dims(); ++r) {
@@ -287,7 +290,7 @@ struct NodeCapacity::Impl {
 NodeCapacity::NodeCapacity(std::vector<NodeFacts> nodes) : impl_(std::make_unique<Impl>()) {
   std::sort(nodes.begin(), nodes.end(),
             [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; });
-  impl_->nodes = std::move(nodes);
+  impl_->nodes = std::make_shared<const std::vector<NodeFacts>>(std::move(nodes));
   impl_->index_resources();
   impl_->group();
 }
@@ -301,15 +304,15 @@ NodeCapacity& NodeCapacity::operator=(const NodeCapacity& other) {
 }
 
 std::size_t NodeCapacity::size() const {
-  return impl_->nodes.size();
+  return impl_->nodes->size();
 }
 
 const std::string& NodeCapacity::name(std::size_t node) const {
-  return impl_->nodes[node].name;
+  return impl_->node(node).name;
 }
 
 std::optional<std::size_t> NodeCapacity::find(const std::string& name) const {
-  const auto& nodes = impl_->nodes;
+  const auto& nodes = *impl_->nodes;
   const auto it =
       std::lower_bound(nodes.begin(), nodes.end(), name,
                        [](const NodeFacts& n, const std::string& v) { return n.name < v; });

@@ -129,6 +129,24 @@ TEST(PlacementTest, AWhatIfTakesNothing) {
   EXPECT_FALSE(nodes.place({gpu_pods("w", 1, 1)}));
 }
 
+// Admission places on copies (what is free now, in the future, a preemption's trial): a copy
+// shares its nodes' names and labels with the original but none of what is free on them.
+TEST(PlacementTest, ACopyPlacesIndependentlyOfItsOriginal) {
+  NodeCapacity original = capacity_of({gpu_node("a", 8, {{"pool", "h100"}}), gpu_node("b", 8)});
+  NodeCapacity copy = original;
+  ASSERT_TRUE(copy.place({gpu_pods("w", 2, 8, {{"nodeSelector", {{"pool", "h100"}}}})}) ==
+              std::nullopt);
+  const auto placed = copy.place({gpu_pods("w", 1, 8, {{"nodeSelector", {{"pool", "h100"}}}})});
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(copy.name(placed->nodes[0][0].first), "a");
+  EXPECT_EQ(copy.free(0).at("nvidia.com/gpu"), 0);
+  EXPECT_EQ(original.free(0).at("nvidia.com/gpu"), 8000);
+  EXPECT_EQ(original.name(0), "a");
+  EXPECT_EQ(original.find("b"), 1U);
+  copy = original;  // assignment shares the nodes too and restores what is free
+  EXPECT_TRUE(copy.place({gpu_pods("w", 1, 8, {{"nodeSelector", {{"pool", "h100"}}}})}));
+}
+
 /// Whether `pods` (GPUs per pod) fit on `free` (GPUs per node) by trying every assignment.
 bool fits_brute_force(const std::vector<int>& pods, std::vector<int> free, std::size_t i = 0) {
   if (i == pods.size())
