@@ -33,8 +33,10 @@ int listen_on(const std::string& host, int port) {
     fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0)
       continue;
+    // As cpp-httplib, which served these before: two controllers on one host (tests running in
+    // parallel with the default :8080) may share the port.
     const int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
     if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
       close(fd);
       fd = -1;

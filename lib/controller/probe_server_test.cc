@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "tests/support/expect_error.h"
@@ -44,14 +47,23 @@ TEST(ProbeServerTest, UnknownPathIs404AndAWriteIs405) {
   EXPECT_EQ(client.Post("/metrics", "x", "text/plain")->status, 405);
 }
 
-TEST(ProbeServerTest, APortInUseIsAUsageErrorNamingTheFlag) {
-  ProbeServer first("127.0.0.1", 0, "--metrics-bind-address", ready_route());
+TEST(ProbeServerTest, APortHeldExclusivelyIsAUsageErrorNamingTheFlag) {
+  // A socket without SO_REUSEPORT holds the port (another ProbeServer would share it).
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  socklen_t len = sizeof addr;
+  getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
   const Error e = testing::expect_error(
-      [&] { ProbeServer("127.0.0.1", first.port(), "--metrics-bind-address", ready_route()); });
+      [&] { ProbeServer("127.0.0.1", port, "--metrics-bind-address", ready_route()); });
+  close(holder);
   EXPECT_EQ(e.kind(), ErrorKind::Usage);
-  EXPECT_THAT(e.message(),
-              HasSubstr(fmt::format("--metrics-bind-address: cannot listen on 127.0.0.1:{}",
-                                    first.port())));
+  EXPECT_THAT(e.message(), HasSubstr(fmt::format(
+                               "--metrics-bind-address: cannot listen on 127.0.0.1:{}", port)));
 }
 
 }  // namespace
