@@ -2,52 +2,17 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <httplib.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <functional>
 
 #include "error.h"
+#include "probe_server.h"
 
 namespace trainctl::controller {
 
 using kube::cache::Informer;
-
-namespace {
-
-/// The /metrics and /healthz + /readyz servers, each on its own thread; stopped and joined when
-/// destroyed.
-class HttpEndpoints {
- public:
-  ~HttpEndpoints() {
-    for (auto& server : servers_)
-      server->stop();
-    threads_.clear();  // joins
-  }
-
-  /// Listens on `bind` (logged as `serving flag=<flag> address=<host:port>`) with `routes`.
-  void serve(const BindAddress& bind, const char* flag, Logger& log,
-             const std::function<void(httplib::Server&)>& routes) {
-    auto server = std::make_unique<httplib::Server>();
-    routes(*server);
-    // Bind first: a port in use is an error now, not a log line from another thread.
-    const int port = bind.port == 0 ? server->bind_to_any_port(bind.host)
-                                    : (server->bind_to_port(bind.host, bind.port) ? bind.port : -1);
-    if (port < 0)
-      throw Error(ErrorKind::Usage,
-                  fmt::format("{}: cannot listen on {}:{}", flag, bind.host, bind.port));
-    log.info("serving", {{"flag", flag}, {"address", fmt::format("{}:{}", bind.host, port)}});
-    threads_.emplace_back([s = server.get()] { s->listen_after_bind(); });
-    servers_.push_back(std::move(server));
-  }
-
- private:
-  std::vector<std::unique_ptr<httplib::Server>> servers_;
-  std::vector<std::jthread> threads_;
-};
-
-}  // namespace
 
 Manager::Manager(kube::Client& client, ManagerOptions options, MetricsRegistry& metrics,
                  Logger& log)
@@ -121,33 +86,36 @@ std::vector<std::string> Manager::unsynced_informers() const {
 }
 
 void Manager::run(std::stop_token stop) {
-  HttpEndpoints endpoints;
+  std::vector<std::unique_ptr<ProbeServer>> endpoints;  // stopped before the reconcilers end
+  const auto serve = [&](const BindAddress& bind, const char* flag, ProbeServer::Routes routes) {
+    // Bound here: a port in use is an error now, not a log line from another thread.
+    endpoints.push_back(
+        std::make_unique<ProbeServer>(bind.host, bind.port, flag, std::move(routes)));
+    log_.info("serving", {{"flag", flag},
+                          {"address", fmt::format("{}:{}", bind.host, endpoints.back()->port())}});
+  };
   if (options_.metrics) {
-    endpoints.serve(*options_.metrics, "--metrics-bind-address", log_, [this](httplib::Server& s) {
-      s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
-      });
-    });
+    serve(*options_.metrics, "--metrics-bind-address",
+          {{"/metrics", [this] {
+              return ProbeResponse{200, metrics_.render(),
+                                   "text/plain; version=0.0.4; charset=utf-8"};
+            }}});
   }
   if (options_.health) {
-    endpoints.serve(
-        *options_.health, "--health-probe-bind-address", log_, [this](httplib::Server& s) {
-          s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-            res.status = healthy_ ? 200 : 500;
-            res.set_content(healthy_ ? "ok" : "unhealthy", "text/plain");
-          });
-          // Ready once the caches are synced and while they follow the API server.
-          s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-            const bool ok = ready();
-            res.status = ok ? 200 : 503;
-            const auto unsynced = ok ? std::vector<std::string>{} : unsynced_informers();
-            res.set_content(ok                 ? std::string("ok")
-                            : unsynced.empty() ? std::string("informers not synced")
-                                               : fmt::format("informers not synced: {}",
-                                                             fmt::join(unsynced, ", ")),
-                            "text/plain");
-          });
-        });
+    serve(*options_.health, "--health-probe-bind-address",
+          {{"/healthz",
+            [this] {
+              return healthy_ ? ProbeResponse{200, "ok"} : ProbeResponse{500, "unhealthy"};
+            }},
+           // Ready once the caches are synced and while they follow the API server.
+           {"/readyz", [this] {
+              if (ready())
+                return ProbeResponse{200, "ok"};
+              const auto unsynced = unsynced_informers();
+              return ProbeResponse{503, unsynced.empty() ? std::string("informers not synced")
+                                                         : fmt::format("informers not synced: {}",
+                                                                       fmt::join(unsynced, ", "))};
+            }}});
   }
   if (options_.leader_election)
     run_elected(stop, *options_.leader_election);
