@@ -16,7 +16,7 @@ namespace trainctl::controller {
 namespace {
 
 constexpr int kPollMs = 100;             // how soon a stop is noticed
-constexpr int kRequestTimeoutMs = 5000;  // a client that sends no full request head is dropped
+constexpr int kRequestTimeoutMs = 2000;  // a client that sends no full request head is dropped
 constexpr std::size_t kMaxHead = 16 * 1024;
 
 int listen_on(const std::string& host, int port) {
@@ -94,6 +94,8 @@ ProbeServer::~ProbeServer() {
   if (thread_.joinable())
     thread_.join();
   close(listener_);
+  std::unique_lock lock(mu_);
+  idle_.wait(lock, [this] { return in_flight_ == 0; });
 }
 
 void ProbeServer::serve(std::stop_token stop) {
@@ -104,8 +106,21 @@ void ProbeServer::serve(std::stop_token stop) {
     const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (connection < 0)
       continue;
-    answer(connection);
-    close(connection);
+    {
+      std::lock_guard lock(mu_);
+      if (in_flight_ >= kMaxConnections) {
+        close(connection);
+        continue;
+      }
+      ++in_flight_;
+    }
+    std::thread([this, connection] {
+      answer(connection);
+      close(connection);
+      std::lock_guard lock(mu_);  // notified under the lock: the destructor may go on after it
+      if (--in_flight_ == 0)
+        idle_.notify_all();
+    }).detach();
   }
 }
 

@@ -40,6 +40,24 @@ TEST(ProbeServerTest, AnswersARouteWithItsStatusBodyAndContentType) {
   EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4");
 }
 
+// A client that connects and sends nothing (or too slowly) must not hold up the kubelet's probe,
+// whose timeout is 1 s by default.
+TEST(ProbeServerTest, ASilentConnectionDoesNotHoldUpAProbe) {
+  ProbeServer server("127.0.0.1", 0, "--health-probe-bind-address", ready_route());
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(1, 0);  // the kubelet's default probe timeout
+  const auto readyz = client.Get("/readyz");
+  ASSERT_TRUE(readyz) << "the probe waited behind the silent connection";
+  EXPECT_EQ(readyz->status, 503);
+  close(silent);
+}
+
 TEST(ProbeServerTest, UnknownPathIs404AndAWriteIs405) {
   ProbeServer server("127.0.0.1", 0, "--metrics-bind-address", ready_route());
   httplib::Client client("127.0.0.1", server.port());
