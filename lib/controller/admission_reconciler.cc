@@ -1,9 +1,11 @@
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
 #include <compare>
 #include <limits>
 #include <set>
+#include <system_error>
 
 #include "api/job.h"
 #include "controller/controller.h"
@@ -45,6 +47,7 @@ class AdmissionReconciler : public Runnable {
   AdmissionReconciler(Manager& manager, const ControllerOptions& options)
       : client_(manager.client()),
         metrics_(manager.metrics()),
+        expectation_timeout_(options.expectation_timeout),
         executor_(client_, manager.metrics(), manager.log(), options.plan.controller_name),
         options_(options.admission),
         loop_({.name = "admission",
@@ -97,6 +100,12 @@ class AdmissionReconciler : public Runnable {
   }
 
   void reconcile() {
+    if (!pod_groups_caught_up()) {
+      // The PodGroup event that catches the cache up enqueues the pass again; should it never
+      // come (an event lost with a dropped watch), the wait lapses.
+      loop_.add_after({}, written_deadline_ - std::chrono::steady_clock::now());
+      return;
+    }
     ensure_default_queue();
     // Only the jobs PodGroups name are read, not a copy of every cached job.
     const JobLookup job = [this](std::string_view kind, std::string_view ns,
@@ -120,11 +129,60 @@ class AdmissionReconciler : public Runnable {
     metrics_.observe(
         "trainctl_admission_pass_duration_seconds", {},
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    executor_.apply(result);
+    try {
+      expect_pod_group_writes(result, executor_.apply(result));
+    } catch (const ApplyError& e) {
+      expect_pod_group_writes(result, e.results());
+      throw;
+    }
     export_metrics(view);
     // A schedule timeout or a back-off ends with nothing else changing.
     if (result.requeue_after)
       loop_.add_after({}, *result.requeue_after);
+  }
+
+  /// Records the newest resourceVersion the server returned for this pass's PodGroup writes
+  /// (null results: not sent, or already done).
+  void expect_pod_group_writes(const AdmissionResult& result, const std::vector<json>& results) {
+    const kube::Resource groups = kube::resources::podgroups();
+    for (std::size_t i = 0; i < results.size() && i < result.actions.size(); ++i) {
+      const Action& action = result.actions[i];
+      if (action.resource.group != groups.group || action.resource.plural != groups.plural ||
+          !results[i].is_object())
+        continue;
+      const std::string version =
+          string_member(object_member(results[i], "metadata"), "resourceVersion");
+      std::uint64_t number = 0;
+      const auto [end, error] =
+          std::from_chars(version.data(), version.data() + version.size(), number);
+      if (error != std::errc() || end != version.data() + version.size())
+        continue;  // not a number: not comparable, not waited for
+      written_version_ = std::max(written_version_, number);
+      written_deadline_ = std::chrono::steady_clock::now() + expectation_timeout_;
+    }
+  }
+
+  /// Whether the PodGroup cache shows this controller's last PodGroup writes. A pass planned
+  /// from a cache that does not, sees a gang it admitted as still Pending, leaves its share of
+  /// the queue free and may admit another gang into it: with gangs of the same creation second
+  /// ordered differently, or an earlier write of the pass failed, the two passes admit different
+  /// gangs and the queue runs over its capability (found by chaos_bench under load). Writes carry
+  /// the resourceVersion they were planned from, but the stale gang's own write may come after
+  /// the others in the pass. kube-apiserver's resourceVersions are etcd revisions, one counter
+  /// for every object, and a watch delivers a resource's events in that order: once the informer
+  /// has passed the newest version written, it shows every write.
+  bool pod_groups_caught_up() {
+    if (written_version_ == 0)
+      return true;
+    const std::string seen = pod_groups_->last_resource_version();
+    std::uint64_t number = 0;
+    const auto [end, error] = std::from_chars(seen.data(), seen.data() + seen.size(), number);
+    const bool shown =
+        error == std::errc() && end == seen.data() + seen.size() && number >= written_version_;
+    if (!shown && std::chrono::steady_clock::now() < written_deadline_)
+      return false;
+    written_version_ = 0;
+    return true;
   }
 
   /// The queues' gauges from this pass; series of a queue or resource gone since the last pass
@@ -180,6 +238,9 @@ class AdmissionReconciler : public Runnable {
   kube::Client& client_;
   MetricsRegistry& metrics_;
   std::set<LabelValues> exported_gangs_, exported_resources_;
+  const std::chrono::milliseconds expectation_timeout_;
+  std::uint64_t written_version_ = 0;  // of the last pass's PodGroup writes; 0: none to wait for
+  std::chrono::steady_clock::time_point written_deadline_;
   Executor executor_;
   AdmissionOptions options_;
   ReconcileLoop<AdmissionKey> loop_;
