@@ -3,6 +3,7 @@
 // What the benchmarks share: timing, a thread pool loop, and starting `trainctl controller` as
 // its own process.
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
@@ -45,6 +46,24 @@ inline pid_t spawn(std::vector<std::string> args) {
   argv.push_back(nullptr);
   pid_t pid = 0;
   if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error(fmt::format("cannot start {}", args[0]));
+  return pid;
+}
+
+/// As spawn(), with the child's stdout and stderr appended to the file `log`.
+inline pid_t spawn_logged(std::vector<std::string> args, const std::string& log) {
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  const int failed = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (failed != 0)
     throw std::runtime_error(fmt::format("cannot start {}", args[0]));
   return pid;
 }

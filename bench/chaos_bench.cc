@@ -310,10 +310,8 @@ class Writers {
     if (!r.user.starts_with("replica-") || !writes.contains(r.verb))
       return;
     std::lock_guard lock(mu_);
-    if (r.resource == "leases") {
-      lease_writer_ = r.user;
-      return;
-    }
+    if (r.resource == "leases")
+      return;  // standbys write it too, trying to take it
     if (r.user == current_)
       return;
     if (replaced_.contains(r.user)) {
@@ -328,10 +326,6 @@ class Writers {
   }
 
   /// The replica that wrote the Lease last: the leader, as far as anyone can tell from outside.
-  std::string lease_writer() const {
-    std::lock_guard lock(mu_);
-    return lease_writer_;
-  }
   int handovers() const {
     std::lock_guard lock(mu_);
     return handovers_;
@@ -340,7 +334,7 @@ class Writers {
  private:
   Invariants& invariants_;
   mutable std::mutex mu_;
-  std::string current_, lease_writer_;
+  std::string current_;
   std::set<std::string> replaced_;
   int handovers_ = 0;
 };
@@ -384,9 +378,26 @@ class Replicas {
         server_, (dir_ / "sandbox" / "ca.crt").string(), user, next_, user);
     std::vector<std::string> args = args_;
     args.insert(args.begin() + 2, {"--kubeconfig", kubeconfig.string()});
-    pids_[user] = bench::spawn(args);
+    pids_[user] = bench::spawn_logged(args, (dir_ / (user + ".log")).string());
     ++next_;
     return user;
+  }
+
+  /// The live replica that holds the Lease under `identity` (its log says it became leader as
+  /// that); "" when none does. A standby's Lease writes (tries to take it) make the last writer
+  /// no guide: a kill of a standby would wait for a takeover that never comes.
+  std::string holding(const std::string& identity) const {
+    if (identity.empty())
+      return "";
+    const std::string became = fmt::format("\"became leader\",\"identity\":\"{}\"", identity);
+    for (const auto& [user, pid] : pids_) {
+      std::ifstream log(dir_ / (user + ".log"));
+      for (std::string line; std::getline(log, line);) {
+        if (line.find(became) != std::string::npos)
+          return user;
+      }
+    }
+    return "";
   }
 
   /// SIGKILLs `user`'s replica and starts another in its place.
@@ -618,21 +629,21 @@ int main(int argc, char** argv) {
   double finished_at = 0;
   while (seconds_since(t0) < limit) {
     // Each kill waits for the takeover after the previous one: a leader must exist to be killed.
-    const bool leader_known = replica_count == 1 || !writers.lease_writer().empty();
+    const std::string holder = replica_count == 1 ? "" : lease_holder(sb.store());
+    const std::string leader = replica_count == 1 ? replicas.any() : replicas.holding(holder);
     const auto taking_over = [&] {
       std::lock_guard lock(takeover_mu);
       return killed_leader.has_value();
     };
-    if (next_kill < kill_at.size() && seconds_since(t0) >= kill_at[next_kill] && leader_known &&
+    if (next_kill < kill_at.size() && seconds_since(t0) >= kill_at[next_kill] && !leader.empty() &&
         !taking_over()) {
-      const std::string victim = replica_count == 1 ? replicas.any() : writers.lease_writer();
       {
         std::lock_guard lock(takeover_mu);
         if (replica_count > 1)
-          killed_leader.emplace(seconds_since(t0), lease_holder(sb.store()));
+          killed_leader.emplace(seconds_since(t0), holder);
       }
-      replicas.kill_and_replace(victim);
-      fmt::print("{:.1f}s: controller {} killed ({} of {}), restarted\n", seconds_since(t0), victim,
+      replicas.kill_and_replace(leader);
+      fmt::print("{:.1f}s: controller {} killed ({} of {}), restarted\n", seconds_since(t0), leader,
                  next_kill + 1, kills);
       ++next_kill;
     }
