@@ -45,6 +45,7 @@
 #include "api/status.h"
 #include "api/well_known.h"
 #include "bench/bench_support.h"
+#include "bench/training_sandbox.h"
 #include "error.h"
 #include "json_access.h"
 #include "kube/client.h"
@@ -521,12 +522,9 @@ int main(int argc, char** argv) {
     writers.record(r, seconds_since(t0));
   };
   Replicas::write_tokens(options.data_dir);
-  sandbox::Sandbox sb(options);
-  sb.start();
-  kube::RestConfig admin = sb.admin_config();
-  admin.qps = 0;
-  kube::Client client(admin);
-  trainctl::testing::install_training_crds(client);
+  bench::TrainingSandbox training(options);
+  sandbox::Sandbox& sb = training.sandbox;
+  kube::Client& client = training.client;
   for (int q = 0; q < kQueues; ++q)
     client.create(
         kube::resources::queues(), "",

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/training_sandbox.h"
 #include "kube/client.h"
 #include "sandbox/sandbox.h"
 #include "tests/support/sandbox_fixture.h"
@@ -164,12 +165,9 @@ int main(int argc, char** argv) {
   options.cluster.nodes = nodes;
   options.cluster.node_gpus = kGpusPerPod;
   options.cluster.kubelet.start_delay = std::chrono::milliseconds(100);
-  sandbox::Sandbox sb(options);
-  sb.start();
-  kube::RestConfig admin = sb.admin_config();
-  admin.qps = 0;
-  kube::Client client(admin);
-  trainctl::testing::install_training_crds(client);
+  bench::TrainingSandbox training(options);
+  sandbox::Sandbox& sb = training.sandbox;
+  kube::Client& client = training.client;
   fmt::print("handover_bench: {} gangs of {} pods x {} GPUs, one at a time, on {} nodes\n", gangs,
              kPodsPerGang, kGpusPerPod, nodes);
 

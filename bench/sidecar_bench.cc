@@ -22,6 +22,7 @@
 
 #include "api/status.h"
 #include "bench/bench_support.h"
+#include "bench/training_sandbox.h"
 #include "controller/controller.h"
 #include "json_access.h"
 #include "kube/cache/informer.h"
@@ -126,12 +127,9 @@ int main(int argc, char** argv) {
   options.port = 0;
   options.cluster.nodes = 40;
   options.cluster.kubelet.start_delay = std::chrono::milliseconds(50);
-  sandbox::Sandbox sandbox(options);
-  sandbox.start();
-  kube::RestConfig config = sandbox.admin_config();
-  config.qps = 0;
-  kube::Client client(config);
-  trainctl::testing::install_training_crds(client);
+  bench::TrainingSandbox training(options);
+  sandbox::Sandbox& sandbox = training.sandbox;
+  kube::Client& client = training.client;
   fmt::print("sidecar_bench: {} meshed pods, {} TFJobs x 4 workers alongside, {} proxy workers\n",
              pods, jobs, proxy_workers);
 
@@ -167,7 +165,7 @@ int main(int argc, char** argv) {
   controller::declare_controller_metrics(metrics);
   controller::ControllerOptions controller_options{.workers = 4, .proxy_workers = proxy_workers};
   controller_options.plan.gang_scheduler = controller::GangScheduler::None;
-  kube::Client controller_client(config);
+  kube::Client controller_client(client.config());
   controller::Manager manager(controller_client, {}, metrics, log);
   const bool with_jobs = jobs > 0;
   controller::add_reconcilers(manager, controller_options);
