@@ -84,7 +84,12 @@ class ReplicaPlanner {
         name_(job_.at("metadata").value("name", "")) {}
 
   void run() {
-    if (!p_.gang_admitted())
+    // Without admission no pod may start. A job that has started still gets its status from the
+    // pods it has (a gang whose pod failed for good drops below minMember and back to Pending:
+    // waiting for admission then, the job would never fail and its other pods would hold their
+    // queue for ever).
+    const bool admitted = p_.gang_admitted();
+    if (!admitted && !p_.started())
       return;
     p_.ensure_started();
     observe();
@@ -94,10 +99,12 @@ class ReplicaPlanner {
     // Missing replicas first, then the status, as the operator's ReconcileJobs (ReconcilePods,
     // ReconcileServices, then UpdateJobStatus): a controller restarted after creating only some
     // pods still creates the rest in the pass where worker 0's success ends the job.
-    sync_pods();
-    sync_services();
+    if (admitted) {
+      sync_pods();
+      sync_services();
+    }
     update_conditions();
-    if (is_finished(p_.status()))
+    if (is_finished(p_.status()) || !admitted)
       return;
     restart_failed_pods();
   }

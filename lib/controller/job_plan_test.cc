@@ -333,6 +333,41 @@ TEST(JobPlanTest, BuiltinGangCreatesPodsOnlyOnceThePodGroupIsAdmitted) {
   EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart));
 }
 
+// A pod that fails for good takes its gang below minMember, and admission sets the PodGroup back
+// to Pending (Volcano's rule). The job must still fail from its pods, without starting any pod
+// (found by chaos_bench: the job stayed Running and its other pods held their queue for ever).
+TEST(JobPlanTest, AStartedJobWhoseGangWentBackToPendingStillEndsButStartsNothing) {
+  PlanOptions o = options();
+  o.gang_scheduler = GangScheduler::Builtin;
+  FakeCluster cluster{.job = tf_job()};
+  cluster.step(o);
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
+  cluster.step(o);
+  cluster.set_all("Running");
+  cluster.step(o);
+  ASSERT_EQ(api::job_status(cluster.job), "Running");
+
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Pending"}}}});
+  cluster.set_phase("mnist-worker-1", "Failed", 1);  // restartPolicy Never
+  const Plan plan = cluster.step(o);
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+  EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Worker"]["failed"], 1);
+  EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
+
+  // Not yet failed, nothing to restart: a Pending gang's job neither creates nor restarts pods.
+  FakeCluster waiting{.job = tf_job()};
+  waiting.step(o);
+  waiting.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
+  waiting.step(o);
+  waiting.set_all("Running");
+  waiting.step(o);
+  waiting.observed.pod_group->merge_patch({{"status", {{"phase", "Pending"}}}});
+  waiting.observed.pods.erase(waiting.observed.pods.begin());  // one pod gone (evicted)
+  const Plan held = waiting.step(o);
+  EXPECT_TRUE(names(held, Action::Type::Create, "pods").empty());
+  EXPECT_EQ(api::job_status(waiting.job), "Running");
+}
+
 // A gang taken back after a schedule timeout is counted in the job's status (admission keeps the
 // count on the PodGroup): condition Requeued, which is not a status of its own.
 TEST(JobPlanTest, ScheduleTimeoutsOfTheGangAreCountedInTheJobsStatus) {
@@ -876,6 +911,33 @@ TEST(JobPlanTest, MPIJobCreatesItsObjectsAndFollowsTheLauncher) {
   EXPECT_EQ(cluster.job["status"]["completionTime"], "2027-01-15T08:30:00Z");
   EXPECT_EQ(cluster.job["status"]["replicaStatuses"]["Launcher"], json({{"succeeded", 1}}));
   EXPECT_TRUE(cluster.step(options(seconds(4))).actions.empty());
+}
+
+// The chaos_bench case: an MPIJob's launcher Job failed (backoffLimit 0), its gang dropped below
+// minMember and back to Pending; the MPIJob still fails, and nothing is started for it.
+TEST(JobPlanTest, MPIJobFollowsAFailedLauncherWhileItsGangIsPending) {
+  PlanOptions o = options();
+  o.gang_scheduler = GangScheduler::Builtin;
+  FakeCluster cluster{.job = mpi_job()};
+  cluster.step(o);
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
+  cluster.step(o);
+  cluster.set_all("Running");
+  cluster.step(o);
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Pending"}}}});
+  cluster.observed.batch_jobs[0]["status"] = {
+      {"failed", 1},
+      {"conditions",
+       {{{"type", "Failed"},
+         {"status", "True"},
+         {"reason", "BackoffLimitExceeded"},
+         {"message", "Job has reached the specified backoff limit"}}}}};
+  cluster.observed.pods.erase(cluster.observed.pods.begin());  // a worker gone too
+  const Plan plan = cluster.step(o);
+  EXPECT_EQ(api::job_status(cluster.job), "Failed");
+  EXPECT_EQ((*condition_of(cluster.job, "Failed"))["reason"], "BackoffLimitExceeded");
+  EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
+  EXPECT_TRUE(names(plan, Action::Type::Create, "jobs").empty());
 }
 
 // Upstream: mpi-operator v0.6 mpi_job_controller.go syncHandler aligns the launcher Job's

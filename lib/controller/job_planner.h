@@ -72,6 +72,8 @@ class JobPlanner {
   void resume_if_suspended();
   /// Sets startTime on the first pass that runs the job.
   void ensure_started();
+  /// Whether the job has started (its status has a startTime).
+  bool started() const { return status_.contains("startTime"); }
   /// With a gang scheduler that uses PodGroups: creates the job's PodGroup of the mode's type
   /// when missing. Says whether pods may be created now (gang.h pods_may_start: builtin and
   /// volcano once the group is Inqueue or later, scheduler-plugins and none at once).

@@ -94,7 +94,10 @@ void update_status(JobPlanner& p, const json* launcher, const std::vector<json>&
 }  // namespace
 
 void plan_mpi(JobPlanner& p) {
-  if (!p.gang_admitted())
+  // As ReplicaPlanner::run: a started job's status follows its pods and launcher without
+  // admission too (a failed launcher drops the gang below minMember); only starting waits for it.
+  const bool admitted = p.gang_admitted();
+  if (!admitted && !p.started())
     return;
   p.ensure_started();
   if (p.enforce_deadline())
@@ -118,9 +121,10 @@ void plan_mpi(JobPlanner& p) {
       workers.push_back(pod);
   }
   const json* launcher = find_named(p.observed().batch_jobs, name + "-launcher");
-  p.set_launchers_suspended(false);  // resumed
+  if (admitted)
+    p.set_launchers_suspended(false);  // resumed
   update_status(p, launcher, workers);
-  if (is_finished(p.status()))
+  if (is_finished(p.status()) || !admitted)
     return;
 
   if (!find_named(p.observed().services, name))
