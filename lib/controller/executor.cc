@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -46,6 +47,18 @@ bool object_is_gone(const Error& e) {
          message.find("the UID in the precondition (") != std::string::npos;
 }
 
+/// Whether a create was refused because its namespace is being deleted (kube-apiserver's
+/// NamespaceLifecycle admission: 403 with cause NamespaceTerminating). Nothing can be created there
+/// any more, and the job goes with its namespace: kube's job controller ignores the error too.
+bool namespace_terminating(const Error& e) {
+  if (e.kind() != ErrorKind::Forbidden)
+    return false;
+  const json& causes = member(object_member(e.status(), "details"), "causes");
+  return causes.is_array() && std::any_of(causes.begin(), causes.end(), [](const json& cause) {
+           return string_member(cause, "reason") == "NamespaceTerminating";
+         });
+}
+
 }  // namespace
 
 Executor::Executor(kube::Client& client, MetricsRegistry& metrics, Logger& log,
@@ -66,7 +79,7 @@ json Executor::perform(const Action& action) {
       try {
         return client_.create(action.resource, action.namespace_, action.object);
       } catch (const Error& e) {
-        if (e.kind() != ErrorKind::AlreadyExists)
+        if (e.kind() != ErrorKind::AlreadyExists && !namespace_terminating(e))
           throw;
       }
       return nullptr;

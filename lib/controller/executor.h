@@ -43,8 +43,9 @@ class Executor {
   /// batch with an error ends the run, so a bad template costs one request, not the whole job's.
   /// Throws the first error (in action order) that is not "already done" (a Conflict means the
   /// cache was stale: the caller retries); a write to an object that is gone (NotFound, or a
-  /// Conflict on its uid: deleted, perhaps re-created under the same name) is done too. Events that
-  /// cannot be recorded are logged, never fatal. Returns what the server returned for each action
+  /// Conflict on its uid: deleted, perhaps re-created under the same name) is done too, and so is a
+  /// create in a namespace being deleted (403 NamespaceTerminating). Events that cannot be
+  /// recorded are logged, never fatal. Returns what the server returned for each action
   /// (null for one that was already done). A failed write throws ApplyError.
   std::vector<nlohmann::json> apply(const Plan& plan);
 

@@ -753,6 +753,43 @@ spec: {runPolicy: {schedulingPolicy: {queue: quota}}}
 // Creates go out in slow-start batches (1, 2, 4, ...) as the Kubernetes Job controller sends
 // them, each batch concurrently: a template the server rejects costs one request, a batch with an
 // error is the last one sent, and a good plan creates everything.
+// A namespace being deleted takes no new objects (403, cause NamespaceTerminating) and never will:
+// as kube's job controller, the executor counts such a create as done rather than failing the
+// reconcile and retrying it until the namespace is gone (seen on the real control plane: a job
+// left in a namespace being deleted logged an error for every retry).
+TEST_F(ControllerTest, ExecutorDropsCreatesInANamespaceBeingDeleted) {
+  controller::declare_executor_metrics(metrics_);
+  controller::Executor executor(*controller_client_, metrics_, log_, "test-controller");
+  client().create(
+      kube::resources::namespaces(), "",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "doomed"}}}});
+  // A ConfigMap with a finalizer keeps the namespace terminating.
+  client().create(kube::resources::configmaps(), "doomed",
+                  {{"apiVersion", "v1"},
+                   {"kind", "ConfigMap"},
+                   {"metadata", {{"name", "held"}, {"finalizers", {"example.com/hold"}}}}});
+  client().remove(kube::resources::namespaces(), "", "doomed");
+  const auto pod = [](const std::string& name) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}}},
+                {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  };
+  controller::Plan plan;
+  plan.actions.push_back({.type = controller::Action::Type::Create,
+                          .resource = kube::resources::pods(),
+                          .namespace_ = "doomed",
+                          .object = pod("late")});
+  const std::vector<json> results = executor.apply(plan);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].is_null()) << "done: nothing was created";
+  EXPECT_EQ(client().list_all(kube::resources::pods(), "doomed")["items"].size(), 0u);
+
+  // Any other refusal still fails the write.
+  plan.actions[0].namespace_ = "no-such-namespace";
+  EXPECT_THROW(executor.apply(plan), Error);
+}
+
 TEST_F(ControllerTest, ExecutorSendsCreatesInSlowStartBatchesAndStopsAtTheFirstError) {
   controller::declare_executor_metrics(metrics_);
   controller::Executor executor(*controller_client_, metrics_, log_, "test-controller");
