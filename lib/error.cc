@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "json_access.h"
+
 namespace trainctl {
 
 Error::Error(ErrorKind kind, std::string message, int http_code)
@@ -70,6 +74,14 @@ Error Error::from_response(int http_code, std::string_view body,
     err.status_ = std::move(status);
   err.retry_after_ = retry_after;
   return err;
+}
+
+bool Error::has_status_cause(std::string_view reason) const {
+  const nlohmann::json& causes = member(object_member(status_, "details"), "causes");
+  return causes.is_array() &&
+         std::any_of(causes.begin(), causes.end(), [&](const nlohmann::json& cause) {
+           return string_member(cause, "reason") == reason;
+         });
 }
 
 int exit_code(ErrorKind kind) {

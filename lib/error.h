@@ -55,6 +55,9 @@ class Error : public std::exception {
   const std::string& reason() const { return reason_; }
   /// The server's Status object, or null when the body was not one.
   const nlohmann::json& status() const { return status_; }
+  /// Whether the server's Status names a cause with this reason in details.causes
+  /// (apimachinery's HasStatusCause): "NamespaceTerminating", "ResourceVersionTooLarge", ...
+  bool has_status_cause(std::string_view reason) const;
   std::optional<std::chrono::seconds> retry_after() const { return retry_after_; }
   const char* what() const noexcept override { return what_.c_str(); }
 

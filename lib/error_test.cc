@@ -16,6 +16,19 @@ TEST(ErrorTest, StatusBodyGivesReasonMessageAndKind) {
   EXPECT_EQ(e.status()["code"], 404);
 }
 
+// The 403 kube-apiserver 1.26 answers a create in a namespace being deleted (checked on the real
+// control plane): its cause, not its message, says why.
+TEST(ErrorTest, StatusCausesAreFoundByReason) {
+  const Error e = Error::from_response(403, R"({"kind":"Status","apiVersion":"v1",
+    "status":"Failure","reason":"Forbidden","code":403,
+    "message":"configmaps \"x\" is forbidden: unable to create new content in namespace t because it is being terminated",
+    "details":{"name":"x","kind":"configmaps","causes":[{"reason":"NamespaceTerminating",
+      "message":"namespace t is being terminated","field":"metadata.namespace"}]}})");
+  EXPECT_TRUE(e.has_status_cause("NamespaceTerminating"));
+  EXPECT_FALSE(e.has_status_cause("ResourceVersionTooLarge"));
+  EXPECT_FALSE(Error(ErrorKind::Forbidden, "no Status body", 403).has_status_cause("Forbidden"));
+}
+
 TEST(ErrorTest, ExpiredReasonIsGoneWhateverTheCode) {
   Error e = Error::from_response(
       500, R"({"kind":"Status","reason":"Expired","message":"too old resource version"})");

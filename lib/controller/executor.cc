@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -51,12 +50,7 @@ bool object_is_gone(const Error& e) {
 /// NamespaceLifecycle admission: 403 with cause NamespaceTerminating). Nothing can be created there
 /// any more, and the job goes with its namespace: kube's job controller ignores the error too.
 bool namespace_terminating(const Error& e) {
-  if (e.kind() != ErrorKind::Forbidden)
-    return false;
-  const json& causes = member(object_member(e.status(), "details"), "causes");
-  return causes.is_array() && std::any_of(causes.begin(), causes.end(), [](const json& cause) {
-           return string_member(cause, "reason") == "NamespaceTerminating";
-         });
+  return e.kind() == ErrorKind::Forbidden && e.has_status_cause("NamespaceTerminating");
 }
 
 }  // namespace

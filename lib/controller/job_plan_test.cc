@@ -313,9 +313,25 @@ TEST(JobPlanTest, VolcanoAndIstioDecorations) {
             R"({"holdApplicationUntilProxyStarts": true})");
 }
 
-TEST(JobPlanTest, BuiltinGangCreatesPodsOnlyOnceThePodGroupIsAdmitted) {
+PlanOptions builtin_gang() {
   PlanOptions o = options();
   o.gang_scheduler = GangScheduler::Builtin;
+  return o;
+}
+
+/// `job` planned under `o` (builtin gangs), its PodGroup admitted and every pod Running.
+FakeCluster admitted_and_running(json job, const PlanOptions& o) {
+  FakeCluster cluster{.job = std::move(job)};
+  cluster.step(o);
+  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
+  cluster.step(o);
+  cluster.set_all("Running");
+  cluster.step(o);
+  return cluster;
+}
+
+TEST(JobPlanTest, BuiltinGangCreatesPodsOnlyOnceThePodGroupIsAdmitted) {
+  const PlanOptions o = builtin_gang();
   FakeCluster cluster{.job = tf_job()};
   Plan plan = cluster.step(o);
   EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
@@ -337,14 +353,8 @@ TEST(JobPlanTest, BuiltinGangCreatesPodsOnlyOnceThePodGroupIsAdmitted) {
 // to Pending (Volcano's rule). The job must still fail from its pods, without starting any pod
 // (found by chaos_bench: the job stayed Running and its other pods held their queue for ever).
 TEST(JobPlanTest, AStartedJobWhoseGangWentBackToPendingStillEndsButStartsNothing) {
-  PlanOptions o = options();
-  o.gang_scheduler = GangScheduler::Builtin;
-  FakeCluster cluster{.job = tf_job()};
-  cluster.step(o);
-  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
-  cluster.step(o);
-  cluster.set_all("Running");
-  cluster.step(o);
+  const PlanOptions o = builtin_gang();
+  FakeCluster cluster = admitted_and_running(tf_job(), o);
   ASSERT_EQ(api::job_status(cluster.job), "Running");
 
   cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Pending"}}}});
@@ -355,12 +365,7 @@ TEST(JobPlanTest, AStartedJobWhoseGangWentBackToPendingStillEndsButStartsNothing
   EXPECT_TRUE(names(plan, Action::Type::Create, "pods").empty());
 
   // Not yet failed, nothing to restart: a Pending gang's job neither creates nor restarts pods.
-  FakeCluster waiting{.job = tf_job()};
-  waiting.step(o);
-  waiting.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
-  waiting.step(o);
-  waiting.set_all("Running");
-  waiting.step(o);
+  FakeCluster waiting = admitted_and_running(tf_job(), o);
   waiting.observed.pod_group->merge_patch({{"status", {{"phase", "Pending"}}}});
   waiting.observed.pods.erase(waiting.observed.pods.begin());  // one pod gone (evicted)
   const Plan held = waiting.step(o);
@@ -371,8 +376,7 @@ TEST(JobPlanTest, AStartedJobWhoseGangWentBackToPendingStillEndsButStartsNothing
 // A gang taken back after a schedule timeout is counted in the job's status (admission keeps the
 // count on the PodGroup): condition Requeued, which is not a status of its own.
 TEST(JobPlanTest, ScheduleTimeoutsOfTheGangAreCountedInTheJobsStatus) {
-  PlanOptions o = options();
-  o.gang_scheduler = GangScheduler::Builtin;
+  const PlanOptions o = builtin_gang();
   FakeCluster cluster{.job = tf_job()};
   cluster.step(o);
   EXPECT_FALSE(condition_of(cluster.job, "Requeued"));
@@ -916,14 +920,8 @@ TEST(JobPlanTest, MPIJobCreatesItsObjectsAndFollowsTheLauncher) {
 // The chaos_bench case: an MPIJob's launcher Job failed (backoffLimit 0), its gang dropped below
 // minMember and back to Pending; the MPIJob still fails, and nothing is started for it.
 TEST(JobPlanTest, MPIJobFollowsAFailedLauncherWhileItsGangIsPending) {
-  PlanOptions o = options();
-  o.gang_scheduler = GangScheduler::Builtin;
-  FakeCluster cluster{.job = mpi_job()};
-  cluster.step(o);
-  cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Inqueue"}}}});
-  cluster.step(o);
-  cluster.set_all("Running");
-  cluster.step(o);
+  const PlanOptions o = builtin_gang();
+  FakeCluster cluster = admitted_and_running(mpi_job(), o);
   cluster.observed.pod_group->merge_patch({{"status", {{"phase", "Pending"}}}});
   cluster.observed.batch_jobs[0]["status"] = {
       {"failed", 1},

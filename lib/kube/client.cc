@@ -17,12 +17,7 @@ namespace trainctl::kube {
 using nlohmann::json;
 
 bool is_too_large_resource_version(const Error& error) {
-  if (error.kind() != ErrorKind::Timeout)
-    return false;
-  const json& causes = member(object_member(error.status(), "details"), "causes");
-  return causes.is_array() && std::any_of(causes.begin(), causes.end(), [](const json& cause) {
-           return string_member(cause, "reason") == "ResourceVersionTooLarge";
-         });
+  return error.kind() == ErrorKind::Timeout && error.has_status_cause("ResourceVersionTooLarge");
 }
 
 std::string_view content_type(PatchType type) {

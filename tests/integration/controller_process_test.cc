@@ -195,40 +195,24 @@ TEST_F(ControllerProcessTest, RecoversWhenTheSandboxRestartsWithoutItsData) {
 
 TEST_F(ControllerProcessTest, BadFlagsExitWithUsageErrors) {
   const std::string kubeconfig = local_.sandbox().kubeconfig_path().string();
-  const auto bad = testing::run_command(
-      fmt::format("{} controller --kubeconfig {} --metrics-bind-address nowhere 2>&1",
-                  TRAINCTL_BINARY, kubeconfig));
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--metrics-bind-address: \"nowhere\" is not HOST:PORT, :PORT or 0"),
-            std::string::npos)
-      << bad.err;
-  const auto workers = testing::run_command(
-      fmt::format("{} controller --kubeconfig {} --workers 0", TRAINCTL_BINARY, kubeconfig));
-  EXPECT_EQ(workers.exit_code, 2);
-  EXPECT_NE(workers.err.find("--workers: must be at least 1"), std::string::npos) << workers.err;
-  const auto tries = testing::run_command(fmt::format(
-      "{} controller --kubeconfig {} --pytorch-init-container --pytorch-init-container-max-tries 0",
-      TRAINCTL_BINARY, kubeconfig));
-  EXPECT_EQ(tries.exit_code, 2);
-  EXPECT_NE(tries.err.find("--pytorch-init-container-max-tries: must be at least 1"),
-            std::string::npos)
-      << tries.err;
-  // Lease timings are durations (15s, 1m; plain integers are seconds), checked with or without
-  // --leader-elect.
-  const auto lease = testing::run_command(
-      fmt::format("{} controller --kubeconfig {} --leader-elect-lease-duration 1.5",
-                  TRAINCTL_BINARY, kubeconfig));
-  EXPECT_EQ(lease.exit_code, 2);
-  EXPECT_NE(lease.err.find("--leader-elect-lease-duration"), std::string::npos) << lease.err;
-  const auto timeout = testing::run_command(fmt::format(
-      "{} controller --kubeconfig {} --schedule-timeout 0s", TRAINCTL_BINARY, kubeconfig));
-  EXPECT_EQ(timeout.exit_code, 2);
-  EXPECT_NE(timeout.err.find("--schedule-timeout: must be at least 1s"), std::string::npos)
-      << timeout.err;
-  const auto order = testing::run_command(fmt::format(
-      "{} controller --kubeconfig {} --admission-order lifo", TRAINCTL_BINARY, kubeconfig));
-  EXPECT_EQ(order.exit_code, 2);
-  EXPECT_NE(order.err.find("--admission-order"), std::string::npos) << order.err;
+  // {flags, what the error says}. Lease timings are durations (15s, 1m; plain integers are
+  // seconds), checked with or without --leader-elect.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--metrics-bind-address nowhere",
+       "--metrics-bind-address: \"nowhere\" is not HOST:PORT, :PORT or 0"},
+      {"--workers 0", "--workers: must be at least 1"},
+      {"--pytorch-init-container --pytorch-init-container-max-tries 0",
+       "--pytorch-init-container-max-tries: must be at least 1"},
+      {"--leader-elect-lease-duration 1.5", "--leader-elect-lease-duration"},
+      {"--schedule-timeout 0s", "--schedule-timeout: must be at least 1s"},
+      {"--admission-order lifo", "--admission-order"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const auto r = testing::run_command(
+        fmt::format("{} controller --kubeconfig {} {}", TRAINCTL_BINARY, kubeconfig, flags));
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_NE(r.err.find(message), std::string::npos) << flags << ": " << r.err;
+  }
 }
 
 // --gang-scheduler-name: the coscheduling scheduler's name on pods in scheduler-plugins mode, and

@@ -415,18 +415,24 @@ TEST_F(JobFollowTest, WaitTakesKubectlsConditionSpellingsAndTypeSlashName) {
 
 class SubmitWaitTest : public JobFollowTest {
  protected:
-  /// Plays the operator for a job submit created: two workers that run and exit with
-  /// `worker1_exit`, the final status, then (with `clean_pods`) cleanPodPolicy All deleting the
-  /// pods at once.
-  void operate(const std::string& name, int worker1_exit, bool clean_pods = true) {
-    ASSERT_TRUE(testing::wait_until([&] {
+  /// Whether the TFJob `name` exists within the usual wait (submit, started on another thread,
+  /// has created it).
+  bool submitted(const std::string& name) {
+    return testing::wait_until([&] {
       try {
         client().get(kube::resources::job(api::JobKind::TFJob), "default", name);
         return true;
       } catch (const Error&) {
         return false;
       }
-    }));
+    });
+  }
+
+  /// Plays the operator for a job submit created: two workers that run and exit with
+  /// `worker1_exit`, the final status, then (with `clean_pods`) cleanPodPolicy All deleting the
+  /// pods at once.
+  void operate(const std::string& name, int worker1_exit, bool clean_pods = true) {
+    ASSERT_TRUE(submitted(name));
     set_status(name, "Running", "", {{"replicaStatuses", {{"Worker", {{"active", 2}}}}}});
     create_replica(name, 0, "--rank=0", "1.1");
     create_replica(name, 1, "--rank=1", "0.2", worker1_exit);
@@ -504,14 +510,7 @@ TEST_F(SubmitWaitTest, SaveLogsKeepsTheFollowedLinesOfAPodDeletedBeforeItsEndWas
   const auto logs = dir_.path() / "logs";
   auto submit = start(
       fmt::format("submit -f {} --wait --logs --save-logs {}", job_file("lost"), logs.string()));
-  ASSERT_TRUE(testing::wait_until([&] {
-    try {
-      client().get(kube::resources::job(api::JobKind::TFJob), "default", "lost");
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  }));
+  ASSERT_TRUE(submitted("lost"));
   set_status("lost", "Running", "", {{"replicaStatuses", {{"Worker", {{"active", 2}}}}}});
   create_replica("lost", 0, "--rank=0", "0.2");
   create_replica("lost", 1, "--rank=1", "forever");
@@ -563,14 +562,7 @@ TEST_F(SubmitWaitTest, AJobFailedByItsDeadlineSaysWhy) {
       "TFJobFailed: TFJob default/late has failed because it was active longer than specified "
       "deadline";
   auto submit = start(fmt::format("submit -f {} --wait", job_file("late")));
-  ASSERT_TRUE(testing::wait_until([&] {
-    try {
-      client().get(kube::resources::job(api::JobKind::TFJob), "default", "late");
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  }));
+  ASSERT_TRUE(submitted("late"));
   set_status("late", "Failed",
              "TFJob default/late has failed because it was active longer than specified deadline");
   RunResult r = finish(submit);

@@ -321,11 +321,12 @@ TEST(RenderTest, ValuesFilesThenFlagsThenSetWin) {
   EXPECT_EQ(job["spec"]["runPolicy"]["schedulingPolicy"]["queue"], "007");
 }
 
-/// A TFJob whose image (line 13, from column 28) holds bytes that are not UTF-8.
-constexpr const char* kNotUtf8Job = R"(apiVersion: kubeflow.org/v1
+/// A TFJob of one worker running `image` (quoted: line 13, from column 28).
+std::string tfjob_yaml(std::string_view name, std::string_view image) {
+  return fmt::format(R"(apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata:
-  name: bytes
+  name: {}
 spec:
   tfReplicaSpecs:
     Worker:
@@ -334,10 +335,13 @@ spec:
         spec:
           containers:
           - name: tensorflow
-            image: "reg/tf:)"
-                                    "\xff\xfe"
-                                    R"("
-)";
+            image: "{}"
+)",
+                     name, image);
+}
+
+/// A TFJob whose image (line 13, from column 28) holds bytes that are not UTF-8.
+const std::string kNotUtf8Job = tfjob_yaml("bytes", "reg/tf:\xff\xfe");
 
 TEST(RenderTest, BytesThatAreNotUtf8AreAnErrorWithExit2NotACrash) {
   testing::TempDir dir;
@@ -791,24 +795,8 @@ class SubmitRequestsTest : public SubmitTest {
 /// `count` TFJobs named job-00, job-01, ... as one YAML stream.
 std::string tfjobs(int count) {
   std::string stream;
-  for (int i = 0; i < count; ++i) {
-    stream += fmt::format(R"(---
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata:
-  name: job-{:02}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: tensorflow
-            image: reg/tf:1
-)",
-                          i);
-  }
+  for (int i = 0; i < count; ++i)
+    stream += "---\n" + tfjob_yaml(fmt::format("job-{:02}", i), "reg/tf:1");
   return stream;
 }
 
