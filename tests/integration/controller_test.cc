@@ -549,7 +549,19 @@ spec:
     return status.value("phase", "") == "Pending" && status.contains("conditions") &&
            status["conditions"].back().value("reason", "") == "ScheduleTimeout";
   }));
-  EXPECT_THAT(group()["status"]["conditions"].back()["message"].get<std::string>(),
+  // Why, on the PodGroup's Warning Event (its condition says "its pods are being deleted" once
+  // the next pass deletes them, which may come before this test reads it).
+  const auto timeout_message = [&]() -> std::string {
+    const json events = client().list_all(kube::resources::events(), "default");
+    for (const json& event : events["items"]) {
+      if (event.value("reason", "") == "ScheduleTimeout" &&
+          event["involvedObject"].value("name", "") == "gated")
+        return event.value("message", "");
+    }
+    return "";
+  };
+  ASSERT_TRUE(wait_until([&] { return !timeout_message().empty(); }));
+  EXPECT_THAT(timeout_message(),
               ::testing::StartsWith("1 of 1 pods not bound within 2s: gated-master-0"));
   ASSERT_TRUE(wait_until([&] { return pods_of("gated").empty(); })) << "its pods are deleted";
   // The back-off is a minute: nothing is created again meanwhile.
