@@ -132,4 +132,61 @@ void curl_slist_free_all(curl_slist* list) {
   f(list);
 }
 
+CURLM* curl_multi_init() {
+  static auto* f = resolve<CURLM*()>("curl_multi_init");
+  return f();
+}
+
+CURLMcode curl_multi_cleanup(CURLM* multi) {
+  static auto* f = resolve<CURLMcode(CURLM*)>("curl_multi_cleanup");
+  return f(multi);
+}
+
+// Every multi option trainctl sets takes a long.
+CURLMcode curl_multi_setopt(CURLM* multi, CURLMoption option, ...) {
+  static auto* f = resolve<CURLMcode(CURLM*, CURLMoption, ...)>("curl_multi_setopt");
+  va_list args;
+  va_start(args, option);
+  const long value = va_arg(args, long);
+  va_end(args);
+  return f(multi, option, value);
+}
+
+CURLMcode curl_multi_add_handle(CURLM* multi, CURL* curl) {
+  static auto* f = resolve<CURLMcode(CURLM*, CURL*)>("curl_multi_add_handle");
+  return f(multi, curl);
+}
+
+CURLMcode curl_multi_remove_handle(CURLM* multi, CURL* curl) {
+  static auto* f = resolve<CURLMcode(CURLM*, CURL*)>("curl_multi_remove_handle");
+  return f(multi, curl);
+}
+
+CURLMcode curl_multi_perform(CURLM* multi, int* running) {
+  static auto* f = resolve<CURLMcode(CURLM*, int*)>("curl_multi_perform");
+  return f(multi, running);
+}
+
+CURLMcode curl_multi_poll(CURLM* multi, curl_waitfd* extra, unsigned int extra_count,
+                          int timeout_ms, int* ret) {
+  static auto* f =
+      resolve<CURLMcode(CURLM*, curl_waitfd*, unsigned int, int, int*)>("curl_multi_poll");
+  return f(multi, extra, extra_count, timeout_ms, ret);
+}
+
+CURLMcode curl_multi_wakeup(CURLM* multi) {
+  static auto* f = resolve<CURLMcode(CURLM*)>("curl_multi_wakeup");
+  return f(multi);
+}
+
+CURLMsg* curl_multi_info_read(CURLM* multi, int* left) {
+  static auto* f = resolve<CURLMsg*(CURLM*, int*)>("curl_multi_info_read");
+  return f(multi, left);
+}
+
+const char* curl_multi_strerror(CURLMcode code) {
+  static auto* f = resolve<const char*(CURLMcode)>("curl_multi_strerror");
+  return f(code);
+}
+
 }  // extern "C"

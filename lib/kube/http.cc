@@ -9,6 +9,9 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <semaphore>
+#include <thread>
+#include <unordered_map>
 
 #include "error.h"
 #include "http_status.h"
@@ -150,6 +153,95 @@ struct HttpTransport::Handle {
   }
 };
 
+class HttpTransport::Multiplexer {
+ public:
+  Multiplexer() : multi_(curl_multi_init()) {
+    if (multi_ == nullptr)
+      throw Error(ErrorKind::Connection, "libcurl could not create a multi handle");
+    curl_multi_setopt(multi_, CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_MULTIPLEX));
+    // Idle connections kept for reuse, for a server that speaks only HTTP/1.1: one per request a
+    // controller's workers, informers' lists and event sender may have in flight at once.
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, 64L);
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Multiplexer() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    curl_multi_wakeup(multi_);
+    thread_.join();
+    curl_multi_cleanup(multi_);
+  }
+
+  Multiplexer(const Multiplexer&) = delete;
+  Multiplexer& operator=(const Multiplexer&) = delete;
+
+  /// Performs a configured transfer as curl_easy_perform does, blocking the calling thread until
+  /// it has ended; its callbacks run on the multiplexer's thread meanwhile.
+  CURLcode perform(CURL* easy) {
+    Pending pending{easy};
+    {
+      std::lock_guard lock(mu_);
+      incoming_.push_back(&pending);
+    }
+    curl_multi_wakeup(multi_);
+    pending.done.acquire();
+    return pending.result;
+  }
+
+ private:
+  struct Pending {
+    CURL* easy;
+    CURLcode result = CURLE_OK;
+    std::binary_semaphore done{0};
+  };
+
+  void run() {
+    std::unordered_map<CURL*, Pending*> active;
+    while (true) {
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_)
+          return;  // the transport is being destroyed: nobody waits on a transfer any more
+        for (Pending* p : incoming_) {
+          if (curl_multi_add_handle(multi_, p->easy) != CURLM_OK) {
+            p->result = CURLE_FAILED_INIT;
+            p->done.release();
+            continue;
+          }
+          active.emplace(p->easy, p);
+        }
+        incoming_.clear();
+      }
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      int left = 0;
+      while (CURLMsg* message = curl_multi_info_read(multi_, &left)) {
+        if (message->msg != CURLMSG_DONE)
+          continue;
+        CURL* easy = message->easy_handle;
+        const CURLcode result = message->data.result;
+        curl_multi_remove_handle(multi_, easy);
+        const auto it = active.find(easy);
+        Pending* p = it->second;
+        active.erase(it);
+        p->result = result;
+        p->done.release();
+      }
+      // Wakes for socket activity, libcurl's own timers (timeouts), or a new transfer.
+      curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+    }
+  }
+
+  CURLM* multi_;
+  std::mutex mu_;
+  std::vector<Pending*> incoming_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
   ensure_curl_initialized();
   ServerUrl url = parse_server(config.server);
@@ -184,6 +276,13 @@ std::unique_ptr<HttpTransport::Handle> HttpTransport::checkout() {
 void HttpTransport::checkin(std::unique_ptr<Handle> handle) {
   std::lock_guard lock(mu_);
   idle_.push_back(std::move(handle));
+}
+
+HttpTransport::Multiplexer& HttpTransport::multiplexer() {
+  std::lock_guard lock(mu_);
+  if (!multiplexer_)
+    multiplexer_ = std::make_unique<Multiplexer>();
+  return *multiplexer_;
 }
 
 void HttpTransport::configure(Handle& h, const HttpRequest& request,
@@ -287,8 +386,11 @@ namespace {
   throw Error(ErrorKind::Connection, fmt::format("{} {}: {}", method, url, detail));
 }
 
-HttpResponse perform(CURL* e, const char* errbuf, const HttpRequest& request,
-                     const std::string& url, const BodySink* sink, std::stop_token stop) {
+/// Performs a configured transfer: on the multiplexer when one is given, else on this thread.
+template <typename Multiplexer>
+HttpResponse perform(Multiplexer* multiplexer, CURL* e, const char* errbuf,
+                     const HttpRequest& request, const std::string& url, const BodySink* sink,
+                     std::stop_token stop) {
   HttpResponse response;
   Transfer t{e, &response, sink, std::move(stop), false};
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -298,7 +400,7 @@ HttpResponse perform(CURL* e, const char* errbuf, const HttpRequest& request,
   curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(e, CURLOPT_XFERINFODATA, &t);
-  const CURLcode code = curl_easy_perform(e);
+  const CURLcode code = multiplexer != nullptr ? multiplexer->perform(e) : curl_easy_perform(e);
   const bool ended_by_us = (code == CURLE_WRITE_ERROR && t.sink_ended) ||
                            (code == CURLE_ABORTED_BY_CALLBACK && t.stop.stop_requested());
   if (code != CURLE_OK && !ended_by_us)
@@ -362,9 +464,17 @@ HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
                                            std::stop_token stop) {
   auto h = checkout();
   configure(*h, request, creds, /*http1_only=*/false);
+  Multiplexer* through = nullptr;
+  if (sink == nullptr) {
+    through = &multiplexer();
+    // Waits for a connection being opened to say whether it multiplexes, rather than opening
+    // another beside it.
+    curl_easy_setopt(h->easy, CURLOPT_PIPEWAIT, 1L);
+  }
   const std::string url = server_ + request.path;
   if (config_.verbosity < 6) {
-    HttpResponse response = perform(h->easy, h->errbuf, request, url, sink, std::move(stop));
+    HttpResponse response =
+        perform(through, h->easy, h->errbuf, request, url, sink, std::move(stop));
     checkin(std::move(h));
     return response;
   }
@@ -377,7 +487,8 @@ HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
               << std::flush;
   };
   try {
-    HttpResponse response = perform(h->easy, h->errbuf, request, url, sink, std::move(stop));
+    HttpResponse response =
+        perform(through, h->easy, h->errbuf, request, url, sink, std::move(stop));
     checkin(std::move(h));
     log(&response, "");
     return response;

@@ -55,9 +55,13 @@ std::string format_request_log(int verbosity, const HttpRequest& request, const 
                                const HttpResponse* response, std::string_view error,
                                std::chrono::milliseconds elapsed);
 
-/// HTTPS to one API server over libcurl: TLS from the rest config, keep-alive connections kept in
-/// a pool of handles (one per concurrent caller), HTTP/2 when the server offers it. Knows nothing
-/// of Kubernetes semantics; the Client adds those.
+/// HTTPS to one API server over libcurl: TLS from the rest config, HTTP/2 when the server offers
+/// it. Requests (`send`) from any number of threads go through one libcurl multi handle on a
+/// thread of the transport's own, so concurrent requests share connections as client-go's do:
+/// streams of one HTTP/2 connection, or over HTTP/1.1 one keep-alive connection per request in
+/// flight, idle ones reused. Long streams (`stream`: watches, followed logs) each keep a
+/// connection of their own, so a slow reader never holds up other requests. Knows nothing of
+/// Kubernetes semantics; the Client adds those.
 class HttpTransport {
  public:
   explicit HttpTransport(const RestConfig& config);
@@ -86,6 +90,8 @@ class HttpTransport {
 
   /// A libcurl easy handle together with the buffers and lists it points into (http.cc).
   struct Handle;
+  /// The thread and multi handle `send` performs its transfers on (http.cc).
+  class Multiplexer;
   /// The path prefix of the server URL ("" or e.g. "/k8s/clusters/c-1"), for raw connections.
   const std::string& path_prefix() const { return path_prefix_; }
 
@@ -97,9 +103,12 @@ class HttpTransport {
   /// The headers a request is sent with: its own, the defaults, credentials, impersonation.
   std::vector<std::pair<std::string, std::string>> headers_for(
       const HttpRequest& request, const RequestCredentials& creds) const;
-  /// Configures a pooled handle, performs the request and logs it at config_.verbosity.
+  /// Configures a pooled handle, performs the request (through the multiplexer unless it has a
+  /// sink) and logs it at config_.verbosity.
   HttpResponse perform_logged(const HttpRequest& request, const RequestCredentials& creds,
                               const BodySink* sink, std::stop_token stop);
+  /// The multiplexer, started by the first `send`.
+  Multiplexer& multiplexer();
 
   RestConfig config_;
   std::string server_;  // without trailing '/'
@@ -107,6 +116,7 @@ class HttpTransport {
   std::string connect_to_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_;
+  std::unique_ptr<Multiplexer> multiplexer_;  // under mu_
 };
 
 }  // namespace trainctl::kube

@@ -471,6 +471,7 @@ TEST(HttpsServerTest, StartFailsClearlyOnABusyPortOrABadKey) {
 
 TEST(HttpsServerTest, StreamsChunksToAWatchAsTheyAreWritten) {
   std::promise<void> first_seen;
+  const std::shared_future<void> first_seen_future = first_seen.get_future().share();
   std::atomic<bool> seen_before_end{false};
   Recorder recorder;
   HttpsServer server(test_config(), [&](const Request& req, ResponseWriter& w) {
@@ -482,7 +483,7 @@ TEST(HttpsServerTest, StreamsChunksToAWatchAsTheyAreWritten) {
     w.begin_stream(200, "application/json");
     ASSERT_TRUE(w.write_chunk(watch_line("ADDED", "a", 1)));
     // The client must have decoded the first event while the stream is still open.
-    seen_before_end = first_seen.get_future().wait_for(kWait) == std::future_status::ready;
+    seen_before_end = first_seen_future.wait_for(kWait) == std::future_status::ready;
     const std::string second = watch_line("MODIFIED", "a", 2);
     ASSERT_TRUE(w.write_chunk(second.substr(0, 10)));  // an event split across chunks
     ASSERT_TRUE(w.write_chunk(second.substr(10)));
@@ -504,7 +505,10 @@ TEST(HttpsServerTest, StreamsChunksToAWatchAsTheyAreWritten) {
   EXPECT_THAT(seen, ElementsAre("ADDED 1", "MODIFIED 2"));
   EXPECT_EQ(result.resource_version, "2");
 
-  client->get(kube::resources::pods(), "default", "a");
+  // The next stream goes over the same connection (the client sends other requests over
+  // connections of their own).
+  client->watch(kube::resources::pods(), "default", {.timeout_seconds = 30},
+                [](const kube::WatchEvent&) { return true; });
   const auto requests = recorder.requests();
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].remote, requests[1].remote) << "the connection outlives a finished stream";

@@ -1,5 +1,6 @@
 // The HTTPS transport under the client: connection reuse and HTTP/2 negotiation.
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -10,6 +11,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "kube/client.h"
@@ -69,7 +73,8 @@ bool accepting(int port) {
   return ok;
 }
 
-/// nghttpd (Debian's nghttp2-server, installed by the bootstrap) serving a directory over h2.
+/// nghttpd (Debian's nghttp2-server, installed by the bootstrap) serving a directory over h2;
+/// its verbose log (one `[id=N]` per connection) is kept in a file.
 class Http2Server {
  public:
   Http2Server() {
@@ -84,8 +89,11 @@ class Http2Server {
     if (pid_ == 0) {
       const std::string port = std::to_string(port_), docroot = (dir_ / "htdocs").string(),
                         key = (dir_ / "key.pem").string(), cert = (dir_ / "cert.pem").string();
-      ::execlp("nghttpd", "nghttpd", "-d", docroot.c_str(), "--address=127.0.0.1", port.c_str(),
-               key.c_str(), cert.c_str(), static_cast<char*>(nullptr));
+      const std::string log = (dir_ / "nghttpd.log").string();
+      if (std::freopen(log.c_str(), "w", stdout) == nullptr)
+        ::_exit(126);
+      ::execlp("nghttpd", "nghttpd", "-v", "-d", docroot.c_str(), "--address=127.0.0.1",
+               port.c_str(), key.c_str(), cert.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     for (int i = 0; i < 200 && !accepting(port_); ++i) {
@@ -98,6 +106,12 @@ class Http2Server {
     std::filesystem::remove_all(dir_);
   }
   int port() const { return port_; }
+
+  /// What nghttpd has logged so far.
+  std::string log() const {
+    std::ifstream in(dir_ / "nghttpd.log");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
 
  private:
   std::filesystem::path dir_;
@@ -119,6 +133,77 @@ TEST(HttpTransportTest, Http2IsUsedWhenTheServerOffersIt) {
   EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.http_version, 2);
   EXPECT_EQ(Client(config).server_version()["gitVersion"], "v1.31.0-h2");
+}
+
+TEST(HttpTransportTest, ConcurrentRequestsAreStreamsOfOneHttp2Connection) {
+  ASSERT_EQ(std::system("command -v nghttpd >/dev/null"), 0)
+      << "nghttpd missing: run packaging/bootstrap-debian.sh";
+  Http2Server server;
+  RestConfig config;
+  config.server = "https://127.0.0.1:" + std::to_string(server.port());
+  config.tls.ca_pem = testing::TestPki::shared().ca.cert_pem;
+  HttpTransport transport(config);
+  std::vector<int> statuses(12);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < statuses.size(); ++i) {
+    threads.emplace_back([&, i] {
+      HttpRequest request;
+      request.path = "/version";
+      const HttpResponse response = transport.send(request, {});
+      statuses[i] = response.http_version == 2 ? response.status : -response.http_version;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_THAT(statuses, ::testing::Each(200));
+  // nghttpd numbers its connections ("[id=N]"; the start-up probe's took one) and logs each
+  // request's HEADERS frame: all twelve must have come over one connection.
+  std::istringstream log(server.log());
+  std::map<std::string, int> requests_per_connection;
+  for (std::string line; std::getline(log, line);) {
+    if (line.find("recv HEADERS frame") != std::string::npos)
+      ++requests_per_connection[line.substr(0, line.find(']') + 1)];
+  }
+  EXPECT_EQ(requests_per_connection.size(), 1u) << "more than one connection was opened";
+  int total = 0;
+  for (const auto& [connection, requests] : requests_per_connection)
+    total += requests;
+  EXPECT_EQ(total, 12);
+}
+
+TEST(HttpTransportTest, ConcurrentRequestsToAnHttp11ServerEachGetTheirAnswer) {
+  testing::HttpsTestServer server;
+  server.routes().Get(R"(/echo/(\d+))", [](const httplib::Request& req, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // keeps them in flight together
+    res.set_content(req.matches[1].str(), "text/plain");
+  });
+  server.start();
+  HttpTransport transport(server.rest_config());
+  std::vector<std::string> bodies(8);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      HttpRequest request;
+      request.path = "/echo/" + std::to_string(i);
+      bodies[i] = transport.send(request, {}).body;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (std::size_t i = 0; i < bodies.size(); ++i)
+    EXPECT_EQ(bodies[i], std::to_string(i));
+  // Idle connections are reused afterwards: eight more requests, one after another, open none.
+  const auto before = server.requests();
+  std::set<int> ports;
+  for (const auto& r : before)
+    ports.insert(r.remote_port);
+  for (int i = 0; i < 8; ++i) {
+    HttpRequest request;
+    request.path = "/echo/1";
+    transport.send(request, {});
+  }
+  for (const auto& r : server.requests())
+    EXPECT_TRUE(ports.contains(r.remote_port)) << "a new connection was opened";
 }
 
 }  // namespace
