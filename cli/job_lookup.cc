@@ -4,9 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <tuple>
 
 #include "error.h"
+#include "parallel.h"
 #include "text.h"
 
 namespace trainctl::cli {
@@ -24,21 +27,50 @@ api::JobKind parse_kind_flag(std::string_view value) {
               fmt::format("unknown --kind {:?}: allowed are tfjob, pytorchjob, mpijob", value));
 }
 
+namespace {
+
+/// What one job kind's request gave: the object or list, or the error it failed with.
+struct KindAnswer {
+  const api::JobKindInfo* info;
+  json answer;
+  std::optional<Error> error;
+};
+
+/// Sends `request` for each job kind `kind` selects (every kind when none) all at once (over
+/// HTTP/2 they are streams of one connection, so three kinds cost one round trip, not three) and
+/// returns the answers in job_kinds() order.
+std::vector<KindAnswer> ask_each_kind(std::optional<api::JobKind> kind,
+                                      const std::function<json(const kube::Resource&)>& request) {
+  std::vector<KindAnswer> answers;
+  for (const auto& info : api::job_kinds()) {
+    if (!kind || *kind == info.kind)
+      answers.push_back({&info, nullptr, std::nullopt});
+  }
+  for_each_bounded(answers.size(), answers.size(), [&](std::size_t i) {
+    try {
+      answers[i].answer = request(kube::resources::job(answers[i].info->kind));
+    } catch (const Error& e) {
+      answers[i].error = e;
+    }
+  });
+  return answers;
+}
+
+}  // namespace
+
 FoundJob find_job(kube::Client& client, std::string_view ns, std::string_view name,
                   std::optional<api::JobKind> kind) {
   std::vector<FoundJob> found;
-  for (const auto& info : api::job_kinds()) {
-    if (kind && *kind != info.kind)
+  for (auto& [info, object, error] : ask_each_kind(
+           kind, [&](const kube::Resource& resource) { return client.get(resource, ns, name); })) {
+    if (!error) {
+      found.push_back({info->kind, std::move(object)});
       continue;
-    const kube::Resource resource = kube::resources::job(info.kind);
-    try {
-      found.push_back({info.kind, client.get(resource, ns, name)});
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;
-      if (kind)
-        client.require_served(resource);  // says "run `trainctl install`" when it is not
     }
+    if (error->kind() != ErrorKind::NotFound)
+      throw *error;
+    if (kind)
+      client.require_served(kube::resources::job(info->kind));  // says "run `trainctl install`"
   }
   if (found.empty()) {
     throw Error(ErrorKind::NotFound,
@@ -65,26 +97,22 @@ std::vector<FoundJob> list_jobs(kube::Client& client, std::string_view ns,
                                 std::optional<api::JobKind> kind) {
   std::vector<FoundJob> jobs;
   std::size_t served = 0;
-  for (const auto& info : api::job_kinds()) {
-    if (kind && *kind != info.kind)
-      continue;
-    const kube::Resource resource = kube::resources::job(info.kind);
-    json list;
-    try {
-      list = client.list_all(resource, ns, {.label_selector = label_selector});
-      ++served;
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;
+  for (auto& [info, list, error] : ask_each_kind(kind, [&](const kube::Resource& resource) {
+         return client.list_all(resource, ns, {.label_selector = label_selector});
+       })) {
+    if (error) {
+      if (error->kind() != ErrorKind::NotFound)
+        throw *error;
       if (!kind)
         continue;  // the cluster does not serve this kind: nothing of it to list
-      client.require_served(resource);
-      throw;
+      client.require_served(kube::resources::job(info->kind));
+      throw *error;
     }
+    ++served;
     for (auto& item : list.value("items", json::array())) {
-      item["kind"] = std::string(info.name);
-      item["apiVersion"] = std::string(info.api_version);
-      jobs.push_back({info.kind, std::move(item)});
+      item["kind"] = std::string(info->name);
+      item["apiVersion"] = std::string(info->api_version);
+      jobs.push_back({info->kind, std::move(item)});
     }
   }
   if (!kind && served == 0) {

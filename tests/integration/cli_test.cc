@@ -7,10 +7,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sandbox/pki.h"
 #include "tests/support/exec_kubeconfig.h"
@@ -185,6 +188,48 @@ TEST_F(CliTest, VerbosityLogsEachRequestAndNeverTheToken) {
   EXPECT_THAT(down.err,
               ContainsRegex("GET https://127.0.0.1:1/version failed in [0-9]+ milliseconds: "));
   EXPECT_THAT(down.out, Not(HasSubstr("very-secret-token")));
+}
+
+// The three job kinds are asked for at once (streams of one HTTP/2 connection where the server
+// speaks it), not one after another: each answer here waits until all three requests are in.
+TEST_F(CliTest, ListAndGetAskForTheThreeJobKindsAtOnce) {
+  testing::HttpsTestServer server;
+  std::mutex mu;
+  std::condition_variable all_in;
+  int in_flight = 0;
+  std::vector<int> seen_in_flight;
+  const auto answer = [&](const char* body) {
+    return [&, body](const httplib::Request&, httplib::Response& res) {
+      std::unique_lock lock(mu);
+      ++in_flight;
+      all_in.notify_all();
+      all_in.wait_for(lock, std::chrono::seconds(5), [&] { return in_flight % 3 == 0; });
+      seen_in_flight.push_back(in_flight);
+      res.status = body == nullptr ? 404 : 200;
+      res.set_content(
+          body == nullptr ? R"({"kind":"Status","reason":"NotFound","code":404})" : body,
+          "application/json");
+    };
+  };
+  const char* empty = R"({"kind":"List","metadata":{"resourceVersion":"1"},"items":[]})";
+  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/tfjobs", answer(empty));
+  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", answer(empty));
+  server.routes().Get("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs", answer(empty));
+  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/tfjobs/a", answer(nullptr));
+  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/a", answer(nullptr));
+  server.routes().Get("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/a", answer(nullptr));
+  server.start();
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
+
+  RunResult list = run_cli("list -n default --kubeconfig " + config);
+  EXPECT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("No jobs found in default namespace."));
+  RunResult get = run_cli("get a -n default --kubeconfig " + config);
+  EXPECT_EQ(get.exit_code, 3) << get.out;
+  EXPECT_THAT(get.out, HasSubstr("job \"a\" not found in namespace \"default\""));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen_in_flight, (std::vector<int>{3, 3, 3, 6, 6, 6}))
+      << "a request was answered before the other kinds' requests had arrived";
 }
 
 // TLS is verified unless the kubeconfig or a flag turns it off: a server whose certificate another

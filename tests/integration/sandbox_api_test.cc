@@ -521,10 +521,17 @@ TEST_F(SandboxJobTest, JobUpdateKeepsCompletionsSelectorAndTemplate) {
   // the template are immutable; parallelism, activeDeadlineSeconds and suspend are not.
   json job = client().create(resources::jobs(), "default", batch_job("fixed"));
   const std::string uid = job["metadata"]["uid"];
+  // The sandbox's job controller writes the job's status meanwhile, and an update from an older
+  // read is refused with 409 before it is validated (as by kube-apiserver): each update is made
+  // again from a fresh read until it is not a conflict.
   auto update_error = [&](const std::function<void(json&)>& change) {
-    json changed = client().get(resources::jobs(), "default", "fixed");
-    change(changed);
-    return expect_error([&] { client().update(resources::jobs(), "default", changed); });
+    while (true) {
+      json changed = client().get(resources::jobs(), "default", "fixed");
+      change(changed);
+      Error e = expect_error([&] { client().update(resources::jobs(), "default", changed); });
+      if (e.kind() != ErrorKind::Conflict)
+        return e;
+    }
   };
   Error e = update_error([](json& j) { j["spec"]["completions"] = 2; });
   EXPECT_EQ(e.kind(), ErrorKind::Invalid);
@@ -564,10 +571,18 @@ TEST_F(SandboxJobTest, JobUpdateKeepsCompletionsSelectorAndTemplate) {
   EXPECT_EQ(e.status()["details"]["causes"][0]["field"], "spec.completionMode");
 
   // A job read back and written again is unchanged; parallelism and the deadline may change.
-  json same = client().get(resources::jobs(), "default", "fixed");
-  same["spec"]["parallelism"] = 3;
-  same["spec"]["activeDeadlineSeconds"] = 600;
-  const json updated = client().update(resources::jobs(), "default", same);
+  json updated;
+  while (updated.is_null()) {
+    json same = client().get(resources::jobs(), "default", "fixed");
+    same["spec"]["parallelism"] = 3;
+    same["spec"]["activeDeadlineSeconds"] = 600;
+    try {
+      updated = client().update(resources::jobs(), "default", same);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Conflict)
+        throw;
+    }
+  }
   EXPECT_EQ(updated["spec"]["parallelism"], 3);
   EXPECT_EQ(updated["metadata"]["generation"], 2);
 }
