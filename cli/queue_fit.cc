@@ -39,24 +39,30 @@ std::vector<std::string> capability_shortfalls(const json& queue, const json& po
   return shortfalls;
 }
 
-void warn_about_queues_too_small(kube::Client& client, const std::vector<json>& jobs) {
-  std::map<std::string, json> queues;  // by name; null when it cannot be read
+Queues read_queues(kube::Client& client, const std::vector<json>& jobs) {
+  Queues queues;
+  for (const auto& job : jobs) {
+    const std::string name = string_at(controller::pod_group(job), "/spec/queue"_json_pointer);
+    auto [it, first] = queues.try_emplace(name);
+    if (!first)
+      continue;
+    try {
+      it->second = client.get(kube::resources::queues(), "", name);
+    } catch (const Error&) {
+      // the job is submitted; a warning must not change how submit ends
+    }
+  }
+  return queues;
+}
+
+void warn_about_queues_too_small(const Queues& queues, const std::vector<json>& jobs) {
   for (const auto& job : jobs) {
     const json podgroup = controller::pod_group(job);
-    const std::string name = string_at(podgroup, "/spec/queue"_json_pointer);
-    auto [it, first] = queues.try_emplace(name);
-    if (first) {
-      try {
-        it->second = client.get(kube::resources::queues(), "", name);
-      } catch (const Error&) {
-        // the job is submitted; a warning must not change how submit ends
-      }
-    }
-    const json& queue = it->second;
-    if (queue.is_null())
+    const auto it = queues.find(string_at(podgroup, "/spec/queue"_json_pointer));
+    if (it == queues.end() || it->second.is_null())
       continue;
     const std::optional<api::JobKind> kind = api::kind_of(job);
-    for (const auto& shortfall : capability_shortfalls(queue, podgroup)) {
+    for (const auto& shortfall : capability_shortfalls(it->second, podgroup)) {
       std::cerr << fmt::format("trainctl: warning: {}/{} will not run: {}\n",
                                kind ? api::kind_resource_name(*kind) : "job",
                                string_at(job, "/metadata/name"_json_pointer), shortfall);

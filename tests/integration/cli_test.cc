@@ -232,6 +232,66 @@ TEST_F(CliTest, ListAndGetAskForTheThreeJobKindsAtOnce) {
       << "a request was answered before the other kinds' requests had arrived";
 }
 
+// submit reads the job's queue (for its "will not run" warning) while the job is being created,
+// not after: the create is answered only once the queue's GET has arrived.
+TEST_F(CliTest, SubmitReadsTheQueueWhileTheJobIsCreated) {
+  testing::HttpsTestServer server;
+  std::mutex mu;
+  std::condition_variable queue_read;
+  bool queue_asked = false;
+  bool create_saw_queue = false;
+  server.routes().Get("/apis/scheduling.volcano.sh/v1beta1/queues/small",
+                      [&](const httplib::Request&, httplib::Response& res) {
+                        {
+                          std::lock_guard lock(mu);
+                          queue_asked = true;
+                        }
+                        queue_read.notify_all();
+                        res.set_content(R"({"kind":"Queue","metadata":{"name":"small"},
+                                            "spec":{"capability":{"cpu":"1"}}})",
+                                        "application/json");
+                      });
+  server.routes().Post("/apis/kubeflow.org/v1/namespaces/default/tfjobs",
+                       [&](const httplib::Request& req, httplib::Response& res) {
+                         std::unique_lock lock(mu);
+                         create_saw_queue = queue_read.wait_for(lock, std::chrono::seconds(5),
+                                                                [&] { return queue_asked; });
+                         res.status = 201;
+                         res.set_content(req.body, "application/json");
+                       });
+  server.start();
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
+  const std::string job = dir_.write("job.yaml", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: big
+  namespace: default
+spec:
+  runPolicy:
+    schedulingPolicy:
+      queue: small
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: tf:2
+            resources:
+              requests:
+                cpu: "1"
+)")
+                              .string();
+  RunResult r = run_cli("submit -f " + job + " --kubeconfig " + config);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/big created"));
+  EXPECT_THAT(r.err, HasSubstr("trainctl: warning: tfjob.kubeflow.org/big will not run: queue "
+                               "\"small\" can never admit it: it needs cpu 2"));
+  std::lock_guard lock(mu);
+  EXPECT_TRUE(create_saw_queue) << "the queue was read only after the job was created";
+}
+
 // TLS is verified unless the kubeconfig or a flag turns it off: a server whose certificate another
 // CA signed is refused with what to fix, and skipping the check works but warns on every command.
 TEST_F(CliTest, AServerCertificateFromAnUnknownCaIsRefusedAndSkippingTheCheckWarns) {
