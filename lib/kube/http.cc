@@ -182,14 +182,19 @@ class HttpTransport::Multiplexer {
   /// it has ended; its callbacks run on the multiplexer's thread meanwhile.
   CURLcode perform(CURL* easy) {
     Pending pending{easy};
+    ++in_flight_;
     {
       std::lock_guard lock(mu_);
       incoming_.push_back(&pending);
     }
     curl_multi_wakeup(multi_);
     pending.done.acquire();
+    --in_flight_;
     return pending.result;
   }
+
+  /// Whether no transfer is in flight here.
+  bool idle() const { return in_flight_ == 0; }
 
  private:
   struct Pending {
@@ -236,6 +241,7 @@ class HttpTransport::Multiplexer {
   }
 
   CURLM* multi_;
+  std::atomic<int> in_flight_{0};
   std::mutex mu_;
   std::vector<Pending*> incoming_;
   bool stopping_ = false;
@@ -465,19 +471,25 @@ HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
   auto h = checkout();
   configure(*h, request, creds, /*http1_only=*/false);
   Multiplexer* through = nullptr;
-  if (sink == nullptr) {
+  // Over HTTP/1.1 the multiplexer only takes a request when it has none in flight, so requests one
+  // after another keep one connection while concurrent ones go from their callers' threads.
+  if (sink == nullptr && (!http1_server_ || multiplexer().idle())) {
     through = &multiplexer();
     // Waits for a connection being opened to say whether it multiplexes, rather than opening
     // another beside it.
     curl_easy_setopt(h->easy, CURLOPT_PIPEWAIT, 1L);
   }
   const std::string url = server_ + request.path;
-  if (config_.verbosity < 6) {
+  const auto performed = [&] {
     HttpResponse response =
         perform(through, h->easy, h->errbuf, request, url, sink, std::move(stop));
+    if (response.http_version == 11)
+      http1_server_ = true;
     checkin(std::move(h));
     return response;
-  }
+  };
+  if (config_.verbosity < 6)
+    return performed();
   const auto started = std::chrono::steady_clock::now();
   const auto log = [&](const HttpResponse* response, std::string_view error) {
     const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -487,9 +499,7 @@ HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
               << std::flush;
   };
   try {
-    HttpResponse response =
-        perform(through, h->easy, h->errbuf, request, url, sink, std::move(stop));
-    checkin(std::move(h));
+    HttpResponse response = performed();
     log(&response, "");
     return response;
   } catch (const Error& e) {
