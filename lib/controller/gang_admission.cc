@@ -303,6 +303,47 @@ std::map<std::size_t, ResourceList> taken_per_node(const std::vector<PodDemand>&
   return result;
 }
 
+/// `text` as json::dump writes a string. Node names, resource names and quantities need no
+/// escaping and are copied; anything else goes through the serializer.
+void append_json_string(std::string& out, std::string_view text) {
+  if (std::all_of(text.begin(), text.end(),
+                  [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; })) {
+    out += '"';
+    out += text;
+    out += '"';
+  } else {
+    out += json(text).dump();
+  }
+}
+
+/// The reservation annotation of an admitted group, {node: {resource: quantity}}, exactly as
+/// json::dump writes that object, without building it: `per_node` comes in the order of node
+/// names (NodeCapacity's indices), resources in theirs. Of two nodes of one name the later
+/// wins, as it would in a json object. Admission writes one for every gang it admits.
+std::string reservation_text(const NodeCapacity& nodes,
+                             const std::map<std::size_t, ResourceList>& per_node) {
+  std::string text = "{";
+  for (auto it = per_node.begin(); it != per_node.end(); ++it) {
+    const std::string& name = nodes.name(it->first);
+    if (const auto next = std::next(it); next != per_node.end() && nodes.name(next->first) == name)
+      continue;
+    if (text.size() > 1)
+      text += ',';
+    append_json_string(text, name);
+    text += ":{";
+    for (auto r = it->second.begin(); r != it->second.end(); ++r) {
+      if (r != it->second.begin())
+        text += ',';
+      append_json_string(text, r->first);
+      text += ':';
+      append_json_string(text, api::format_quantity(r->first, r->second));
+    }
+    text += '}';
+  }
+  text += '}';
+  return text;
+}
+
 /// The reservation annotation of an admitted group: {node: {resource: quantity}}.
 ResourceList reservation_on(const json& reservations, const std::string& node) {
   try {
@@ -952,15 +993,15 @@ class Round {
   void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,
              const GangPlacement& placement) {
     g.admitted_now = true;
-    json reservations = json::object();
-    for (const auto& [node, amount] : taken_per_node(demands, placement)) {
+    const auto per_node = taken_per_node(demands, placement);
+    for (const auto& [node, amount] : per_node) {
       now_->take(node, amount);
       future_->take(node, amount);
-      reservations[now_->name(node)] = api::resource_list_json(amount);
       record_reservation(g, now_->name(node), amount);
     }
     g.phase = kInqueue;
-    g.annotations[std::string(api::annotations::node_reservations)] = reservations.dump();
+    g.annotations[std::string(api::annotations::node_reservations)] =
+        reservation_text(*now_, per_node);
     g.annotations[std::string(api::annotations::admitted_at)] = now_text_;
     g.annotations[std::string(api::annotations::requeue_at)] = std::nullopt;
     g.annotations[std::string(api::annotations::preempted_by)] = std::nullopt;

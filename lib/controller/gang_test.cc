@@ -220,6 +220,21 @@ TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
   EXPECT_EQ(q["status"]["allocated"], json({{"nvidia.com/gpu", "8"}}));
 }
 
+// The reservation annotation is the json text of where the pods went, node by node in name order,
+// whatever characters the names hold.
+TEST(AdmitTest, TheReservationAnnotationIsTheJsonOfEveryNodesShare) {
+  const AdmissionResult result =
+      admit({group("a", "team-a", {{"nvidia.com/gpu", "18"}, {"cpu", "3"}}, "2024-05-01T11:00:00Z",
+                   "", 3)},
+            {queue("team-a", json::object())},
+            {node("n1", 8), node("n\"2", 8), node("n\u00e93", 8)}, {}, {}, kNow);
+  const json a = written_group(result, "a");
+  ASSERT_EQ(phase_of(a), "Inqueue");
+  const json each = {{"cpu", "1"}, {"nvidia.com/gpu", "6"}, {"pods", "1"}};
+  EXPECT_EQ(a["metadata"]["annotations"]["trainctl.io/node-reservations"],
+            json({{"n\"2", each}, {"n1", each}, {"n\u00e93", each}}).dump());
+}
+
 // A job created again under the name of one just deleted: its predecessor's pods, terminating
 // (deletionTimestamp set, the kubelet still stopping them), carry the same group name. They keep
 // their node's room but are no members of the new gang: it is admitted for pods of its own (on
