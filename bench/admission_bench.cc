@@ -4,6 +4,7 @@
 // Arguments, when given, are the numbers of pending gangs to run the pass with (to profile one).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <functional>
@@ -97,13 +98,17 @@ int main(int argc, char** argv) {
         admitted +=
             a.object.contains("status") && a.object["status"].value("phase", "") == "Inqueue";
     });
-    // The controller's reconciler always asks for the view too (metrics, `trainctl top`).
+    // The controller's reconciler always asks for the view too (metrics, `trainctl top`), and
+    // runs a pass on every change, on a heap earlier passes have used: the median of three.
     trainctl::controller::AdmissionView view;
-    const double with_view = seconds_of([&] { trainctl::controller::admit(input, {}, &view); });
+    std::vector<double> with_view;
+    for (int i = 0; i < 3; ++i)
+      with_view.push_back(seconds_of([&] { trainctl::controller::admit(input, {}, &view); }));
+    std::sort(with_view.begin(), with_view.end());
     fmt::print(
         "  {:>7} pending gangs: {:8.1f} ms CPU ({} admitted, {:.2f} us per gang); "
-        "with the view: {:.1f} ms\n",
-        count, s * 1e3, admitted, s * 1e6 / count, with_view * 1e3);
+        "with the view: {:.1f} ms (median of 3 passes)\n",
+        count, s * 1e3, admitted, s * 1e6 / count, with_view[1] * 1e3);
   }
 
   // Placement alone: 2,000 gangs of 16 x 1-GPU pods first-fit into 7,500 nodes, indexed vs a
