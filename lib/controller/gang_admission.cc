@@ -133,6 +133,10 @@ struct Group {
   }
 };
 
+/// Groups compared by priority, creation time and key, the key not copied (a pass sorts
+/// thousands of groups).
+using GroupOrder = std::tuple<std::int64_t, const std::optional<TimePoint>&, const std::string&>;
+
 struct Queue {
   const json* object = nullptr;
   std::string name;
@@ -771,8 +775,8 @@ class Round {
     }
     for (auto& [name, q] : queues_) {
       std::sort(q.pending.begin(), q.pending.end(), [](const Group* a, const Group* b) {
-        return std::tuple(-a->priority.value, a->created, a->key) <
-               std::tuple(-b->priority.value, b->created, b->key);
+        return GroupOrder(-a->priority.value, a->created, a->key) <
+               GroupOrder(-b->priority.value, b->created, b->key);
       });
       QueueFigures f{.name = name, .weight = q.weight, .guarantee = q.guarantee};
       if (q.invalid.empty())
@@ -911,8 +915,8 @@ class Round {
     for (auto& [key, v] : groups_)
       candidates.push_back(&v);
     std::sort(candidates.begin(), candidates.end(), [](const Group* a, const Group* b) {
-      return std::tuple(a->priority.value, b->created, b->key) <
-             std::tuple(b->priority.value, a->created, a->key);
+      return GroupOrder(a->priority.value, b->created, b->key) <
+             GroupOrder(b->priority.value, a->created, a->key);
     });
     std::map<std::string, ResourceList> held;
     for (const auto& [name, queue] : queues_)

@@ -300,8 +300,9 @@ struct NodeCapacity::Impl {
 };
 
 NodeCapacity::NodeCapacity(std::vector<NodeFacts> nodes) : impl_(std::make_unique<Impl>()) {
-  std::sort(nodes.begin(), nodes.end(),
-            [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; });
+  const auto by_name = [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; };
+  if (!std::is_sorted(nodes.begin(), nodes.end(), by_name))  // as an API list returns them
+    std::sort(nodes.begin(), nodes.end(), by_name);
   impl_->nodes = std::make_shared<const std::vector<NodeFacts>>(std::move(nodes));
   impl_->index_resources();
   impl_->group();
