@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -104,10 +105,32 @@ std::optional<Scale> interpret_suffix(std::string_view suffix) {
   return Scale{static_cast<std::int32_t>(negative ? -exponent : exponent), 0};
 }
 
+/// scale_up for at most 18 digits: their value times 2^60 (the largest binary suffix) fits in
+/// 128 bits, so plain integer arithmetic is exact. Every quantity a manifest or node writes takes
+/// this way; it allocates nothing.
+std::int64_t scale_up_short(std::string_view digits, int pow2, std::int64_t pow10) {
+  unsigned __int128 value = 0;
+  for (const char c : digits)
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  value <<= pow2;
+  bool has_fraction = false;
+  for (; pow10 < 0 && value != 0; ++pow10) {
+    has_fraction = has_fraction || value % 10 != 0;
+    value /= 10;
+  }
+  for (; pow10 > 0 && value <= static_cast<unsigned __int128>(kMax); --pow10)
+    value *= 10;
+  if (has_fraction)
+    ++value;
+  return value > static_cast<unsigned __int128>(kMax) ? kMax : static_cast<std::int64_t>(value);
+}
+
 /// ceil(|digits| * 2^pow2 * 10^pow10) as int64, saturating. `digits` has no leading zeros.
 std::int64_t scale_up(std::string_view digits, int pow2, std::int64_t pow10) {
   if (digits.empty())
     return 0;
+  if (digits.size() <= 18)
+    return scale_up_short(digits, pow2, pow10);
   // Little-endian decimal digits, multiplied by two pow2 times: exact for every suffix.
   std::vector<int> d;
   for (auto it = digits.rbegin(); it != digits.rend(); ++it)
@@ -142,11 +165,21 @@ std::int64_t scale_up(std::string_view digits, int pow2, std::int64_t pow10) {
   return value > static_cast<unsigned __int128>(kMax) ? kMax : static_cast<std::int64_t>(value);
 }
 
+/// `value` in decimal followed by `suffix` (what fmt::format("{}{}") writes, without its
+/// formatting machinery: admission writes thousands of quantities a pass).
+std::string with_suffix(std::int64_t value, std::string_view suffix) {
+  char digits[24];
+  char* end = std::to_chars(std::begin(digits), std::end(digits), value).ptr;
+  std::string result(std::begin(digits), end);
+  result += suffix;
+  return result;
+}
+
 /// Quantity.String() of a DecimalSI quantity: thousandths as "m", else the largest power of
 /// 1000 that divides the value.
 std::string decimal_quantity(std::int64_t milli) {
   if (milli % 1000 != 0)
-    return fmt::format("{}m", milli);
+    return with_suffix(milli, "m");
   std::int64_t value = milli / 1000;
   static constexpr std::string_view kSuffixes[] = {"", "k", "M", "G", "T", "P", "E"};
   std::size_t i = 0;
@@ -154,7 +187,7 @@ std::string decimal_quantity(std::int64_t milli) {
     value /= 1000;
     ++i;
   }
-  return fmt::format("{}{}", value, kSuffixes[i]);
+  return with_suffix(value, kSuffixes[i]);
 }
 
 /// The same for BinarySI, which Go writes as DecimalSI below 1Ki or with a fraction.
@@ -168,7 +201,7 @@ std::string binary_quantity(std::int64_t milli) {
     value /= 1024;
     ++i;
   }
-  return fmt::format("{}{}", value, kSuffixes[i]);
+  return with_suffix(value, kSuffixes[i]);
 }
 
 bool counted_in_bytes(std::string_view resource) {

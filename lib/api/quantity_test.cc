@@ -5,7 +5,9 @@
 #include <cctype>
 #include <limits>
 #include <ostream>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "error.h"
 
@@ -97,6 +99,30 @@ TEST(Quantity, MessagesNameTheValueAndTheRule) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.message(), "quantity \"4K\": unable to parse quantity's suffix");
+  }
+}
+
+// Up to 18 significant digits parse with integer arithmetic, longer ones digit by digit: the same
+// quantity with 20 more zeros after the point takes the long way and must come out the same.
+TEST(Quantity, PropertyShortAndLongDigitStringsOfOneValueParseAlike) {
+  std::mt19937 random(11);
+  const std::vector<std::string> suffixes = {"",   "m",    "n",    "u",   "k",   "M",   "E",
+                                             "Ki", "Mi",   "Gi",   "Ti",  "Ei",  "e3",  "E-5",
+                                             "e9", "e-40", "e+17", "e-1", "e18", "e-20"};
+  const auto digits = [&](std::size_t n) {
+    std::string text;
+    for (std::size_t i = 0; i < n; ++i)
+      text += static_cast<char>('0' + random() % 10);
+    return text;
+  };
+  for (int i = 0; i < 20'000; ++i) {
+    const std::size_t whole = random() % 13;
+    const std::string sign = random() % 4 == 0 ? "-" : "";
+    const std::string text_whole = digits(whole), fraction = digits(random() % (19 - whole));
+    const std::string& suffix = suffixes[random() % suffixes.size()];
+    const std::string text = sign + text_whole + "." + fraction + suffix;
+    const std::string padded = sign + text_whole + "." + fraction + std::string(20, '0') + suffix;
+    EXPECT_EQ(parse_quantity_milli(text), parse_quantity_milli(padded)) << text;
   }
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+
 #include "api/quantity.h"
 
 namespace trainctl::api {
@@ -30,6 +33,26 @@ TEST(FormatQuantityTest, ReadsBackTheSameValue) {
           << resource << " " << text;
     }
   }
+}
+
+TEST(FormatQuantityTest, PropertyAnyValueReadsBackTheSameWithTheUsualSuffixes) {
+  std::mt19937_64 random(5);
+  for (int i = 0; i < 20'000; ++i) {
+    // Thousandths times up to four factors of 1000 or 1024 (so suffixes up to T and Ti), either
+    // sign.
+    std::int64_t milli = static_cast<std::int64_t>(random() % 100'000);
+    for (int shifts = static_cast<int>(random() % 5); shifts > 0; --shifts)
+      milli *= random() % 2 == 0 ? 1000 : 1024;
+    if (random() % 5 == 0)
+      milli = -milli;
+    for (const char* resource : {"cpu", "memory", "nvidia.com/gpu"}) {
+      const std::string text = format_quantity(resource, milli);
+      EXPECT_EQ(parse_quantity_milli(text), milli) << resource << " " << text;
+      EXPECT_EQ(text.find_first_of(" +"), std::string::npos) << text;
+    }
+  }
+  EXPECT_EQ(format_quantity("cpu", -1500), "-1500m");
+  EXPECT_EQ(format_quantity("memory", 3LL * 1024 * 1024 * 1000), "3Mi");
 }
 
 TEST(ResourceListTest, ParsesAddsAndWritesLists) {

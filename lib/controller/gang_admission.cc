@@ -95,6 +95,7 @@ std::optional<TimePoint> annotation_time(const json& object, std::string_view ke
 /// What the informer caches say about one PodGroup, its job and its pods.
 struct Group {
   const json* object = nullptr;
+  std::string name;
   std::string key;  // namespace/name
   std::string queue;
   std::string phase;
@@ -132,6 +133,10 @@ struct Group {
   }
 };
 
+/// Groups compared by priority, creation time and key, the key not copied (a pass sorts
+/// thousands of groups).
+using GroupOrder = std::tuple<std::int64_t, const std::optional<TimePoint>&, const std::string&>;
+
 struct Queue {
   const json* object = nullptr;
   std::string name;
@@ -151,7 +156,8 @@ struct Queue {
 Group read_group(const json& object) {
   Group g;
   g.object = &object;
-  g.key = namespace_of(object) + "/" + name_of(object);
+  g.name = name_of(object);
+  g.key = namespace_of(object) + "/" + g.name;
   const json& spec = object_member(object, "spec");
   g.queue = string_member(spec, "queue");
   if (g.queue.empty())
@@ -260,10 +266,8 @@ std::vector<PodDemand> demands_of(const Group& g) {
     ResourceList each;
     for (const auto& [name, value] : g.min_resources)
       each[name] = (value + g.min_member - 1) / g.min_member;
-    demands.push_back({.name = name_of(*g.object),
-                       .first_index = g.allocated,
-                       .count = count,
-                       .requests = std::move(each)});
+    demands.push_back(
+        {.name = g.name, .first_index = g.allocated, .count = count, .requests = std::move(each)});
     return demands;
   }
   const api::JobView view(*g.job);
@@ -301,6 +305,47 @@ std::map<std::size_t, ResourceList> taken_per_node(const std::vector<PodDemand>&
     }
   }
   return result;
+}
+
+/// `text` as json::dump writes a string. Node names, resource names and quantities need no
+/// escaping and are copied; anything else goes through the serializer.
+void append_json_string(std::string& out, std::string_view text) {
+  if (std::all_of(text.begin(), text.end(),
+                  [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; })) {
+    out += '"';
+    out += text;
+    out += '"';
+  } else {
+    out += json(text).dump();
+  }
+}
+
+/// The reservation annotation of an admitted group, {node: {resource: quantity}}, exactly as
+/// json::dump writes that object, without building it: `per_node` comes in the order of node
+/// names (NodeCapacity's indices), resources in theirs. Of two nodes of one name the later
+/// wins, as it would in a json object. Admission writes one for every gang it admits.
+std::string reservation_text(const NodeCapacity& nodes,
+                             const std::map<std::size_t, ResourceList>& per_node) {
+  std::string text = "{";
+  for (auto it = per_node.begin(); it != per_node.end(); ++it) {
+    const std::string& name = nodes.name(it->first);
+    if (const auto next = std::next(it); next != per_node.end() && nodes.name(next->first) == name)
+      continue;
+    if (text.size() > 1)
+      text += ',';
+    append_json_string(text, name);
+    text += ":{";
+    for (auto r = it->second.begin(); r != it->second.end(); ++r) {
+      if (r != it->second.begin())
+        text += ',';
+      append_json_string(text, r->first);
+      text += ':';
+      append_json_string(text, api::format_quantity(r->first, r->second));
+    }
+    text += '}';
+  }
+  text += '}';
+  return text;
 }
 
 /// The reservation annotation of an admitted group: {node: {resource: quantity}}.
@@ -382,6 +427,30 @@ json involved(const json& object) {
   return result;
 }
 
+/// Whether setting (a value) and removing (nullopt) the annotations `changes` leaves `object` as
+/// it is, decided without a copy of it. False also where only applying them can tell (no
+/// metadata object): the caller then applies them and compares.
+using AnnotationChanges = std::map<std::string, std::optional<std::string>>;
+
+bool annotations_unchanged(const json& object, const AnnotationChanges& changes) {
+  const auto meta = object.find("metadata");
+  if (meta == object.end() || !meta->is_object())
+    return false;
+  const auto annotations = meta->find("annotations");
+  if (annotations == meta->end())  // removals leave none, and none is what it has
+    return std::none_of(changes.begin(), changes.end(),
+                        [](const auto& change) { return change.second.has_value(); });
+  if (!annotations->is_object())
+    return changes.empty();
+  return std::all_of(
+      changes.begin(), changes.end(), [&](const AnnotationChanges::value_type& change) {
+        const auto it = annotations->find(change.first);
+        return change.second ? it != annotations->end() && it->is_string() &&
+                                   it->get_ref<const std::string&>() == *change.second
+                             : it == annotations->end();
+      });
+}
+
 /// The PodGroup's status after this round, `now` the round's time as format_timestamp writes it.
 json group_status(const Group& g, const std::string& now) {
   const json& old = status_of(*g.object);
@@ -423,9 +492,11 @@ json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
 /// One admission round's state and decisions.
 class Round {
  public:
-  Round(const AdmissionInput& input, const AdmissionOptions& options)
+  /// `with_view`: keep what view() shows besides what the pass decides by.
+  Round(const AdmissionInput& input, const AdmissionOptions& options, bool with_view)
       : input_(input),
         options_(options),
+        with_view_(with_view),
         now_text_(api::format_timestamp(input.now)),
         priorities_(input.priority_classes) {}
 
@@ -442,17 +513,11 @@ class Round {
     return write();
   }
 
-  /// The nodes and queues as this round leaves them.
+  /// The nodes and queues as this round leaves them (a round made with_view).
   AdmissionView view() const {
     AdmissionView v{.schedule_timeouts = timeouts_, .preemptions = preemptions_};
-    for (const auto& node : input_.nodes) {
-      NodeUsage u{.name = name_of(node), .schedulable = schedulable_node(node).has_value()};
-      try {
-        u.allocatable =
-            api::parse_resource_list(member(object_member(node, "status"), "allocatable"));
-      } catch (const Error&) {
-        // an unreadable allocatable offers nothing
-      }
+    v.nodes.reserve(nodes_.size());
+    for (NodeUsage u : nodes_) {
       if (const auto load = loads_.find(u.name); load != loads_.end()) {
         u.requested = load->second.requested;
         u.jobs.assign(load->second.jobs.begin(), load->second.jobs.end());
@@ -610,8 +675,22 @@ class Round {
   /// admitted reservations only: every running pod has finished).
   void read_nodes() {
     std::vector<NodeFacts> facts;
+    facts.reserve(input_.nodes.size());  // one allocation: growing it moved thousands of facts
+    if (with_view_)
+      nodes_.reserve(input_.nodes.size());
     for (const auto& node : input_.nodes) {
-      if (auto f = schedulable_node(node)) {
+      auto allocatable = allocatable_of(node);
+      std::optional<NodeFacts> f;
+      if (allocatable) {  // an unreadable allocatable offers nothing
+        f = schedulable_node(
+            node, with_view_ ? api::ResourceList(*allocatable) : std::move(*allocatable));
+      }
+      if (with_view_) {
+        nodes_.push_back({.name = name_of(node),
+                          .schedulable = f.has_value(),
+                          .allocatable = allocatable ? std::move(*allocatable) : ResourceList()});
+      }
+      if (f) {
         for (const auto& [name, value] : f->free)
           if (name != kPodsResource)
             total_[name] += value;
@@ -696,8 +775,8 @@ class Round {
     }
     for (auto& [name, q] : queues_) {
       std::sort(q.pending.begin(), q.pending.end(), [](const Group* a, const Group* b) {
-        return std::tuple(-a->priority.value, a->created, a->key) <
-               std::tuple(-b->priority.value, b->created, b->key);
+        return GroupOrder(-a->priority.value, a->created, a->key) <
+               GroupOrder(-b->priority.value, b->created, b->key);
       });
       QueueFigures f{.name = name, .weight = q.weight, .guarantee = q.guarantee};
       if (q.invalid.empty())
@@ -836,8 +915,8 @@ class Round {
     for (auto& [key, v] : groups_)
       candidates.push_back(&v);
     std::sort(candidates.begin(), candidates.end(), [](const Group* a, const Group* b) {
-      return std::tuple(a->priority.value, b->created, b->key) <
-             std::tuple(b->priority.value, a->created, a->key);
+      return GroupOrder(a->priority.value, b->created, b->key) <
+             GroupOrder(b->priority.value, a->created, a->key);
     });
     std::map<std::string, ResourceList> held;
     for (const auto& [name, queue] : queues_)
@@ -918,15 +997,15 @@ class Round {
   void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,
              const GangPlacement& placement) {
     g.admitted_now = true;
-    json reservations = json::object();
-    for (const auto& [node, amount] : taken_per_node(demands, placement)) {
+    const auto per_node = taken_per_node(demands, placement);
+    for (const auto& [node, amount] : per_node) {
       now_->take(node, amount);
       future_->take(node, amount);
-      reservations[now_->name(node)] = api::resource_list_json(amount);
       record_reservation(g, now_->name(node), amount);
     }
     g.phase = kInqueue;
-    g.annotations[std::string(api::annotations::node_reservations)] = reservations.dump();
+    g.annotations[std::string(api::annotations::node_reservations)] =
+        reservation_text(*now_, per_node);
     g.annotations[std::string(api::annotations::admitted_at)] = now_text_;
     g.annotations[std::string(api::annotations::requeue_at)] = std::nullopt;
     g.annotations[std::string(api::annotations::preempted_by)] = std::nullopt;
@@ -967,11 +1046,15 @@ class Round {
 
   AdmissionResult write() {
     delete_taken_back_pods();
+    result_.actions.reserve(result_.actions.size() + groups_.size() + queues_.size());
     std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];
       json status = group_status(g, now_text_);
       const json& old = status_of(*g.object);
+      const bool same_status = status == old;
+      if (same_status && annotations_unchanged(*g.object, g.annotations))
+        continue;  // the common case once a gang waits: no copy of it
       json updated = *g.object;
       for (const auto& [name, value] : g.annotations) {
         json& annotations = ensure_object(updated["metadata"], "annotations");
@@ -984,7 +1067,7 @@ class Round {
           updated["metadata"]["annotations"].empty() &&
           !object_member(*g.object, "metadata").contains("annotations"))
         updated["metadata"].erase("annotations");
-      if (status == old && updated == *g.object)
+      if (same_status && updated == *g.object)
         continue;
       updated["status"] = std::move(status);
       if (g.phase == kInqueue && old.value("phase", "") != kInqueue &&
@@ -1012,6 +1095,7 @@ class Round {
 
   const AdmissionInput& input_;
   const AdmissionOptions& options_;
+  const bool with_view_;
   const std::string now_text_;  // input_.now as format_timestamp writes it
   PriorityClasses priorities_;
   std::map<std::string, Group> groups_;
@@ -1019,6 +1103,8 @@ class Round {
   std::vector<Group*> unqueued_;
   ResourceList total_;  // allocatable of the schedulable nodes
   std::optional<NodeCapacity> now_, future_, open_;
+  /// With a view: every node as read (name, schedulable, allocatable), in input order.
+  std::vector<NodeUsage> nodes_;
   std::map<std::string, NodeLoad> loads_;         // by node name
   std::map<std::string, ResourceList> reserved_;  // by node name, for the view
   int timeouts_ = 0;
@@ -1031,7 +1117,7 @@ class Round {
 
 AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
                       AdmissionView* view) {
-  Round round(input, options);
+  Round round(input, options, view != nullptr);
   AdmissionResult result = round.run();
   if (view != nullptr)
     *view = round.view();

@@ -15,9 +15,12 @@ namespace trainctl::controller {
 namespace {
 
 using nlohmann::json;
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 const auto kNow = *api::parse_timestamp("2024-05-01T12:00:00Z");
 
@@ -217,6 +220,21 @@ TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
   EXPECT_EQ(q["status"]["allocated"], json({{"nvidia.com/gpu", "8"}}));
 }
 
+// The reservation annotation is the json text of where the pods went, node by node in name order,
+// whatever characters the names hold.
+TEST(AdmitTest, TheReservationAnnotationIsTheJsonOfEveryNodesShare) {
+  const AdmissionResult result =
+      admit({group("a", "team-a", {{"nvidia.com/gpu", "18"}, {"cpu", "3"}}, "2024-05-01T11:00:00Z",
+                   "", 3)},
+            {queue("team-a", json::object())},
+            {node("n1", 8), node("n\"2", 8), node("n\u00e93", 8)}, {}, {}, kNow);
+  const json a = written_group(result, "a");
+  ASSERT_EQ(phase_of(a), "Inqueue");
+  const json each = {{"cpu", "1"}, {"nvidia.com/gpu", "6"}, {"pods", "1"}};
+  EXPECT_EQ(a["metadata"]["annotations"]["trainctl.io/node-reservations"],
+            json({{"n\"2", each}, {"n1", each}, {"n\u00e93", each}}).dump());
+}
+
 // A job created again under the name of one just deleted: its predecessor's pods, terminating
 // (deletionTimestamp set, the kubelet still stopping them), carry the same group name. They keep
 // their node's room but are no members of the new gang: it is admitted for pods of its own (on
@@ -345,6 +363,36 @@ TEST(AdmitTest, ASecondRoundOnTheResultWritesNothing) {
       admit(groups, queues, nodes, {}, {}, kNow + std::chrono::seconds(10));
   EXPECT_THAT(second.actions, IsEmpty());
   EXPECT_THAT(second.events, IsEmpty());
+}
+
+// A group whose status is already what the round computes is written only when its annotations
+// change: one the round removes, or one whose annotations are not an object, is still written.
+TEST(AdmitTest, AGroupWithCurrentStatusIsStillWrittenWhenItsAnnotationsChange) {
+  const std::vector<json> nodes = {node("n1", 8)};
+  const std::vector<json> pods = {pod("running-0", "running", "n1", "Running", 2)};
+  const std::vector<json> queues = {queue("default", json::object())};
+  json running =
+      group("running", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T10:00:00Z", "Inqueue", 1);
+  running = written_group(admit({running}, queues, nodes, pods, {}, kNow), "running");
+  ASSERT_EQ(phase_of(running), "Running");
+  EXPECT_THAT(admit({running}, queues, nodes, pods, {}, kNow).actions,
+              Not(Contains(Field(&Action::name, "running"))));
+
+  // An older controller's reservation left on it: a Running gang holds none.
+  json stale = running;
+  stale["metadata"]["annotations"]["trainctl.io/node-reservations"] = R"({"n1":{"pods":"1"}})";
+  stale["metadata"]["annotations"]["team"] = "a";
+  const json cleaned = written_group(admit({stale}, queues, nodes, pods, {}, kNow), "running");
+  ASSERT_FALSE(cleaned.is_null());
+  EXPECT_EQ(cleaned["metadata"]["annotations"], json({{"team", "a"}}));
+  EXPECT_EQ(cleaned["status"], running["status"]);
+
+  // Annotations that are not an object become one (the reservation removed from nothing).
+  json odd = running;
+  odd["metadata"]["annotations"] = nullptr;
+  const json fixed = written_group(admit({odd}, queues, nodes, pods, {}, kNow), "running");
+  ASSERT_FALSE(fixed.is_null());
+  EXPECT_EQ(fixed["metadata"]["annotations"], json::object());
 }
 
 TEST(AdmitTest, ClosingQueueClosesOnceItsGroupsAreDone) {
@@ -770,6 +818,54 @@ TEST(AdmissionViewTest, NodesShowRequestsReservationsAndJobsQueuesShowSharesAndH
   EXPECT_EQ(b.capability, gpus(4));
   EXPECT_THAT(b.pending, IsEmpty());
   EXPECT_EQ(view.schedule_timeouts, 0);
+}
+
+// The view shows every node's allocatable as the node writes it (no default pod count), whether
+// or not admission may place pods there; an unreadable one shows nothing. Asking for the view
+// changes nothing the round decides.
+TEST(AdmissionViewTest, NodesShowAllocatableAsWrittenSchedulableOrNot) {
+  json cordoned = node("cordoned", 4);
+  cordoned["spec"]["unschedulable"] = true;
+  json unreadable = node("unreadable", 4);
+  unreadable["status"]["allocatable"]["cpu"] = "lots";
+  json with_pods = node("with-pods", 4);
+  with_pods["status"]["allocatable"]["pods"] = "3";
+  const AdmissionInput input{
+      .pod_groups = {group("a", "team-a", {{"nvidia.com/gpu", "6"}}, "2024-05-01T10:00:00Z", "", 2),
+                     group("b", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:01:00Z", "",
+                           1)},
+      .queues = {queue("team-a", json::object())},
+      .nodes = {node("ready", 4), node("not-ready", 4, false), cordoned, unreadable, with_pods},
+      .now = kNow};
+  AdmissionView view;
+  const AdmissionResult with_view = controller::admit(input, {}, &view);
+  const AdmissionResult without = controller::admit(input);
+
+  ASSERT_EQ(view.nodes.size(), 5u);
+  std::map<std::string, const NodeUsage*> by_name;
+  for (const auto& n : view.nodes)
+    by_name[n.name] = &n;
+  EXPECT_TRUE(by_name.at("ready")->schedulable);
+  EXPECT_EQ(by_name.at("ready")->allocatable,
+            api::ResourceList({{"cpu", 32000},
+                               {"memory", 256LL * 1024 * 1024 * 1024 * 1000},
+                               {"nvidia.com/gpu", 4000}}));
+  EXPECT_FALSE(by_name.at("not-ready")->schedulable);
+  EXPECT_EQ(api::amount(by_name.at("not-ready")->allocatable, "nvidia.com/gpu"), 4000);
+  EXPECT_FALSE(by_name.at("cordoned")->schedulable);
+  EXPECT_EQ(api::amount(by_name.at("cordoned")->allocatable, "nvidia.com/gpu"), 4000);
+  EXPECT_FALSE(by_name.at("unreadable")->schedulable);
+  EXPECT_THAT(by_name.at("unreadable")->allocatable, IsEmpty());
+  EXPECT_TRUE(by_name.at("with-pods")->schedulable);
+  EXPECT_EQ(api::amount(by_name.at("with-pods")->allocatable, "pods"), 3000);
+  // a's two pods of 3 GPUs: one on ready, one on with-pods; b waits.
+  EXPECT_EQ(api::amount(by_name.at("ready")->reserved, "nvidia.com/gpu"), 3000);
+  EXPECT_EQ(api::amount(by_name.at("with-pods")->reserved, "nvidia.com/gpu"), 3000);
+
+  ASSERT_EQ(with_view.actions.size(), without.actions.size());
+  for (std::size_t i = 0; i < without.actions.size(); ++i)
+    EXPECT_EQ(with_view.actions[i].object, without.actions[i].object) << i;
+  EXPECT_EQ(with_view.events, without.events);
 }
 
 }  // namespace

@@ -64,20 +64,32 @@ PodDemand pod_demand(std::string name, int first_index, int count, const json& p
           .tolerations = api::tolerations_of(pod_spec)};
 }
 
+std::optional<api::ResourceList> allocatable_of(const json& node) {
+  try {
+    return api::parse_resource_list(member(object_member(node, "status"), "allocatable"));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 std::optional<NodeFacts> schedulable_node(const json& node) {
+  auto allocatable = allocatable_of(node);
+  if (!allocatable)
+    return std::nullopt;  // an unreadable allocatable offers nothing
+  return schedulable_node(node, std::move(*allocatable));
+}
+
+std::optional<NodeFacts> schedulable_node(const json& node, api::ResourceList allocatable) {
   const json& spec = object_member(node, "spec");
   if (spec.value("unschedulable", false))
     return std::nullopt;
   const json* ready = find_condition(object_member(node, "status"), "Ready");
   if (ready == nullptr || string_member(*ready, "status") != "True")
     return std::nullopt;
-  NodeFacts facts{
-      .name = name_of(node), .labels = api::node_labels_of(node), .taints = api::taints_of(spec)};
-  try {
-    facts.free = api::parse_resource_list(member(object_member(node, "status"), "allocatable"));
-  } catch (const Error&) {
-    return std::nullopt;  // an unreadable allocatable offers nothing
-  }
+  NodeFacts facts{.name = name_of(node),
+                  .labels = api::node_labels_of(node),
+                  .taints = api::taints_of(spec),
+                  .free = std::move(allocatable)};
   facts.free.try_emplace(std::string(kPodsResource), kDefaultPods);
   return facts;
 }
@@ -288,8 +300,9 @@ struct NodeCapacity::Impl {
 };
 
 NodeCapacity::NodeCapacity(std::vector<NodeFacts> nodes) : impl_(std::make_unique<Impl>()) {
-  std::sort(nodes.begin(), nodes.end(),
-            [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; });
+  const auto by_name = [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; };
+  if (!std::is_sorted(nodes.begin(), nodes.end(), by_name))  // as an API list returns them
+    std::sort(nodes.begin(), nodes.end(), by_name);
   impl_->nodes = std::make_shared<const std::vector<NodeFacts>>(std::move(nodes));
   impl_->index_resources();
   impl_->group();

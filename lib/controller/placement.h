@@ -53,6 +53,14 @@ struct NodeFacts {
 /// kubelet's default, when the node does not say); nullopt for any other node.
 std::optional<NodeFacts> schedulable_node(const nlohmann::json& node);
 
+/// The same for a node whose status.allocatable the caller has read already (allocatable_of),
+/// so an admission pass that also shows allocatable parses each node once.
+std::optional<NodeFacts> schedulable_node(const nlohmann::json& node,
+                                          api::ResourceList allocatable);
+
+/// A node's status.allocatable; nullopt when a quantity in it does not parse.
+std::optional<api::ResourceList> allocatable_of(const nlohmann::json& node);
+
 /// Where a gang went: the node of each pod, demand by demand, pod by pod.
 struct GangPlacement {
   /// (node index, pods of the demand placed there), for every demand in the order given.
