@@ -142,13 +142,8 @@ int main(int argc, char** argv) {
     jobs[queue] = 2 * per_window * weight / 4 + slots;
 
   trainctl::testing::TempDir dir;
-  sandbox::SandboxOptions options;
-  options.data_dir = dir.path() / "sandbox";
-  options.port = 0;
-  options.cluster.nodes = nodes;
-  options.cluster.node_gpus = kNodeGpus;
-  options.cluster.kubelet.start_delay = std::chrono::milliseconds(100);
-  bench::TrainingSandbox training(options);
+  bench::TrainingSandbox training(
+      bench::TrainingSandbox::gpu_nodes(dir.path() / "sandbox", nodes, kNodeGpus));
   kube::Client& client = training.client;
   for (const auto& [queue, weight] : kQueues)
     client.create(kube::resources::queues(), "",

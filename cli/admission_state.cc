@@ -9,6 +9,7 @@
 #include "api/quantity.h"
 #include "controller/gang.h"
 #include "error.h"
+#include "job_lookup.h"
 #include "json_access.h"
 #include "kube/resource.h"
 
@@ -29,12 +30,8 @@ std::vector<kube::Resource> gang_resources() {
 
 json job_gang(kube::Client& client, std::string_view ns, std::string_view name) {
   for (const kube::Resource& resource : gang_resources()) {
-    try {
-      return client.get(resource, ns, name);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::NotFound)
-        throw;
-    }
+    if (json gang = get_or_null(client, resource, ns, name); !gang.is_null())
+      return gang;
   }
   return nullptr;
 }
