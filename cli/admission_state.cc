@@ -30,8 +30,10 @@ std::vector<kube::Resource> gang_resources() {
 
 json job_gang(kube::Client& client, std::string_view ns, std::string_view name) {
   for (const kube::Resource& resource : gang_resources()) {
-    if (json gang = get_or_null(client, resource, ns, name); !gang.is_null())
+    if (json gang = get_or_null(client, resource, ns, name); !gang.is_null()) {
+      gang["apiVersion"] = resource.api_version();  // what is_scheduler_plugins_gang reads
       return gang;
+    }
   }
   return nullptr;
 }

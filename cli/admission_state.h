@@ -8,7 +8,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "controller/admission_view.h"
 #include "kube/client.h"
