@@ -159,13 +159,8 @@ int main(int argc, char** argv) {
   const int gangs = argc > 1 ? std::max(2, std::atoi(argv[1])) : 20;
   const int nodes = argc > 2 ? std::max(1, std::atoi(argv[2])) : 500;
   trainctl::testing::TempDir dir;
-  sandbox::SandboxOptions options;
-  options.data_dir = dir.path() / "sandbox";
-  options.port = 0;
-  options.cluster.nodes = nodes;
-  options.cluster.node_gpus = kGpusPerPod;
-  options.cluster.kubelet.start_delay = std::chrono::milliseconds(100);
-  bench::TrainingSandbox training(options);
+  bench::TrainingSandbox training(
+      bench::TrainingSandbox::gpu_nodes(dir.path() / "sandbox", nodes, kGpusPerPod));
   sandbox::Sandbox& sb = training.sandbox;
   kube::Client& client = training.client;
   fmt::print("handover_bench: {} gangs of {} pods x {} GPUs, one at a time, on {} nodes\n", gangs,

@@ -9,6 +9,8 @@
 #include "api/quantity.h"
 #include "controller/gang.h"
 #include "error.h"
+#include "job_lookup.h"
+#include "json_access.h"
 #include "kube/resource.h"
 
 namespace trainctl::cli {
@@ -21,6 +23,51 @@ std::vector<json> items(kube::Client& client, const kube::Resource& resource) {
 }
 
 }  // namespace
+
+std::vector<kube::Resource> gang_resources() {
+  return {kube::resources::podgroups(), kube::resources::scheduler_plugins_podgroups()};
+}
+
+json job_gang(kube::Client& client, std::string_view ns, std::string_view name) {
+  for (const kube::Resource& resource : gang_resources()) {
+    if (json gang = get_or_null(client, resource, ns, name); !gang.is_null()) {
+      gang["apiVersion"] = resource.api_version();  // what is_scheduler_plugins_gang reads
+      return gang;
+    }
+  }
+  return nullptr;
+}
+
+GangsByJob gangs_by_job(kube::Client& client, std::string_view ns) {
+  GangsByJob gangs;
+  for (const kube::Resource& resource : gang_resources()) {
+    json list;
+    try {
+      list = client.list_all(resource, ns);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::Forbidden)
+        throw;
+      continue;
+    }
+    for (auto& gang : list.value("items", json::array())) {
+      gang["apiVersion"] = resource.api_version();  // a list's items need not say
+      std::pair key{namespace_of(gang), name_of(gang)};
+      gangs.emplace(std::move(key), std::move(gang));
+    }
+  }
+  return gangs;
+}
+
+const json& gang_of(const GangsByJob& gangs, const json& job) {
+  static const json kNone;
+  const auto it = gangs.find({namespace_of(job), name_of(job)});
+  return it == gangs.end() ? kNone : it->second;
+}
+
+bool is_scheduler_plugins_gang(const json& gang) {
+  return string_member(gang, "apiVersion") ==
+         kube::resources::scheduler_plugins_podgroups().api_version();
+}
 
 controller::AdmissionView read_admission_view(kube::Client& client) {
   std::map<std::string, json> jobs;  // kind/namespace/name

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <tuple>
 
+#include "admission_state.h"
 #include "api/status.h"
 #include "commands.h"
 #include "docs.h"
@@ -126,7 +127,7 @@ struct GetOptions {
   void describe(kube::Client& client, const FoundJob& found) const {
     const std::string job = name_of(found.object);
     const auto now = std::chrono::system_clock::now();
-    const json group = get_or_null(client, kube::resources::podgroups(), ns(), job);
+    const json group = job_gang(client, ns(), job);
     print_summary(found, group, now);
     print_conditions(found.object, now);
     const json pods =
@@ -186,13 +187,30 @@ struct GetOptions {
     print_section(std::cout, "Pods", table);
   }
 
-  void print_podgroup(const json& group, const std::string& job) const {
+  /// Volcano's PodGroup with its queue; scheduler-plugins' with its pod counts and schedule
+  /// timeout (the type has no queue).
+  static void print_podgroup(const json& group, const std::string& job) {
     if (group.is_null())
       return;
-    Table table{{"NAME", "PHASE", "MIN-MEMBER", "QUEUE"}, {}};
-    table.rows.push_back({job, or_none(string_at(group, "/status/phase"_json_pointer)),
-                          or_none(string_at(group, "/spec/minMember"_json_pointer)),
-                          or_none(string_at(group, "/spec/queue"_json_pointer))});
+    const auto field = [&group](const char* path, const char* absent = "<none>") {
+      const std::string value = string_at(group, json::json_pointer(path));
+      return value.empty() ? std::string(absent) : value;
+    };
+    Table table{{"NAME", "PHASE", "MIN-MEMBER"},
+                {{job, field("/status/phase"), field("/spec/minMember")}}};
+    if (is_scheduler_plugins_gang(group)) {
+      table.headers.insert(table.headers.end(),
+                           {"RUNNING", "SUCCEEDED", "FAILED", "SCHEDULE-TIMEOUT"});
+      const std::string timeout = string_at(group, "/spec/scheduleTimeoutSeconds"_json_pointer);
+      // The counts are omitted while 0 (omitempty).
+      table.rows[0].insert(
+          table.rows[0].end(),
+          {field("/status/running", "0"), field("/status/succeeded", "0"),
+           field("/status/failed", "0"), timeout.empty() ? "<none>" : timeout + "s"});
+    } else {
+      table.headers.push_back("QUEUE");
+      table.rows[0].push_back(field("/spec/queue"));
+    }
     print_section(std::cout, "PodGroup", table);
   }
 

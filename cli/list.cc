@@ -12,6 +12,7 @@
 #include <stop_token>
 #include <tuple>
 
+#include "admission_state.h"
 #include "api/status.h"
 #include "api/well_known.h"
 #include "commands.h"
@@ -50,34 +51,6 @@ NodesByJob nodes_by_job(kube::Client& client, std::string_view ns) {
   return nodes;
 }
 
-/// The PodGroups of a namespace (or all) by namespace and name, from one LIST: the gangs of the
-/// jobs listed, which tell a queued job from a created one. None when Volcano's CRDs are not
-/// installed or the user may not read them: the status then is the job's own.
-using PodGroups = std::map<std::pair<std::string, std::string>, json>;
-
-PodGroups podgroups_by_name(kube::Client& client, std::string_view ns) {
-  json list;
-  try {
-    list = client.list_all(kube::resources::podgroups(), ns);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::Forbidden)
-      throw;
-    return {};
-  }
-  PodGroups groups;
-  for (auto& group : list.value("items", json::array())) {
-    std::pair key{meta_field(group, "namespace"), meta_field(group, "name")};
-    groups.emplace(std::move(key), std::move(group));
-  }
-  return groups;
-}
-
-const json& podgroup_of(const PodGroups& groups, const json& job) {
-  static const json kNone;
-  const auto it = groups.find({meta_field(job, "namespace"), meta_field(job, "name")});
-  return it == groups.end() ? kNone : it->second;
-}
-
 struct ListOptions {
   bool all_namespaces = false;
   std::string selector;
@@ -112,17 +85,17 @@ struct ListOptions {
     }
   }
 
-  bool selected(const json& job, const PodGroups& groups) const {
+  bool selected(const json& job, const GangsByJob& groups) const {
     if (!queue.empty() && queue_of(job, groups) != queue)
       return false;
     return status.empty() ||
-           to_lower(api::display_status(job, podgroup_of(groups, job))) == to_lower(status);
+           to_lower(api::display_status(job, gang_of(groups, job))) == to_lower(status);
   }
 
   /// The job's queue, else the one its PodGroup was put in (Volcano's default queue).
-  static std::string queue_of(const json& job, const PodGroups& groups) {
+  static std::string queue_of(const json& job, const GangsByJob& groups) {
     const std::string queue_name = api::job_queue(job);
-    return queue_name.empty() ? string_at(podgroup_of(groups, job), "/spec/queue"_json_pointer)
+    return queue_name.empty() ? string_at(gang_of(groups, job), "/spec/queue"_json_pointer)
                               : queue_name;
   }
 
@@ -137,7 +110,7 @@ struct ListOptions {
 
   /// Prints the jobs as -o asks, leaving out those --queue and --status do not select.
   void print(kube::Client& client, std::vector<FoundJob> jobs) const {
-    const PodGroups groups = jobs.empty() ? PodGroups{} : podgroups_by_name(client, namespace_);
+    const GangsByJob groups = jobs.empty() ? GangsByJob{} : gangs_by_job(client, namespace_);
     std::erase_if(jobs, [&](const FoundJob& j) { return !selected(j.object, groups); });
 
     if (format == OutputFormat::Json || format == OutputFormat::Yaml) {
@@ -172,15 +145,17 @@ struct ListOptions {
     std::condition_variable_any ended;
     bool live = false;  // the table is out: print each change from now on
     std::vector<std::unique_ptr<kube::cache::Watcher>> watchers;  // the job kinds'
-    // The jobs' gangs decide Queued; they are watched too (when Volcano's CRDs are served), so a
-    // change reads them from the cache, and an admitted gang prints its job's new row.
-    std::unique_ptr<kube::cache::Watcher> gangs;
+    // The jobs' gangs decide Queued; they are watched too (each PodGroup type the cluster
+    // serves), so a change reads them from the caches, and an admitted gang prints its job's new
+    // row.
+    std::vector<std::unique_ptr<kube::cache::Watcher>> gangs;  // gang_resources()' order
     const auto groups_now = [&] {
-      PodGroups groups;
-      if (gangs) {
-        for (auto& group : gangs->informer().list()) {
+      GangsByJob groups;
+      for (const auto& g : gangs) {
+        for (auto& group : g->informer().list()) {
+          group["apiVersion"] = g->informer().resource().api_version();
           std::pair key{meta_field(group, "namespace"), meta_field(group, "name")};
-          groups.emplace(std::move(key), std::move(group));
+          groups.emplace(std::move(key), std::move(group));  // Volcano's first, as gangs_by_job
         }
       }
       return groups;
@@ -189,7 +164,7 @@ struct ListOptions {
       std::lock_guard lock(mu);
       if (!live)
         return;
-      const PodGroups groups = groups_now();
+      const GangsByJob groups = groups_now();
       if (selected(object, groups))
         print_change(client, {k, object}, groups);
     };
@@ -217,18 +192,18 @@ struct ListOptions {
           stop_on_any_error));
       watchers.back()->start();
     }
-    if (!watchers.empty() && client.serves(kube::resources::podgroups())) {
-      gangs = std::make_unique<kube::cache::Watcher>(
-          client,
-          kube::cache::InformerOptions{.resource = kube::resources::podgroups(),
-                                       .namespace_ = namespace_},
+    for (const kube::Resource& resource : gang_resources()) {
+      if (watchers.empty() || !client.serves(resource))
+        continue;
+      gangs.push_back(std::make_unique<kube::cache::Watcher>(
+          client, kube::cache::InformerOptions{.resource = resource, .namespace_ = namespace_},
           // A gang seen after its job (the two watches race) turns the job's row into Queued.
           kube::cache::EventHandlers{
               .on_add = gang_changed,
               .on_update = [&gang_changed](const json&, const json& o) { gang_changed(o); },
               .on_delete = gang_changed},
-          stop_on_any_error);
-      gangs->start();
+          stop_on_any_error));
+      gangs.back()->start();
     }
     std::unique_lock lock(mu);
     std::vector<FoundJob> jobs;
@@ -244,10 +219,10 @@ struct ListOptions {
     using WakeUp = std::stop_callback<std::function<void()>>;
     std::vector<std::unique_ptr<WakeUp>> wake;
     std::vector<kube::cache::Watcher*> all;  // any of them stopping ends the watch
-    for (const auto& w : watchers)
-      all.push_back(w.get());
-    if (gangs)
-      all.push_back(gangs.get());
+    for (const auto* list : {&watchers, &gangs}) {
+      for (const auto& w : *list)
+        all.push_back(w.get());
+    }
     for (const auto* w : all)
       wake.push_back(std::make_unique<WakeUp>(w->stopped(), [&ended] { ended.notify_all(); }));
     ended.wait(lock, [&] {
@@ -260,7 +235,7 @@ struct ListOptions {
   }
 
   /// One change under -w: a table row without the headers, or the object as -o asks.
-  void print_change(kube::Client& client, const FoundJob& job, const PodGroups& groups) const {
+  void print_change(kube::Client& client, const FoundJob& job, const GangsByJob& groups) const {
     if (format == OutputFormat::Json || format == OutputFormat::Yaml)
       print_document(std::cout, job.object, format);
     else if (format == OutputFormat::Name)
@@ -271,7 +246,7 @@ struct ListOptions {
   }
 
   Table table(kube::Client& client, const std::vector<FoundJob>& jobs,
-              const PodGroups& groups) const {
+              const GangsByJob& groups) const {
     const bool wide = format == OutputFormat::Wide;
     const NodesByJob nodes = wide ? nodes_by_job(client, namespace_) : NodesByJob{};
     Table t;
@@ -291,8 +266,8 @@ struct ListOptions {
         row.push_back(meta_field(o, "namespace"));
       const std::string queue_name = queue_of(o, groups);
       row.insert(row.end(), {meta_field(o, "name"), std::string(api::job_kind_info(j.kind).name),
-                             api::display_status(o, podgroup_of(groups, o)),
-                             api::replicas_column(o), queue_name.empty() ? "<none>" : queue_name,
+                             api::display_status(o, gang_of(groups, o)), api::replicas_column(o),
+                             queue_name.empty() ? "<none>" : queue_name,
                              api::human_duration_or_none(api::age_of(
                                  o["metadata"].value("creationTimestamp", json()), now)),
                              api::human_duration_or_none(api::job_duration(o, now))});

@@ -113,8 +113,9 @@ struct QueueSpecFlags {
                                    "amd.com/gpu=8");
     weight_option = cmd.add_option(
         "--weight", weight,
-        "The queue's share of the cluster relative to other queues (Volcano proportion; "
-        "trainctl's builtin admission does not use it)");
+        "The queue's share of the cluster relative to other queues: under contention the "
+        "builtin admission, like Volcano's proportion plugin, splits what the queues ask for by "
+        "weight");
     reclaimable_option =
         cmd.add_flag("--reclaimable,!--no-reclaimable", reclaimable,
                      "Whether other queues may reclaim resources this queue holds beyond its share "

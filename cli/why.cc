@@ -7,8 +7,10 @@
 #include <iostream>
 #include <map>
 
+#include "admission_state.h"
 #include "api/job_view.h"
 #include "api/quantity.h"
+#include "api/resources.h"
 #include "api/status.h"
 #include "commands.h"
 #include "controller/gang.h"
@@ -126,6 +128,71 @@ void podgroup_findings(const json& podgroup, std::vector<Finding>& findings) {
   }
 }
 
+/// The coscheduling plugin's Permit timeout when the group sets none (scheduler-plugins,
+/// pkg/util/podgroup.go: DefaultWaitTime, and the plugin's permitWaitingTimeSeconds default).
+constexpr std::chrono::seconds kCoschedulingDefaultTimeout{60};
+
+/// What keeps a scheduler-plugins gang (scheduling.x-k8s.io/v1alpha1) from being placed. The
+/// coscheduling plugin binds none of its pods before minMember of them exist and fit at once
+/// (PreFilter, Permit), and rejects the pods waiting at Permit once the group's schedule timeout
+/// has passed, then tries again (pkg/coscheduling/core/core.go). The group's phase is the
+/// scheduler-plugins controller's (pkg/controllers/podgroup_controller.go): Pending until
+/// minMember pods exist, Scheduling until minMember run, then Running, Finished or Failed; it
+/// has no conditions, so the counts come from the job's pods. Nothing once minMember are bound.
+void scheduler_plugins_findings(const json& group, const std::vector<json>& pods,
+                                std::chrono::system_clock::time_point now,
+                                std::vector<Finding>& findings) {
+  const std::string phase = string_at(group, "/status/phase"_json_pointer);
+  if (phase == "Running" || phase == "Finished")
+    return;
+  const int min_member = group.value("spec", json::object()).value("minMember", 1);
+  const auto bound = std::count_if(pods.begin(), pods.end(), [](const json& pod) {
+    return !string_at(pod, "/spec/nodeName"_json_pointer).empty();
+  });
+  if (bound >= min_member)
+    return;  // placed: its pods are starting
+  const std::string head = fmt::format(
+      "podgroup {} (scheduling.x-k8s.io) {}", string_at(group, "/metadata/name"_json_pointer),
+      phase.empty() ? "has no phase (is the scheduler-plugins controller running?)"
+                    : "is " + phase);
+  if (static_cast<int>(pods.size()) < min_member) {
+    findings.push_back(
+        {kGang, fmt::format("{}: {} of its minMember {} pods exist; coscheduling binds none of "
+                            "them before all {} do",
+                            head, pods.size(), min_member, min_member)});
+    return;
+  }
+  const auto running = std::count_if(pods.begin(), pods.end(), [](const json& pod) {
+    return string_at(pod, "/status/phase"_json_pointer) == "Running";
+  });
+  const std::string started = string_at(group, "/status/scheduleStartTime"_json_pointer);
+  const std::string since = started.empty() ? "its creation" : "scheduleStartTime";
+  const auto waited = api::age_of(
+      started.empty() ? group.value("metadata", json::object()).value("creationTimestamp", json())
+                      : json(started),
+      now);
+  const json& timeout_field =
+      group.value("spec", json::object()).value("scheduleTimeoutSeconds", json());
+  const std::chrono::seconds timeout = timeout_field.is_number_integer()
+                                           ? std::chrono::seconds(timeout_field.get<int>())
+                                           : kCoschedulingDefaultTimeout;
+  const bool past = waited && *waited > timeout;
+  findings.push_back(
+      {kGang,
+       fmt::format(
+           "{}: {} of its minMember {} pods bound, {} running, waiting {} since {}, {} its "
+           "schedule timeout of {} ({}){}; coscheduling binds the gang only when all {} "
+           "pods fit at once: free {} for it, or lower minMember "
+           "(spec.runPolicy.schedulingPolicy.minAvailable)",
+           head, bound, min_member, running, api::human_duration_or_none(waited), since,
+           past ? "past" : "within", api::human_duration(timeout),
+           timeout_field.is_number_integer() ? "spec.scheduleTimeoutSeconds"
+                                             : "coscheduling's default",
+           past ? ": the pods waiting at Permit were rejected and are retried" : "", min_member,
+           format_resource_list(api::parse_resource_list(
+               group.value("spec", json::object()).value("minResources", json::object()))))});
+}
+
 void pod_findings(const std::vector<json>& pods, std::vector<Finding>& findings) {
   for (const auto& pod : pods) {
     const std::string replica = replica_display_name(pod);
@@ -154,7 +221,8 @@ void pod_findings(const std::vector<json>& pods, std::vector<Finding>& findings)
 
 /// Replicas the spec asks for that have no pod: `worker-2` for index 2 of 4 workers. Asks
 /// whether an operator runs only when nothing shows one has acted (no PodGroup, no condition);
-/// says nothing of a gang that is not admitted yet, whose pods are not due.
+/// says nothing of a Volcano gang that is not admitted yet, whose pods are not due (a
+/// scheduler-plugins gang's pods are created at once).
 void missing_pod_findings(const json& job, const std::vector<json>& pods, const json& podgroup,
                           std::vector<Finding>& findings) {
   std::vector<std::string> have;
@@ -169,7 +237,8 @@ void missing_pod_findings(const json& job, const std::vector<json>& pods, const 
         missing.push_back(name);
     }
   }
-  if (missing.empty() || (podgroup.is_object() && !controller::pod_group_admitted(podgroup)))
+  if (missing.empty() || (podgroup.is_object() && !is_scheduler_plugins_gang(podgroup) &&
+                          !controller::pod_group_admitted(podgroup)))
     return;
   const bool operator_acted =
       podgroup.is_object() ||
@@ -217,7 +286,7 @@ struct WhyOptions {
                                             {.label_selector = replica_selector(job)})
                                  .value("items", json::array());
     std::sort(pods.begin(), pods.end(), replica_order);
-    const json podgroup = get_or_null(*client, kube::resources::podgroups(), namespace_, job);
+    const json podgroup = job_gang(*client, namespace_, job);
     std::vector<Finding> findings = diagnose(*client, j, pods, podgroup);
     std::stable_sort(findings.begin(), findings.end(),
                      [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
@@ -233,15 +302,10 @@ struct WhyOptions {
       std::cout << fmt::format("  {}. {}\n", i + 1, findings[i].text);
   }
 
-  std::vector<Finding> diagnose(kube::Client& client, const json& j, const std::vector<json>& pods,
-                                const json& podgroup) const {
-    std::vector<Finding> findings;
-    if (api::job_status(j) == "Suspended" || api::JobView(j).run_policy().suspend) {
-      findings.push_back(
-          {kSuspended, fmt::format("the job is suspended (spec.runPolicy.suspend): `trainctl "
-                                   "resume {}` lets it run",
-                                   job)});
-    }
+  /// The Volcano gang's findings (`podgroup` null: the one the controller will make) and its
+  /// queue's.
+  static void volcano_findings(kube::Client& client, const json& j, const json& podgroup,
+                               std::vector<Finding>& findings) {
     std::string queue_name = api::job_queue(j);
     if (podgroup.is_object()) {
       podgroup_findings(podgroup, findings);
@@ -257,6 +321,23 @@ struct WhyOptions {
         findings.push_back({kQueue, fmt::format("queue {:?} does not exist", queue_name)});
       else
         queue_findings(queue, podgroup.is_object() ? podgroup : controller::pod_group(j), findings);
+    }
+  }
+
+  std::vector<Finding> diagnose(kube::Client& client, const json& j, const std::vector<json>& pods,
+                                const json& podgroup) const {
+    std::vector<Finding> findings;
+    if (api::job_status(j) == "Suspended" || api::JobView(j).run_policy().suspend) {
+      findings.push_back(
+          {kSuspended, fmt::format("the job is suspended (spec.runPolicy.suspend): `trainctl "
+                                   "resume {}` lets it run",
+                                   job)});
+    }
+    if (is_scheduler_plugins_gang(podgroup)) {
+      // No Queue admits it: the coscheduling plugin places it when the nodes have room.
+      scheduler_plugins_findings(podgroup, pods, std::chrono::system_clock::now(), findings);
+    } else {
+      volcano_findings(client, j, podgroup, findings);
     }
     pod_findings(pods, findings);
     missing_pod_findings(j, pods, podgroup, findings);

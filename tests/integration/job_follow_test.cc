@@ -11,6 +11,7 @@
 #include <string>
 
 #include "api/status.h"
+#include "tests/support/api_objects.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
 #include "tests/support/temp_dir.h"
@@ -773,6 +774,73 @@ TEST_F(JobFollowTest, WhyOnAnAdmittedRunningJobSeesNoQueueBlocker) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Nothing keeps it from running.\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("queue")));
+}
+
+// --gang-scheduler scheduler-plugins: the gang is scheduler-plugins' PodGroup
+// (scheduling.x-k8s.io/v1alpha1), which the coscheduling plugin places when minMember pods exist
+// and fit at once; no Queue admits it. Its pods are created at once, for the coscheduling
+// scheduler (which the sandbox does not run: they stay unbound).
+TEST_F(JobFollowTest, WhySaysWhatKeepsASchedulerPluginsGangFromBeingPlaced) {
+  create_job("sp", 2, "nowhere");
+  set_status("sp", "Created");
+  const auto pod_for_coscheduling = [&](const std::string& job, int index) {
+    json pod = replica_pod(job, index, "--x", "60");
+    pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = job;
+    pod["spec"]["schedulerName"] = "scheduler-plugins-scheduler";
+    client().create(kube::resources::pods(), "default", pod);
+  };
+  pod_for_coscheduling("sp", 0);
+  json group =
+      testing::create_scheduler_plugins_podgroup(client(), "sp",
+                                                 {{"minMember", 2},
+                                                  {"minResources", {{"nvidia.com/gpu", 16}}},
+                                                  {"scheduleTimeoutSeconds", 30}},
+                                                 {{"phase", "Pending"}});
+  RunResult missing = run("why sp");
+  ASSERT_EQ(missing.exit_code, 0) << missing.err;
+  EXPECT_THAT(
+      missing.out,
+      HasSubstr("tfjob.kubeflow.org/sp is Queued (TFJobCreated)\nMost likely blocker: podgroup sp "
+                "(scheduling.x-k8s.io) is Pending: 1 of its minMember 2 pods exist; "
+                "coscheduling binds none of them before all 2 do\n"));
+  // Its pods are due at once, unlike a Volcano gang's; the queue the job names admits nothing.
+  EXPECT_THAT(missing.out, HasSubstr("1 of 2 replica pods do not exist yet: worker-1\n"));
+  EXPECT_THAT(missing.out, Not(HasSubstr("nowhere")));
+
+  pod_for_coscheduling("sp", 1);
+  group["status"] = {{"phase", "Scheduling"},
+                     {"scheduleStartTime", api::format_timestamp(std::chrono::system_clock::now() -
+                                                                 std::chrono::minutes(3))}};
+  client().update_status(kube::resources::scheduler_plugins_podgroups(), "default", group);
+  RunResult waiting = run("why sp");
+  EXPECT_THAT(
+      waiting.out,
+      ContainsRegex("Most likely blocker: podgroup sp \\(scheduling.x-k8s.io\\) is "
+                    "Scheduling: 0 of its minMember 2 pods bound, 0 running, waiting 3m[0-9]*s? "
+                    "since scheduleStartTime, past its schedule timeout of 30s "
+                    "\\(spec.scheduleTimeoutSeconds\\): the pods waiting at Permit were "
+                    "rejected and are retried; coscheduling binds the gang only when all 2 "
+                    "pods fit at once: free nvidia.com/gpu=16 for it, or lower minMember "
+                    "\\(spec.runPolicy.schedulingPolicy.minAvailable\\)\n"));
+
+  // No schedule timeout of its own and no scheduleStartTime: coscheduling's default, from its
+  // creation.
+  create_job("fresh", 1);
+  set_status("fresh", "Created");
+  pod_for_coscheduling("fresh", 0);
+  testing::create_scheduler_plugins_podgroup(client(), "fresh", {{"minMember", 1}},
+                                             {{"phase", "Scheduling"}});
+  EXPECT_THAT(run("why fresh").out,
+              ContainsRegex("Most likely blocker: podgroup fresh \\(scheduling.x-k8s.io\\) is "
+                            "Scheduling: 0 of its minMember 1 pods bound, 0 running, waiting "
+                            "[0-9]+s since its creation, within its schedule timeout of 60s "
+                            "\\(coscheduling's default\\); coscheduling binds"));
+
+  // Placed: minMember pods run, nothing to say of the gang.
+  group = client().get(kube::resources::scheduler_plugins_podgroups(), "default", "sp");
+  group["status"] = {{"phase", "Running"}, {"running", 2}};
+  client().update_status(kube::resources::scheduler_plugins_podgroups(), "default", group);
+  EXPECT_THAT(run("why sp").out, Not(HasSubstr("podgroup")));
 }
 
 TEST_F(JobFollowTest, WhyOnAFinishedJobSaysHowItFinished) {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/api_objects.h"
 #include "tests/support/background_command.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
@@ -357,6 +358,46 @@ TEST_F(JobVerbsTest, AJobWhoseGangWaitsForAdmissionIsQueuedAndAFinishedOneShowsI
   EXPECT_THAT(get.out, ContainsRegex("Status: +Queued\n"));
   EXPECT_THAT(get.out, ContainsRegex("Queue: +team-a\n"));
   EXPECT_THAT(run("get broken").out, ContainsRegex("Replicas: +Worker:1 succeeded 1 failed\n"));
+}
+
+// --gang-scheduler scheduler-plugins gives jobs scheduler-plugins' PodGroup type
+// (scheduling.x-k8s.io/v1alpha1), which has no queue: list finds it with one LIST per type, shows
+// Queued while it is Pending, and list -w follows its phase; get shows its pod counts and
+// schedule timeout.
+TEST_F(JobVerbsTest, ListAndGetShowASchedulerPluginsGang) {
+  const json created = {{"conditions", {condition("Created", "True", "TFJobCreated")}}};
+  create_job({.name = "waiting"}, created);
+  create_job({.name = "placed"}, created);
+  json waiting = testing::create_scheduler_plugins_podgroup(client(), "waiting", {{"minMember", 2}},
+                                                            {{"phase", "Pending"}});
+  testing::create_scheduler_plugins_podgroup(
+      client(), "placed", {{"minMember", 2}, {"scheduleTimeoutSeconds", 90}},
+      {{"phase", "Running"}, {"running", 2}, {"succeeded", 0}});
+  RunResult r = run("list");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\nwaiting +TFJob +Queued +Worker:0/2 +<none> "));
+  EXPECT_THAT(r.out, ContainsRegex("\nplaced +TFJob +Created +Worker:0/2 +<none> "));
+  EXPECT_EQ(run("list --status queued -o name").out, "tfjob.kubeflow.org/waiting\n");
+
+  RunResult get = run("get waiting placed");
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_THAT(get.out, ContainsRegex("Status: +Queued\n"));
+  EXPECT_THAT(get.out,
+              ContainsRegex("PodGroup:\nNAME +PHASE +MIN-MEMBER +RUNNING +SUCCEEDED +FAILED "
+                            "+SCHEDULE-TIMEOUT\nwaiting +Pending +2 +0 +0 +0 +<none>\n"));
+  EXPECT_THAT(get.out, ContainsRegex("\nplaced +Running +2 +2 +0 +0 +90s\n"));
+
+  testing::BackgroundCommand watch(
+      {TRAINCTL_BINARY, "--kubeconfig", local_.sandbox().kubeconfig_path().string(), "list", "-w"});
+  ASSERT_TRUE(watch.wait_for("Queued", std::chrono::seconds(10))) << watch.output();
+  // Its pods are all bound: the scheduler-plugins controller moves it on; the job did not change.
+  waiting["status"]["phase"] = "Scheduling";
+  client().update_status(kube::resources::scheduler_plugins_podgroups(), "default", waiting);
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return std::regex_search(watch.output(), std::regex("\nwaiting +TFJob +Created")); },
+      std::chrono::seconds(10)))
+      << watch.output();
+  watch.stop(SIGINT);
 }
 
 // ---- get ----

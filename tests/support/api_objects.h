@@ -44,6 +44,23 @@ inline nlohmann::json tfjob(const std::string& name, int workers = 2) {
           {"spec", {{"tfReplicaSpecs", {{"Worker", {{"replicas", workers}}}}}}}};
 }
 
+/// Creates scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1) of job `name` in "default",
+/// as the controller makes it in `--gang-scheduler scheduler-plugins` mode, then writes `status`
+/// through its status subresource, as the scheduler-plugins controller does.
+inline nlohmann::json create_scheduler_plugins_podgroup(kube::Client& client,
+                                                        const std::string& name,
+                                                        nlohmann::json spec,
+                                                        nlohmann::json status) {
+  const kube::Resource resource = kube::resources::scheduler_plugins_podgroups();
+  nlohmann::json group = client.create(resource, "default",
+                                       {{"apiVersion", resource.api_version()},
+                                        {"kind", "PodGroup"},
+                                        {"metadata", {{"name", name}}},
+                                        {"spec", std::move(spec)}});
+  group["status"] = std::move(status);
+  return client.update_status(resource, "default", group);
+}
+
 /// The names of a list's items, in the list's order.
 inline std::vector<std::string> names_of(const nlohmann::json& list) {
   std::vector<std::string> names;
