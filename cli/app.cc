@@ -132,12 +132,13 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
 }
 
 /// `trainctl help [COMMAND...]`: the help of the app or of the command named, as cobra's.
-void add_help_command(CLI::App& app) {
+void add_help_command(CLI::App& app, const GlobalFlags&) {
   auto words = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("help", "Help about any command, e.g. trainctl help queue create");
   cmd->add_option("command", *words, "The command, with its parents: queue create");
-  cmd->callback([&app, words] {
-    CLI::App* target = &app;
+  cmd->callback([words] {
+    const Application whole = make_application();
+    CLI::App* target = whole.app.get();
     for (const auto& word : *words) {
       CLI::App* sub = find_subcommand(*target, word);
       if (sub == nullptr)
@@ -193,7 +194,7 @@ constexpr std::array<VerbRegistration, 18> kVerbs{{
     {{"top"}, add_top_command},
     {{"install", "uninstall"}, add_install_command},
     {{"completion", "__complete", "__docs"}, add_completion_command},
-    {{"help"}, [](CLI::App& app, const GlobalFlags&) { add_help_command(app); }},
+    {{"help"}, add_help_command},
 }};
 
 /// The root with the global flags and `verbs`.
@@ -219,8 +220,6 @@ Application make_application() {
 }
 
 std::optional<Application> make_verb_application(std::string_view verb) {
-  if (verb == "help" || verb == "__complete" || verb == "__docs")  // they walk the whole tree
-    return std::nullopt;
   const auto it = std::find_if(kVerbs.begin(), kVerbs.end(),
                                [verb](const VerbRegistration& r) { return r.adds(verb); });
   if (it == kVerbs.end())

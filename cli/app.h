@@ -9,17 +9,20 @@
 
 namespace trainctl::cli {
 
-/// The whole command tree: main() parses with it, and the man-page and completion generators walk
+/// A command tree: main() parses with it, and help, the man-page and completion generators walk
 /// it, so every verb and flag is defined once.
 struct Application {
   std::unique_ptr<CLI::App> app;
   std::unique_ptr<GlobalFlags> flags;
 };
 
+/// Every verb.
 Application make_application();
-/// The root with only the verb `verb` (the commands of the registration that adds it), or nothing
-/// for a word that is no verb and for the verbs that walk the whole tree (help, __complete,
-/// __docs). For a command line whose first word is `verb`, it parses as the whole tree does.
+/// The root with only the verb `verb` (the commands of the registration that adds it, e.g.
+/// delete, suspend and resume), or nothing for a word that is no verb. A command line whose first
+/// word is `verb` parses as with every verb: once the root has entered its one verb, CLI11 no
+/// longer matches the others. Building one verb instead of every verb is most of the start-up of
+/// a command that sends no request.
 std::optional<Application> make_verb_application(std::string_view verb);
 
 }  // namespace trainctl::cli

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "completer.h"
 #include "docs.h"
 
 namespace trainctl::cli {
@@ -45,10 +46,6 @@ TEST(VerbApplicationTest, EachVerbAloneHasTheHelpAndPagesOfTheWholeTree) {
   ASSERT_GT(words.size(), 15u);
   for (const std::string& word : words) {
     std::optional<Application> alone = make_verb_application(word);
-    if (word == "help" || word == "__complete" || word == "__docs") {
-      EXPECT_FALSE(alone) << word << " walks the whole tree";
-      continue;
-    }
     ASSERT_TRUE(alone) << word << " has no registration of its own: it builds every verb";
     EXPECT_THAT(verb_words(*alone->app), ::testing::Contains(word));
     std::map<std::string, std::string> help;
@@ -79,6 +76,28 @@ TEST(VerbApplicationTest, SubmitTfjobAloneListsTheFlagsOfTheWholeTree) {
     EXPECT_EQ(got->options[i].names, want->options[i].names);
   EXPECT_NE(got->find_option("--ps"), nullptr);
   EXPECT_NE(got->find_option("--worker-gpus"), nullptr);
+}
+
+// __complete describes only the verb once the cursor is past it.
+TEST(VerbApplicationTest, PastTheVerbItAloneCompletesAsTheWholeTree) {
+  Application whole = make_application();
+  const CommandDoc whole_doc = describe(*whole.app);
+  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&) {
+    return std::vector<std::string>{"a", "b"};
+  };
+  for (const std::string& word : verb_words(*whole.app)) {
+    std::optional<Application> alone = make_verb_application(word);
+    ASSERT_TRUE(alone) << word;
+    const CommandDoc alone_doc = describe(*alone->app);
+    for (const auto& rest : std::vector<std::vector<std::string>>{
+             {""}, {"-"}, {"--"}, {"--o"}, {"-n", ""}, {"x", ""}, {"--", "x", ""}}) {
+      std::vector<std::string> words{word};
+      words.insert(words.end(), rest.begin(), rest.end());
+      EXPECT_EQ(format_completion(complete(alone_doc, words, lookup)),
+                format_completion(complete(whole_doc, words, lookup)))
+          << word << " " << rest.front();
+    }
+  }
 }
 
 TEST(VerbApplicationTest, AWordThatIsNoVerbBuildsNoTree) {

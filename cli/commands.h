@@ -41,7 +41,7 @@ void add_wait_command(CLI::App& app, const GlobalFlags& flags);
 void add_why_command(CLI::App& app, const GlobalFlags& flags);
 /// queue create, list, get, update, open, close, delete
 void add_queue_command(CLI::App& app, const GlobalFlags& flags);
-/// completion, and the hidden __complete and __docs, which walk the whole tree of `app`.
+/// completion, and the hidden __complete and __docs, which walk the tree make_application builds.
 void add_completion_command(CLI::App& app, const GlobalFlags& flags);
 void add_install_command(CLI::App& app, const GlobalFlags& flags);  // install, uninstall
 void add_top_command(CLI::App& app, const GlobalFlags& flags);      // top nodes, top queues
