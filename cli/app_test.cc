@@ -100,6 +100,22 @@ TEST(VerbApplicationTest, PastTheVerbItAloneCompletesAsTheWholeTree) {
   }
 }
 
+// __complete describes one level of the tree for the verb under the cursor.
+TEST(VerbApplicationTest, OneLevelCompletesTheVerbUnderTheCursorAsTheWholeTree) {
+  Application whole = make_application();
+  const CommandDoc all = describe(*whole.app);
+  const CommandDoc one_level = describe(*whole.app, 1);
+  EXPECT_TRUE(one_level.find_subcommand("submit")->options.empty());
+  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&) {
+    return std::vector<std::string>{"a"};
+  };
+  for (const char* typed : {"", "s", "submit", "ls", "-", "--", "--n", "--namespace="}) {
+    EXPECT_EQ(format_completion(complete(one_level, {typed}, lookup)),
+              format_completion(complete(all, {typed}, lookup)))
+        << typed;
+  }
+}
+
 TEST(VerbApplicationTest, AWordThatIsNoVerbBuildsNoTree) {
   for (const char* word : {"", "sumbit", "-n", "--help", "tfjob", "create"})
     EXPECT_FALSE(make_verb_application(word)) << word;

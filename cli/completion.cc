@@ -173,7 +173,9 @@ trainctl completion fish | source)");
   complete_cmd->add_option("words", *words, "The words after `trainctl`, the last one unfinished");
   complete_cmd->callback([words] {
     const Application tree = tree_to_complete(*words);
-    std::cout << format_completion(complete(describe(*tree.app), *words, lookup_values));
+    // The verb under the cursor needs the verbs' names, not their flags and subcommands.
+    const CommandDoc root = describe(*tree.app, words->size() > 1 ? SIZE_MAX : 1);
+    std::cout << format_completion(complete(root, *words, lookup_values));
   });
 
   auto docs = std::make_shared<DocsOptions>();

@@ -104,13 +104,15 @@ OptionDoc describe_option(CLI::Option& opt) {
   return doc;
 }
 
-CommandDoc describe_command(CLI::App& app, std::vector<std::string> path) {
+CommandDoc describe_command(CLI::App& app, std::vector<std::string> path, std::size_t levels) {
   CommandDoc doc;
   doc.path = std::move(path);
   doc.description = app.get_description();
   doc.footer = app.get_footer();
   doc.aliases = app.get_aliases();
   doc.needs_subcommand = app.get_require_subcommand_min() > 0;
+  if (levels == 0)
+    return doc;
   for (CLI::Option* opt : app.get_options()) {
     if (!opt->get_group().empty())
       doc.options.push_back(describe_option(*opt));
@@ -121,7 +123,7 @@ CommandDoc describe_command(CLI::App& app, std::vector<std::string> path) {
   for (CLI::App* sub : app.get_subcommands(visible)) {
     std::vector<std::string> sub_path = doc.path;
     sub_path.push_back(sub->get_name());
-    doc.subcommands.push_back(describe_command(*sub, std::move(sub_path)));
+    doc.subcommands.push_back(describe_command(*sub, std::move(sub_path), levels - 1));
   }
   return doc;
 }
@@ -445,8 +447,8 @@ const CommandDoc* CommandDoc::find_subcommand(const std::string& name_or_alias) 
   return nullptr;
 }
 
-CommandDoc describe(CLI::App& app) {
-  return describe_command(app, {app.get_name()});
+CommandDoc describe(CLI::App& app, std::size_t levels) {
+  return describe_command(app, {app.get_name()}, levels);
 }
 
 std::map<std::string, std::string> man_pages(const CommandDoc& root) {
