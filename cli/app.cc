@@ -8,7 +8,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <span>
 
 #include "commands.h"
 #include "error.h"
@@ -169,6 +168,8 @@ namespace {
 struct VerbRegistration {
   std::array<std::string_view, 3> names;
   void (*add)(CLI::App& app, const GlobalFlags& flags);
+  /// For a command line that enters the subcommand named (submit and render: a job kind's).
+  void (*add_for)(CLI::App& app, const GlobalFlags& flags, std::string_view subcommand) = nullptr;
 
   bool adds(std::string_view word) const {
     return !word.empty() && std::find(names.begin(), names.end(), word) != names.end();
@@ -183,8 +184,12 @@ constexpr std::array<VerbRegistration, 18> kVerbs{{
     {{"list", "ls"}, add_list_command},
     {{"get"}, add_get_command},
     {{"delete", "suspend", "resume"}, add_delete_command},
-    {{"submit"}, add_submit_command},
-    {{"render"}, add_render_command},
+    {{"submit"},
+     [](CLI::App& app, const GlobalFlags& flags) { add_submit_command(app, flags); },
+     add_submit_command},
+    {{"render"},
+     [](CLI::App& app, const GlobalFlags& flags) { add_render_command(app, flags); },
+     add_render_command},
     {{"template"}, add_template_command},
     {{"controller"}, add_controller_command},
     {{"logs"}, add_logs_command},
@@ -197,8 +202,9 @@ constexpr std::array<VerbRegistration, 18> kVerbs{{
     {{"help"}, add_help_command},
 }};
 
-/// The root with the global flags and `verbs`.
-Application make_tree(std::span<const VerbRegistration> verbs) {
+/// The root with the global flags and what `add` adds.
+template <typename AddVerbs>
+Application make_tree(const AddVerbs& add) {
   Application result{
       std::make_unique<CLI::App>("trainctl: submit and run distributed training jobs on Kubernetes",
                                  "trainctl"),
@@ -207,8 +213,7 @@ Application make_tree(std::span<const VerbRegistration> verbs) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the verb, as with kubectl
   add_global_flags(app, *result.flags);
-  for (const VerbRegistration& verb : verbs)
-    verb.add(app, *result.flags);
+  add(app, *result.flags);
   one_value_per_flag(app);
   return result;
 }
@@ -216,15 +221,24 @@ Application make_tree(std::span<const VerbRegistration> verbs) {
 }  // namespace
 
 Application make_application() {
-  return make_tree(kVerbs);
+  return make_tree([](CLI::App& app, const GlobalFlags& flags) {
+    for (const VerbRegistration& verb : kVerbs)
+      verb.add(app, flags);
+  });
 }
 
-std::optional<Application> make_verb_application(std::string_view verb) {
+std::optional<Application> make_verb_application(std::string_view verb,
+                                                 std::string_view subcommand) {
   const auto it = std::find_if(kVerbs.begin(), kVerbs.end(),
                                [verb](const VerbRegistration& r) { return r.adds(verb); });
   if (it == kVerbs.end())
     return std::nullopt;
-  return make_tree(std::span(it, 1));
+  return make_tree([it, subcommand](CLI::App& app, const GlobalFlags& flags) {
+    if (it->add_for != nullptr)
+      it->add_for(app, flags, subcommand);
+    else
+      it->add(app, flags);
+  });
 }
 
 namespace {
@@ -265,7 +279,8 @@ int run(int argc, char** argv) {
   // Most commands name their verb first: only that verb's commands and flags are built. A parse
   // error goes to the whole tree, which reports it (did-you-mean, help) as it always did; CLI11
   // fails before it runs any callback.
-  if (std::optional<Application> verb = make_verb_application(argc > 1 ? argv[1] : "")) {
+  if (std::optional<Application> verb =
+          make_verb_application(argc > 1 ? argv[1] : "", argc > 2 ? argv[2] : "")) {
     try {
       return parse_and_run(*verb->app, args);
     } catch (const CLI::ParseError&) {

@@ -22,7 +22,10 @@ Application make_application();
 /// delete, suspend and resume), or nothing for a word that is no verb. A command line whose first
 /// word is `verb` parses as with every verb: once the root has entered its one verb, CLI11 no
 /// longer matches the others. Building one verb instead of every verb is most of the start-up of
-/// a command that sends no request.
-std::optional<Application> make_verb_application(std::string_view verb);
+/// a command that sends no request. `subcommand`, the word after the verb, narrows it further
+/// where the verb's subcommands cannot reach each other (submit and render build the flags of
+/// that job kind only); any word, or none, is fine.
+std::optional<Application> make_verb_application(std::string_view verb,
+                                                 std::string_view subcommand = {});
 
 }  // namespace trainctl::cli

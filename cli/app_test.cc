@@ -100,6 +100,40 @@ TEST(VerbApplicationTest, PastTheVerbItAloneCompletesAsTheWholeTree) {
   }
 }
 
+TEST(VerbApplicationTest, TheJobKindAfterSubmitOrRenderAloneGetsTheFlagsOfTheWholeTree) {
+  Application whole = make_application();
+  std::map<std::string, std::string> whole_help;
+  collect_help(*whole.app, whole_help);
+  const CommandDoc whole_doc = describe(*whole.app);
+  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&) {
+    return std::vector<std::string>{"a"};
+  };
+  for (const std::string verb : {"submit", "render"}) {
+    for (const std::string kind : {"tfjob", "pytorchjob", "mpijob"}) {
+      std::optional<Application> alone = make_verb_application(verb, kind);
+      ASSERT_TRUE(alone);
+      const std::string path = "trainctl " + verb + " " + kind;
+      std::map<std::string, std::string> help;
+      collect_help(*alone->app, help);
+      EXPECT_EQ(help.at(path), whole_help.at(path));
+      const CLI::App* verb_cmd = alone->app->get_subcommand(verb);
+      for (const CLI::App* other : verb_cmd->get_subcommands({})) {
+        if (other->get_name() == kind)
+          continue;
+        // unreachable once `kind` is entered: no flags but --help
+        EXPECT_EQ(other->get_options().size(), 1u) << path << ": " << other->get_name();
+      }
+      const CommandDoc alone_doc = describe(*alone->app);
+      for (const char* typed : {"", "-", "--w", "--restart-policy="}) {
+        const std::vector<std::string> words{verb, kind, typed};
+        EXPECT_EQ(format_completion(complete(alone_doc, words, lookup)),
+                  format_completion(complete(whole_doc, words, lookup)))
+            << path << " " << typed;
+      }
+    }
+  }
+}
+
 // __complete describes one level of the tree for the verb under the cursor.
 TEST(VerbApplicationTest, OneLevelCompletesTheVerbUnderTheCursorAsTheWholeTree) {
   Application whole = make_application();

@@ -110,10 +110,12 @@ void write_completions(const std::filesystem::path& dir) {
     write_file(dir / name, content);
 }
 
-/// The commands `__complete` needs: once the cursor is past the verb, that verb's alone.
+/// The commands `__complete` needs: once the cursor is past the verb, that verb's alone (and
+/// past its subcommand, that subcommand's).
 Application tree_to_complete(const std::vector<std::string>& words) {
   if (words.size() > 1) {
-    if (std::optional<Application> verb = make_verb_application(words.front()))
+    if (std::optional<Application> verb =
+            make_verb_application(words[0], words.size() > 2 ? words[1] : ""))
       return std::move(*verb);
   }
   return make_application();
