@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "error.h"
@@ -129,12 +131,13 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
 }
 
 /// `trainctl help [COMMAND...]`: the help of the app or of the command named, as cobra's.
-void add_help_command(CLI::App& app) {
+void add_help_command(CLI::App& app, const GlobalFlags&) {
   auto words = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("help", "Help about any command, e.g. trainctl help queue create");
   cmd->add_option("command", *words, "The command, with its parents: queue create");
-  cmd->callback([&app, words] {
-    CLI::App* target = &app;
+  cmd->callback([words] {
+    const Application whole = make_application();
+    CLI::App* target = whole.app.get();
     for (const auto& word : *words) {
       CLI::App* sub = find_subcommand(*target, word);
       if (sub == nullptr)
@@ -159,52 +162,94 @@ void one_value_per_flag(CLI::App& cmd) {
     one_value_per_flag(*sub);
 }
 
-Application make_application() {
+namespace {
+
+/// A verb's registration: the names it adds to the root, aliases included, and what adds them.
+struct VerbRegistration {
+  std::array<std::string_view, 3> names;
+  void (*add)(CLI::App& app, const GlobalFlags& flags);
+  /// For a command line that enters the subcommand named (submit and render: a job kind's).
+  void (*add_for)(CLI::App& app, const GlobalFlags& flags, std::string_view subcommand) = nullptr;
+
+  bool adds(std::string_view word) const {
+    return !word.empty() && std::find(names.begin(), names.end(), word) != names.end();
+  }
+};
+
+/// Every verb, in the order `trainctl --help` lists them.
+constexpr std::array<VerbRegistration, 18> kVerbs{{
+    {{"version"}, add_version_command},
+    {{"config"}, add_config_command},
+    {{"sandbox"}, add_sandbox_command},
+    {{"list", "ls"}, add_list_command},
+    {{"get"}, add_get_command},
+    {{"delete", "suspend", "resume"}, add_delete_command},
+    {{"submit"},
+     [](CLI::App& app, const GlobalFlags& flags) { add_submit_command(app, flags); },
+     add_submit_command},
+    {{"render"},
+     [](CLI::App& app, const GlobalFlags& flags) { add_render_command(app, flags); },
+     add_render_command},
+    {{"template"}, add_template_command},
+    {{"controller"}, add_controller_command},
+    {{"logs"}, add_logs_command},
+    {{"wait"}, add_wait_command},
+    {{"why"}, add_why_command},
+    {{"queue"}, add_queue_command},
+    {{"top"}, add_top_command},
+    {{"install", "uninstall"}, add_install_command},
+    {{"completion", "__complete", "__docs"}, add_completion_command},
+    {{"help"}, add_help_command},
+}};
+
+/// The root with the global flags and what `add` adds.
+template <typename AddVerbs>
+Application make_tree(const AddVerbs& add) {
   Application result{
       std::make_unique<CLI::App>("trainctl: submit and run distributed training jobs on Kubernetes",
                                  "trainctl"),
       std::make_unique<GlobalFlags>()};
   CLI::App& app = *result.app;
-  GlobalFlags& flags = *result.flags;
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the verb, as with kubectl
-  add_global_flags(app, flags);
-  add_version_command(app, flags);
-  add_config_command(app, flags);
-  add_sandbox_command(app, flags);
-  add_list_command(app, flags);
-  add_get_command(app, flags);
-  add_delete_command(app, flags);
-  add_submit_command(app, flags);
-  add_render_command(app, flags);
-  add_template_command(app, flags);
-  add_controller_command(app, flags);
-  add_logs_command(app, flags);
-  add_wait_command(app, flags);
-  add_why_command(app, flags);
-  add_queue_command(app, flags);
-  add_top_command(app, flags);
-  add_install_command(app, flags);
-  add_completion_command(app, flags);
-  add_help_command(app);
+  add_global_flags(app, *result.flags);
+  add(app, *result.flags);
   one_value_per_flag(app);
   return result;
 }
 
-int run(int argc, char** argv) {
-  Application application = make_application();
-  CLI::App& app = *application.app;
-  // kubectl's `-v=6`: CLI11 would read "=6" as the short option's value.
-  std::vector<std::string> args;
-  for (int i = argc - 1; i > 0; --i) {  // CLI11 takes the arguments last first
-    const std::string_view arg = argv[i];
-    args.push_back(arg.starts_with("-v=") ? fmt::format("--v={}", arg.substr(3))
-                                          : std::string(arg));
-  }
+}  // namespace
+
+Application make_application() {
+  return make_tree([](CLI::App& app, const GlobalFlags& flags) {
+    for (const VerbRegistration& verb : kVerbs)
+      verb.add(app, flags);
+  });
+}
+
+std::optional<Application> make_verb_application(std::string_view verb,
+                                                 std::string_view subcommand) {
+  const auto it = std::find_if(kVerbs.begin(), kVerbs.end(),
+                               [verb](const VerbRegistration& r) { return r.adds(verb); });
+  if (it == kVerbs.end())
+    return std::nullopt;
+  return make_tree([it, subcommand](CLI::App& app, const GlobalFlags& flags) {
+    if (it->add_for != nullptr)
+      it->add_for(app, flags, subcommand);
+    else
+      it->add(app, flags);
+  });
+}
+
+namespace {
+
+/// Parses `args` (last first, as CLI11 takes them) with `app` and runs the verb; returns the exit
+/// code. A parse error is left to the caller.
+int parse_and_run(CLI::App& app, std::vector<std::string> args) {
   try {
     app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return report_parse_error(app, e);
+  } catch (const CLI::ParseError&) {
+    throw;
   } catch (const Error& e) {
     std::cerr << "trainctl: " << e.what() << '\n';
     return exit_code(e.kind());
@@ -219,6 +264,34 @@ int run(int argc, char** argv) {
     return exit_code(ErrorKind::Protocol);
   }
   return 0;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  // kubectl's `-v=6`: CLI11 would read "=6" as the short option's value.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) {  // CLI11 takes the arguments last first
+    const std::string_view arg = argv[i];
+    args.push_back(arg.starts_with("-v=") ? fmt::format("--v={}", arg.substr(3))
+                                          : std::string(arg));
+  }
+  // Most commands name their verb first: only that verb's commands and flags are built. A parse
+  // error goes to the whole tree, which reports it (did-you-mean, help) as it always did; CLI11
+  // fails before it runs any callback.
+  if (std::optional<Application> verb =
+          make_verb_application(argc > 1 ? argv[1] : "", argc > 2 ? argv[2] : "")) {
+    try {
+      return parse_and_run(*verb->app, args);
+    } catch (const CLI::ParseError&) {
+    }
+  }
+  Application application = make_application();
+  try {
+    return parse_and_run(*application.app, std::move(args));
+  } catch (const CLI::ParseError& e) {
+    return report_parse_error(*application.app, e);
+  }
 }
 
 }  // namespace trainctl::cli

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <string_view>
 
 #include "global_flags.h"
 
@@ -32,8 +33,11 @@ void add_sandbox_command(CLI::App& app, const GlobalFlags& flags);
 void add_list_command(CLI::App& app, const GlobalFlags& flags);
 void add_get_command(CLI::App& app, const GlobalFlags& flags);
 void add_delete_command(CLI::App& app, const GlobalFlags& flags);  // delete, suspend, resume
-void add_submit_command(CLI::App& app, const GlobalFlags& flags);
-void add_render_command(CLI::App& app, const GlobalFlags& flags);
+/// submit and render: with a `kind` (`tfjob`), only that kind's subcommand gets its flags, the
+/// other kinds only their names: a command line that enters `kind` cannot reach them, and the
+/// flags of every kind were most of the cost of building the verb.
+void add_submit_command(CLI::App& app, const GlobalFlags& flags, std::string_view kind = {});
+void add_render_command(CLI::App& app, const GlobalFlags& flags, std::string_view kind = {});
 void add_template_command(CLI::App& app, const GlobalFlags& flags);
 void add_controller_command(CLI::App& app, const GlobalFlags& flags);
 void add_logs_command(CLI::App& app, const GlobalFlags& flags);
@@ -41,7 +45,7 @@ void add_wait_command(CLI::App& app, const GlobalFlags& flags);
 void add_why_command(CLI::App& app, const GlobalFlags& flags);
 /// queue create, list, get, update, open, close, delete
 void add_queue_command(CLI::App& app, const GlobalFlags& flags);
-/// completion, and the hidden __complete and __docs, which walk the whole tree of `app`.
+/// completion, and the hidden __complete and __docs, which walk the tree make_application builds.
 void add_completion_command(CLI::App& app, const GlobalFlags& flags);
 void add_install_command(CLI::App& app, const GlobalFlags& flags);  // install, uninstall
 void add_top_command(CLI::App& app, const GlobalFlags& flags);      // top nodes, top queues

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <set>
 
+#include "app.h"
 #include "commands.h"
 #include "completer.h"
 #include "docs.h"
@@ -109,6 +110,17 @@ void write_completions(const std::filesystem::path& dir) {
     write_file(dir / name, content);
 }
 
+/// The commands `__complete` needs: once the cursor is past the verb, that verb's alone (and
+/// past its subcommand, that subcommand's).
+Application tree_to_complete(const std::vector<std::string>& words) {
+  if (words.size() > 1) {
+    if (std::optional<Application> verb =
+            make_verb_application(words[0], words.size() > 2 ? words[1] : ""))
+      return std::move(*verb);
+  }
+  return make_application();
+}
+
 struct CompletionOptions {
   std::string shell;
 
@@ -161,8 +173,11 @@ trainctl completion fish | source)");
   auto* complete_cmd = app.add_subcommand("__complete", "Complete the last word (for the scripts)");
   complete_cmd->group("");
   complete_cmd->add_option("words", *words, "The words after `trainctl`, the last one unfinished");
-  complete_cmd->callback([words, &app] {
-    std::cout << format_completion(complete(describe(app), *words, lookup_values));
+  complete_cmd->callback([words] {
+    const Application tree = tree_to_complete(*words);
+    // The verb under the cursor needs the verbs' names, not their flags and subcommands.
+    const CommandDoc root = describe(*tree.app, words->size() > 1 ? SIZE_MAX : 1);
+    std::cout << format_completion(complete(root, *words, lookup_values));
   });
 
   auto docs = std::make_shared<DocsOptions>();
@@ -171,9 +186,9 @@ trainctl completion fish | source)");
   docs_cmd->add_option("--man-dir", docs->man_dir, "Directory for trainctl*.1");
   docs_cmd->add_option("--completion-dir", docs->completion_dir,
                        "Directory for trainctl.bash, _trainctl and trainctl.fish");
-  docs_cmd->callback([docs, &app] {
+  docs_cmd->callback([docs] {
     docs->Validate();
-    docs->Run(app);
+    docs->Run(*make_application().app);
   });
 }
 

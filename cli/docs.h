@@ -5,6 +5,7 @@
 // completes); everything else (names, descriptions, groups, defaults) is read from CLI11.
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,8 +68,9 @@ struct CommandDoc {
   const CommandDoc* find_subcommand(const std::string& name_or_alias) const;
 };
 
-/// Reads the command tree; hidden commands and options (empty group) are left out.
-CommandDoc describe(CLI::App& app);
+/// Reads the command tree; hidden commands and options (empty group) are left out. Commands more
+/// than `levels` below `app` have only their names, description and footer.
+CommandDoc describe(CLI::App& app, std::size_t levels = SIZE_MAX);
 
 /// Every man page (section 1), by file name: `trainctl.1` and `trainctl-<verb>[-<subverb>].1`.
 std::map<std::string, std::string> man_pages(const CommandDoc& root);

@@ -45,7 +45,7 @@ struct RenderOptions {
 
 }  // namespace
 
-void add_render_command(CLI::App& app, const GlobalFlags& flags) {
+void add_render_command(CLI::App& app, const GlobalFlags& flags, std::string_view kind) {
   auto opts = std::make_shared<RenderOptions>();
   auto* render = app.add_subcommand(
       "render", "Print the job a template and flags produce, validated, without a cluster");
@@ -59,11 +59,13 @@ void add_render_command(CLI::App& app, const GlobalFlags& flags) {
         template_name(kinds[i]),
         fmt::format("Render a {} from the {} template", api::job_kind_info(kinds[i]).name,
                     template_name(kinds[i])));
+    opts->kind_commands[i] = cmd;
+    if (!kind.empty() && kind != template_name(kinds[i]))
+      continue;
     add_job_flags(*cmd, job);
     cmd->add_option("-o,--output", opts->output, "yaml (default) or json")
         ->check(one_of({"yaml", "json"}));
     add_examples(*cmd, fmt::format("trainctl render {}", job_example(kinds[i])));
-    opts->kind_commands[i] = cmd;
   }
   add_examples(*render, R"(# The PyTorchJob submit would create, without a cluster
 trainctl render pytorchjob --name bert --image reg/pt:1 --workers 3 -- python train.py)");

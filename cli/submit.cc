@@ -398,7 +398,7 @@ struct SubmitOptions {
 
 }  // namespace
 
-void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
+void add_submit_command(CLI::App& app, const GlobalFlags& flags, std::string_view kind) {
   auto opts = std::make_shared<SubmitOptions>();
   auto* submit = app.add_subcommand(
       "submit", "Create a training job from flags and a template, or from manifests (-f)");
@@ -420,6 +420,9 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags) {
         template_name(kinds[i]),
         fmt::format("Submit a {} rendered from the {} template", api::job_kind_info(kinds[i]).name,
                     template_name(kinds[i])));
+    opts->kind_commands[i] = cmd;
+    if (!kind.empty() && kind != template_name(kinds[i]))
+      continue;
     add_job_flags(*cmd, job);
     add_write_flags(*cmd, opts->write);
     add_submit_wait_flags(*cmd, opts->follow);
@@ -428,7 +431,6 @@ trainctl submit {}
 # Or first see what would be sent
 trainctl submit {} --dry-run=client)",
                                    job_example(kinds[i]), job_example(kinds[i])));
-    opts->kind_commands[i] = cmd;
   }
   add_examples(*submit, R"(# From flags and the built-in template
 trainctl submit pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1 -- python train.py

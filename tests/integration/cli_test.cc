@@ -111,6 +111,39 @@ TEST_F(CliTest, AMistypedVerbOrFlagSaysWhatWasMeant) {
   }
 }
 
+// A command line that starts with a verb is parsed with that verb's commands only; what it prints
+// on a mistake or for --help is still the whole tree's.
+TEST_F(CliTest, AVerbBuiltAloneReportsMistakesAndHelpAsTheWholeTree) {
+  RunResult help = run_cli("submit tfjob --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.out, run_cli("help submit tfjob").out);
+  EXPECT_THAT(help.out, HasSubstr("--ps"));
+  EXPECT_THAT(help.out, HasSubstr("--worker-image"));
+  const struct {
+    const char* args;
+    const char* err;
+  } cases[] = {
+      {"render pytorchjob --image x --bogus -- true",
+       "trainctl: unknown flag \"--bogus\" for \"trainctl render pytorchjob\"\n"
+       "See 'trainctl render pytorchjob --help' for usage.\n"},
+      {"render tfjob --workers abc --image x",
+       "trainctl: Could not convert: --workers = abc\n"
+       "See 'trainctl render tfjob --help' for usage.\n"},
+      {"submit tfjobb",
+       "trainctl: unknown command \"tfjobb\" for \"trainctl submit\"; did you mean "
+       "\"tfjob\"?\nSee 'trainctl submit --help' for usage.\n"},
+      {"completion tcsh", "trainctl: completion: unknown shell \"tcsh\": use bash, zsh or fish\n"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_EQ(r.err, c.err) << c.args;
+  }
+  RunResult group = run_cli("render");  // a verb that needs a subcommand shows its help
+  EXPECT_EQ(group.exit_code, 0);
+  EXPECT_EQ(group.out, run_cli("help render").out);
+}
+
 TEST_F(CliTest, BareTrainctlAndHelpPrintHelp) {
   RunResult bare = run_cli("");
   EXPECT_EQ(bare.exit_code, 0);  // as bare kubectl
