@@ -395,6 +395,33 @@ TEST(AdmitTest, AGroupWithCurrentStatusIsStillWrittenWhenItsAnnotationsChange) {
   EXPECT_EQ(fixed["metadata"]["annotations"], json::object());
 }
 
+// Found live by fairshare_bench: the scheduler bound pods of gangs reserved on n1 on n0 instead,
+// and while the pod cache had seen some of those bindings, n1 looked 2 GPUs over-full and n0 2
+// GPUs free. The whole cluster is full: the reserved pods need room somewhere, so n0's 2 GPUs are
+// not free for another gang (it was admitted, and its pod sat unplaceable).
+TEST(AdmitTest, AReservationItsNodeNoLongerHoldsIsCountedAgainstTheOtherNodes) {
+  const json gpu2 = {{"nvidia.com/gpu", "2"}};
+  std::vector<json> groups, pods;
+  for (const auto& [name, node_name] : std::vector<std::pair<std::string, std::string>>{
+           {"r0", "n0"}, {"r1", "n0"}, {"r2", "n0"}, {"r3", "n1"}, {"r4", "n1"}, {"r5", "n1"}}) {
+    groups.push_back(group(name, "q", gpu2, "2024-05-01T10:00:00Z", "Running", 1));
+    pods.push_back(pod(name + "-0", name, node_name, "Running", 2));
+  }
+  for (const std::string name : {"i0", "i1"}) {
+    json g = group(name, "q", gpu2, "2024-05-01T10:00:00Z", "Inqueue", 1);
+    g["metadata"]["annotations"]["trainctl.io/node-reservations"] =
+        R"({"n1":{"nvidia.com/gpu":"2","pods":"1"}})";
+    g["metadata"]["annotations"]["trainctl.io/admitted-at"] = api::format_timestamp(kNow);
+    groups.push_back(g);
+  }
+  groups.push_back(group("late", "q", gpu2, "2024-05-01T11:00:00Z", "Pending", 1));
+  const AdmissionResult result =
+      admit(groups, {queue("q", json::object())}, {node("n0", 8), node("n1", 8)}, pods, {}, kNow);
+  const json late = written_group(result, "late");
+  EXPECT_EQ(phase_of(late), "Pending");
+  EXPECT_THAT(late.dump(), HasSubstr("cluster: nvidia.com/gpu 2 requested, 0 free of 16"));
+}
+
 TEST(AdmitTest, ClosingQueueClosesOnceItsGroupsAreDone) {
   const json closing = queue("team-a", json::object(), "Closing");
   const AdmissionResult busy =

@@ -101,7 +101,7 @@ struct NodeCapacity::Impl {
   std::vector<std::string> resources;
   std::map<std::string, std::size_t, std::less<>> resource_index;
   std::vector<std::int64_t> free;        // nodes x resources
-  std::vector<std::int64_t> total_free;  // positive parts, per resource
+  std::vector<std::int64_t> total_free;  // per resource, a node's overflow counted against it
   std::set<std::string> keys;            // the label keys classes are split by
   std::vector<NodeClass> classes;
   std::vector<std::size_t> class_of, leaf_of;
@@ -129,7 +129,7 @@ struct NodeCapacity::Impl {
     for (std::size_t i = 0; i < nodes->size(); ++i) {
       for (const auto& [name, value] : node(i).free) {
         at(i, resource_index.at(name)) = value;
-        total_free[resource_index.at(name)] += std::max<std::int64_t>(value, 0);
+        total_free[resource_index.at(name)] += value;
       }
     }
   }
@@ -184,10 +184,8 @@ struct NodeCapacity::Impl {
     for (std::size_t r = 0; r < dims(); ++r) {
       if (amount[r] == 0)
         continue;
-      std::int64_t& f = at(node, r);
-      total_free[r] -= std::max<std::int64_t>(f, 0);
-      f -= amount[r] * times;
-      total_free[r] += std::max<std::int64_t>(f, 0);
+      at(node, r) -= amount[r] * times;
+      total_free[r] -= amount[r] * times;
     }
     NodeClass& c = classes[class_of[node]];
     std::size_t i = c.leaves + leaf_of[node];

@@ -82,7 +82,10 @@ class NodeCapacity {
   std::optional<std::size_t> find(const std::string& name) const;
   /// What is free on `node` now (may be negative where a reservation exceeds it).
   api::ResourceList free(std::size_t node) const;
-  /// The sum of what is free on every node, each resource counted only where positive.
+  /// The sum of what is free on every node, a node's overflow (a reservation its node no longer
+  /// holds, as when the scheduler bound some of the gang's pods elsewhere) counted against it:
+  /// those pods still need room on another node. Admission asks for a gang's whole demand here
+  /// before it places the gang node by node.
   api::ResourceList total_free() const;
 
   /// Takes `amount` off `node`'s free capacity (bound pods, reservations); free may go
