@@ -50,8 +50,10 @@ struct RestConfig {
   /// The namespace verbs default to: flag, then context, then "default".
   std::string default_namespace = "default";
   std::chrono::milliseconds timeout{0};  // per request; 0 = no limit
-  double qps = 50;                       // client-side rate limit; 0 = unlimited
-  int burst = 100;
+  /// Client-side rate limit (0 = unlimited) and burst: kubectl's defaults since 1.27, so a
+  /// `submit -f` of up to ~300 jobs is never held back on the client.
+  double qps = 50;
+  int burst = 300;
   /// kubectl's -v for requests, logged on stderr: from 6 each one's method, URL, status and
   /// latency; from 7 its headers, from 8 the response's, credentials masked; never bodies.
   int verbosity = 0;
