@@ -105,7 +105,13 @@ class Http2Server {
     ::waitpid(pid_, nullptr, 0);
     std::filesystem::remove_all(dir_);
   }
-  int port() const { return port_; }
+  /// A config for this server, trusting the test CA that signed its certificate.
+  RestConfig rest_config() const {
+    RestConfig config;
+    config.server = "https://127.0.0.1:" + std::to_string(port_);
+    config.tls.ca_pem = testing::TestPki::shared().ca.cert_pem;
+    return config;
+  }
 
   /// What nghttpd has logged so far.
   std::string log() const {
@@ -123,9 +129,7 @@ TEST(HttpTransportTest, Http2IsUsedWhenTheServerOffersIt) {
   ASSERT_EQ(std::system("command -v nghttpd >/dev/null"), 0)
       << "nghttpd missing: run packaging/bootstrap-debian.sh";
   Http2Server server;
-  RestConfig config;
-  config.server = "https://127.0.0.1:" + std::to_string(server.port());
-  config.tls.ca_pem = testing::TestPki::shared().ca.cert_pem;
+  const RestConfig config = server.rest_config();
   HttpTransport transport(config);
   HttpRequest request;
   request.path = "/version";
@@ -139,9 +143,7 @@ TEST(HttpTransportTest, ConcurrentRequestsAreStreamsOfOneHttp2Connection) {
   ASSERT_EQ(std::system("command -v nghttpd >/dev/null"), 0)
       << "nghttpd missing: run packaging/bootstrap-debian.sh";
   Http2Server server;
-  RestConfig config;
-  config.server = "https://127.0.0.1:" + std::to_string(server.port());
-  config.tls.ca_pem = testing::TestPki::shared().ca.cert_pem;
+  const RestConfig config = server.rest_config();
   HttpTransport transport(config);
   std::vector<int> statuses(12);
   std::vector<std::thread> threads;
