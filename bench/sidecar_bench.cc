@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   ExitTimes exits;
   kube::cache::Informer watch(client, {.resource = kube::resources::pods(), .namespace_ = "opted"});
   watch.add_handlers({.on_add = [&](const json& p) { exits.seen(p); },
-                      .on_update = [&](const json&, const json& p) { exits.seen(p); }});
+                      .on_modify = [&](const json& p) { exits.seen(p); }});
   std::jthread watch_thread([&](std::stop_token stop) { watch.run(stop); });
   while (!manager.synced() || !watch.has_synced())
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

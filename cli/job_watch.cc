@@ -44,7 +44,7 @@ bool watch_job(kube::Client& client, const kube::Resource& resource, const std::
                                 .field_selector = fmt::format("metadata.name={}", name),
                                 .page_size = 0},
                                {.on_add = [&](const json& job) { deliver(&job); },
-                                .on_update = [&](const json&, const json& job) { deliver(&job); },
+                                .on_modify = [&](const json& job) { deliver(&job); },
                                 .on_delete = [&](const json&) { deliver(nullptr); }},
                                [](const Error&) { return true; });
   watcher.start();
@@ -95,10 +95,9 @@ void PodWatch::start() {
       kube::cache::InformerOptions{.resource = kube::resources::pods(),
                                    .namespace_ = ns_,
                                    .label_selector = replica_selector(job_)},
-      kube::cache::EventHandlers{
-          .on_add = [this](const json& pod) { publish(pod, false); },
-          .on_update = [this](const json&, const json& pod) { publish(pod, false); },
-          .on_delete = [this](const json& pod) { publish(pod, true); }},
+      kube::cache::EventHandlers{.on_add = [this](const json& pod) { publish(pod, false); },
+                                 .on_modify = [this](const json& pod) { publish(pod, false); },
+                                 .on_delete = [this](const json& pod) { publish(pod, true); }},
       [](const Error&) { return false; });
   watcher_->start();
 }

@@ -187,7 +187,7 @@ struct ListOptions {
               .resource = resource, .namespace_ = namespace_, .label_selector = selector},
           kube::cache::EventHandlers{
               .on_add = [&changed, k = info.kind](const json& o) { changed(k, o); },
-              .on_update = [&changed, k = info.kind](const json&, const json& o) { changed(k, o); },
+              .on_modify = [&changed, k = info.kind](const json& o) { changed(k, o); },
               .on_delete = [&changed, k = info.kind](const json& o) { changed(k, o); }},
           stop_on_any_error));
       watchers.back()->start();
@@ -200,7 +200,7 @@ struct ListOptions {
           // A gang seen after its job (the two watches race) turns the job's row into Queued.
           kube::cache::EventHandlers{
               .on_add = gang_changed,
-              .on_update = [&gang_changed](const json&, const json& o) { gang_changed(o); },
+              .on_modify = [&gang_changed](const json& o) { gang_changed(o); },
               .on_delete = gang_changed},
           stop_on_any_error));
       gangs.back()->start();

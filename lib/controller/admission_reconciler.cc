@@ -60,9 +60,7 @@ class AdmissionReconciler : public Runnable {
               manager.metrics(), manager.log()) {
     const auto due = [this](const json&) { loop_.add({}); };
     const kube::cache::EventHandlers handlers{
-        .on_add = due,
-        .on_update = [due](const json&, const json& now) { due(now); },
-        .on_delete = due};
+        .on_add = due, .on_modify = [due](const json& now) { due(now); }, .on_delete = due};
     pod_groups_ = &manager.informer(kube::resources::podgroups());
     queues_ = &manager.informer(kube::resources::queues());
     nodes_ = &manager.informer(kube::resources::nodes());

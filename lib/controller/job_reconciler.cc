@@ -97,7 +97,7 @@ class JobReconciler : public Runnable {
         loop_.add(key);
       };
       informer.add_handlers({.on_add = enqueue,
-                             .on_update = [enqueue](const json&, const json& now) { enqueue(now); },
+                             .on_modify = [enqueue](const json& now) { enqueue(now); },
                              .on_delete =
                                  [this, kind](const json& job) {
                                    const JobKey key{kind, namespace_of(job), name_of(job)};
@@ -130,7 +130,7 @@ class JobReconciler : public Runnable {
   void add_owner_handlers(Informer& informer, const kube::Resource& resource) {
     const auto changed = [this, resource](const json& object) { owner_changed(resource, object); };
     informer.add_handlers({.on_add = changed,
-                           .on_update = [changed](const json&, const json& now) { changed(now); },
+                           .on_modify = [changed](const json& now) { changed(now); },
                            .on_delete = changed});
   }
 

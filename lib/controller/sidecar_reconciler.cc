@@ -81,10 +81,9 @@ class ProxyTerminator : public Runnable {
         namespaces_(manager.informer(kube::resources::namespaces(), kOptInSelector)) {
     managed_pods_.add_handlers(pod_handlers());
     const auto namespace_changed = [this](const json& ns) { loop_.add({name_of(ns), ""}); };
-    namespaces_.add_handlers(
-        {.on_add = namespace_changed,
-         .on_update = [=](const json&, const json& now) { namespace_changed(now); },
-         .on_delete = namespace_changed});
+    namespaces_.add_handlers({.on_add = namespace_changed,
+                              .on_modify = [=](const json& now) { namespace_changed(now); },
+                              .on_delete = namespace_changed});
   }
 
   void run(std::stop_token stop) override {

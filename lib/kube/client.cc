@@ -291,9 +291,9 @@ WatchResult Client::watch(const Resource& r, std::string_view ns, const WatchOpt
           const int code = event->object.value("code", 500);
           throw Error::from_response(code, event->object.dump());
         }
-        const auto& meta = event->object.value("metadata", json::object());
-        if (auto rv = meta.find("resourceVersion"); rv != meta.end() && rv->is_string()) {
-          result.resource_version = rv->get<std::string>();
+        if (const json& rv = member(object_member(event->object, "metadata"), "resourceVersion");
+            rv.is_string()) {
+          result.resource_version = rv.get<std::string>();
         }
         ++result.events;
         if (!handler(*event))

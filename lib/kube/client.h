@@ -71,8 +71,9 @@ struct WatchResult {
   std::size_t events = 0;
 };
 
-/// Receives each watch event; returning false ends the watch.
-using WatchHandler = std::function<bool(const WatchEvent&)>;
+/// Receives each watch event, which it may move from (the event is dropped after it); returning
+/// false ends the watch.
+using WatchHandler = std::function<bool(WatchEvent&)>;
 
 struct LogOptions {
   std::string container;

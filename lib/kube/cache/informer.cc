@@ -26,8 +26,7 @@ constexpr std::chrono::milliseconds kRetryBase{100};
 constexpr std::chrono::milliseconds kRetryCap{20'000};  // + up to 50% jitter
 
 std::string resource_version_of(const json& object) {
-  const auto& meta = object.value("metadata", json::object());
-  return meta.value("resourceVersion", "");
+  return string_member(object_member(object, "metadata"), "resourceVersion");
 }
 
 /// Objects copied out of the store (in CBOR, under its lock) and decoded outside the lock.
@@ -42,9 +41,8 @@ std::vector<json> decode_all(const std::vector<std::vector<std::uint8_t>>& encod
 }  // namespace
 
 std::string object_key(const json& object) {
-  const auto& meta = object.value("metadata", json::object());
-  const std::string ns = meta.value("namespace", "");
-  const std::string name = meta.value("name", "");
+  const std::string ns = namespace_of(object);
+  const std::string name = name_of(object);
   return ns.empty() ? name : ns + "/" + name;
 }
 
@@ -58,10 +56,13 @@ std::pair<std::string, std::string> split_key(std::string_view key) {
 IndexFunction controller_uid_index() {
   return [](const json& object) {
     std::vector<std::string> uids;
-    const auto& meta = object.value("metadata", json::object());
-    for (const auto& ref : meta.value("ownerReferences", json::array())) {
-      if (ref.value("controller", false) && ref.contains("uid"))
-        uids.push_back(ref["uid"].get<std::string>());
+    const json& refs = member(object_member(object, "metadata"), "ownerReferences");
+    if (!refs.is_array())
+      return uids;
+    for (const auto& ref : refs) {
+      const json& controller = member(ref, "controller");
+      if (controller.is_boolean() && controller.get<bool>() && member(ref, "uid").is_string())
+        uids.push_back(member(ref, "uid").get<std::string>());
     }
     return uids;
   };
@@ -72,18 +73,31 @@ void strip_managed_fields(json& object) {
     meta->erase("managedFields");
 }
 
-/// A change to report to the handlers: added (no old object), updated, or deleted (no object).
+/// A change to report to the handlers: added (`object` only), updated (`object` and the state
+/// before, as the store held it, still encoded: it is decoded only for a handler that reads it,
+/// once), or deleted (`gone` only: its last state).
 struct Informer::Change {
-  ObjectPtr old_object;
   ObjectPtr object;
+  std::optional<std::vector<std::uint8_t>> old_cbor;
+  ObjectPtr gone;
+  mutable ObjectPtr old_object;  // old_cbor decoded, on first use
+
+  const json& old() const {
+    if (!old_object)
+      old_object = std::make_shared<const json>(json::from_cbor(*old_cbor));
+    return *old_object;
+  }
 };
 
 struct Informer::State {
   /// One index: the values an object is filed under, and the keys filed under each value.
   struct Index {
-    void file(const std::string& key, const json& object) {
-      for (const auto& value : function(object))
+    /// Files `key` under what the function says of `object`; returns those values.
+    std::vector<std::string> file(const std::string& key, const json& object) {
+      std::vector<std::string> values = function(object);
+      for (const auto& value : values)
         keys[value].insert(key);
+      return values;
     }
 
     IndexFunction function;
@@ -97,27 +111,30 @@ struct Informer::State {
     std::string uid;
     std::string resource_version;
     std::vector<std::uint8_t> cbor;
+    /// What each index filed it under, in `indexes` order: removal needs no decoding.
+    std::vector<std::vector<std::string>> filed;
   };
 
-  /// Stores `object` under `key`, keeping the indexes current; returns what it replaced.
-  ObjectPtr put(const std::string& key, const json& object) {
-    ObjectPtr old = erase(key);
+  /// Stores `object` under `key`, keeping the indexes current; returns what it replaced, encoded.
+  std::optional<std::vector<std::uint8_t>> put(const std::string& key, const json& object) {
+    auto old = erase(key);
+    Stored stored{uid_of(object), resource_version_of(object), json::to_cbor(object), {}};
     for (auto& [name, index] : indexes)
-      index.file(key, object);
-    objects.emplace(key,
-                    Stored{uid_of(object), resource_version_of(object), json::to_cbor(object)});
+      stored.filed.push_back(index.file(key, object));
+    objects.emplace(key, std::move(stored));
     return old;
   }
 
-  /// Removes `key` from the store and the indexes; returns what was stored, or null.
-  ObjectPtr erase(const std::string& key) {
+  /// Removes `key` from the store and the indexes; returns what was stored, encoded.
+  std::optional<std::vector<std::uint8_t>> erase(const std::string& key) {
     const auto it = objects.find(key);
     if (it == objects.end())
-      return nullptr;
-    auto old = std::make_shared<const json>(json::from_cbor(it->second.cbor));
+      return std::nullopt;
+    Stored old = std::move(it->second);
     objects.erase(it);
+    std::size_t i = 0;
     for (auto& [name, index] : indexes) {
-      for (const auto& value : index.function(*old)) {
+      for (const auto& value : old.filed[i++]) {
         auto keys = index.keys.find(value);
         if (keys == index.keys.end())
           continue;
@@ -126,7 +143,7 @@ struct Informer::State {
           index.keys.erase(keys);
       }
     }
-    return old;
+    return std::move(old.cbor);
   }
 
   mutable std::mutex mu;
@@ -153,10 +170,14 @@ void Informer::add_handlers(EventHandlers handlers) {
 
 void Informer::add_index(std::string name, IndexFunction function) {
   std::lock_guard lock(state_->mu);
-  State::Index index{std::move(function), {}};
-  for (const auto& [key, stored] : state_->objects)
-    index.file(key, json::from_cbor(stored.cbor));
-  state_->indexes.insert_or_assign(std::move(name), std::move(index));
+  state_->indexes.insert_or_assign(name, State::Index{std::move(function), {}});
+  // The indexes' order may have changed: every stored object's values are taken again.
+  for (auto& [key, stored] : state_->objects) {
+    const json object = json::from_cbor(stored.cbor);
+    stored.filed.clear();
+    for (auto& [index_name, index] : state_->indexes)
+      stored.filed.push_back(index_name == name ? index.file(key, object) : index.function(object));
+  }
 }
 
 void Informer::run(std::stop_token stop) {
@@ -289,7 +310,7 @@ std::vector<Informer::Change> Informer::store_page(json& items, std::set<std::st
         old->second.resource_version == resource_version_of(item))
       continue;  // unchanged
     auto object = std::make_shared<const json>(std::move(item));
-    changes.push_back({state_->put(key, *object), object});
+    changes.push_back({.object = object, .old_cbor = state_->put(key, *object)});
   }
   return changes;
 }
@@ -301,29 +322,29 @@ std::vector<Informer::Change> Informer::remove_unlisted(const std::set<std::stri
   for (auto it = state_->objects.begin(); it != state_->objects.end();) {
     const std::string key = (it++)->first;  // erase() invalidates the current iterator
     if (!listed.contains(key))
-      changes.push_back({state_->erase(key), nullptr});
+      changes.push_back(
+          {.gone = std::make_shared<const json>(json::from_cbor(*state_->erase(key)))});
   }
   state_->resource_version = std::move(resource_version);
   return changes;
 }
 
-std::optional<Informer::Change> Informer::apply(const WatchEvent& event) {
+std::optional<Informer::Change> Informer::apply(WatchEvent& event) {
   std::lock_guard lock(state_->mu);
   if (const std::string rv = resource_version_of(event.object); !rv.empty())
     state_->resource_version = rv;
   if (event.type == WatchEventType::Bookmark)
     return std::nullopt;
-  json copy = event.object;
   if (options_.transform)
-    options_.transform(copy);
-  auto object = std::make_shared<const json>(std::move(copy));
+    options_.transform(event.object);
+  auto object = std::make_shared<const json>(std::move(event.object));
   const std::string key = object_key(*object);
   if (event.type == WatchEventType::Deleted) {
     state_->erase(key);
     // Report the final state the server sent, which is newer than what the store held.
-    return Change{object, nullptr};
+    return Change{.gone = object};
   }
-  return Change{state_->put(key, *object), object};
+  return Change{.object = object, .old_cbor = state_->put(key, *object)};
 }
 
 void Informer::watch(std::stop_token stop, bool& progressed) {
@@ -332,7 +353,7 @@ void Informer::watch(std::stop_token stop, bool& progressed) {
                              .resource_version = last_resource_version()};
   client_.watch(
       options_.resource, options_.namespace_, watch_options,
-      [&](const WatchEvent& event) {
+      [&](WatchEvent& event) {
         progressed = true;
         if (auto change = apply(event))
           deliver({*change});
@@ -346,12 +367,15 @@ void Informer::deliver(const std::vector<Change>& changes) const {
     for (const auto& change : changes) {
       if (!change.object) {
         if (handlers.on_delete)
-          handlers.on_delete(*change.old_object);
-      } else if (!change.old_object) {
+          handlers.on_delete(*change.gone);
+      } else if (!change.old_cbor) {
         if (handlers.on_add)
           handlers.on_add(*change.object);
-      } else if (handlers.on_update) {
-        handlers.on_update(*change.old_object, *change.object);
+      } else {
+        if (handlers.on_modify)
+          handlers.on_modify(*change.object);
+        if (handlers.on_update)
+          handlers.on_update(change.old(), *change.object);
       }
     }
   }

@@ -38,11 +38,14 @@ std::string object_key(const nlohmann::json& object);
 /// Splits a key back into namespace ("" when cluster-scoped) and name.
 std::pair<std::string, std::string> split_key(std::string_view key);
 
-/// Change notifications. `on_update` gets the old and new object; `on_delete` the last known
+/// Change notifications. An update goes to `on_modify` with the new object and to `on_update`
+/// with the old and the new: set `on_update` only to read the old one, which the store keeps
+/// encoded and decodes for it (a third of handling an event). `on_delete` gets the last known
 /// state (after a relist, objects that vanished are reported deleted). Handlers run on the
 /// informer's thread and must not block.
 struct EventHandlers {
   std::function<void(const nlohmann::json&)> on_add;
+  std::function<void(const nlohmann::json& new_object)> on_modify;
   std::function<void(const nlohmann::json& old_object, const nlohmann::json& new_object)> on_update;
   std::function<void(const nlohmann::json&)> on_delete;
 };
@@ -131,7 +134,7 @@ class Informer {
   std::vector<Change> remove_unlisted(const std::set<std::string>& listed,
                                       std::string resource_version);
   /// Applies one watch event to the store; returns the change to report, if any.
-  std::optional<Change> apply(const WatchEvent& event);
+  std::optional<Change> apply(WatchEvent& event);
   void deliver(const std::vector<Change>& changes) const;
   /// Watches from the last resourceVersion until the stream ends, delivering each change;
   /// sets `progressed` once an event arrived.
