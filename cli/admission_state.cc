@@ -29,10 +29,19 @@ std::vector<kube::Resource> gang_resources() {
 }
 
 json job_gang(kube::Client& client, std::string_view ns, std::string_view name) {
-  for (const kube::Resource& resource : gang_resources()) {
-    if (json gang = get_or_null(client, resource, ns, name); !gang.is_null()) {
-      gang["apiVersion"] = resource.api_version();  // what is_scheduler_plugins_gang reads
-      return gang;
+  const std::vector<kube::Resource> resources = gang_resources();
+  for (const kube::Resource& resource : resources) {
+    try {
+      if (json gang = get_or_null(client, resource, ns, name); !gang.is_null()) {
+        gang["apiVersion"] = resource.api_version();  // what is_scheduler_plugins_gang reads
+        return gang;
+      }
+    } catch (const Error& e) {
+      // A user who may read Volcano's PodGroups but not scheduler-plugins' (most roles name
+      // only the first) sees no gang of the second type, as `list` does; Volcano's refusal is
+      // reported, as it was before trainctl read the second type.
+      if (e.kind() != ErrorKind::Forbidden || &resource == &resources.front())
+        throw;
     }
   }
   return nullptr;

@@ -25,7 +25,8 @@ std::vector<kube::Resource> gang_resources();
 /// The PodGroup of job `ns`/`name`, of either type (null: none, or neither type is served). A
 /// job's gang is named like the job; which type it has is the controller's mode, which the job
 /// does not record and its pods cannot tell before they exist (the Volcano modes create none
-/// before admission), so each type is asked for by name, Volcano's first.
+/// before admission), so each type is asked for by name, Volcano's first. A scheduler-plugins
+/// PodGroup the user may not read counts as none; Volcano's refusal is thrown.
 nlohmann::json job_gang(kube::Client& client, std::string_view ns, std::string_view name);
 
 /// The PodGroups of both types in `ns` ("" = all namespaces) by namespace and name, from one
