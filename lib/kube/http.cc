@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <semaphore>
@@ -392,9 +393,8 @@ namespace {
   throw Error(ErrorKind::Connection, fmt::format("{} {}: {}", method, url, detail));
 }
 
-/// Performs a configured transfer: on the multiplexer when one is given, else on this thread.
-template <typename Multiplexer>
-HttpResponse perform(Multiplexer* multiplexer, CURL* e, const char* errbuf,
+/// Performs a configured transfer with `run` (curl_easy_perform, or the multiplexer's perform).
+HttpResponse perform(const std::function<CURLcode(CURL*)>& run, CURL* e, const char* errbuf,
                      const HttpRequest& request, const std::string& url, const BodySink* sink,
                      std::stop_token stop) {
   HttpResponse response;
@@ -406,7 +406,7 @@ HttpResponse perform(Multiplexer* multiplexer, CURL* e, const char* errbuf,
   curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(e, CURLOPT_XFERINFODATA, &t);
-  const CURLcode code = multiplexer != nullptr ? multiplexer->perform(e) : curl_easy_perform(e);
+  const CURLcode code = run(e);
   const bool ended_by_us = (code == CURLE_WRITE_ERROR && t.sink_ended) ||
                            (code == CURLE_ABORTED_BY_CALLBACK && t.stop.stop_requested());
   if (code != CURLE_OK && !ended_by_us)
@@ -481,8 +481,10 @@ HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
   }
   const std::string url = server_ + request.path;
   const auto performed = [&] {
-    HttpResponse response =
-        perform(through, h->easy, h->errbuf, request, url, sink, std::move(stop));
+    const auto run = [through](CURL* e) {
+      return through != nullptr ? through->perform(e) : curl_easy_perform(e);
+    };
+    HttpResponse response = perform(run, h->easy, h->errbuf, request, url, sink, std::move(stop));
     if (response.http_version == 11)
       http1_server_ = true;
     checkin(std::move(h));

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "json_access.h"
 #include "kube/cache/informer.h"
 #include "kube/cache/leader_election.h"
 #include "kube/cache/watcher.h"
@@ -398,6 +399,9 @@ TEST_F(InformerTest, IndexesObjectsByControllerOwner) {
   owned("referenced", false);
   Informer informer(client(), config_maps());
   informer.add_index(std::string(by_controller_uid), controller_uid_index());
+  // A second index, filed before the first (indexes are kept by name).
+  informer.add_index("by-name",
+                     [](const json& o) { return std::vector<std::string>{trainctl::name_of(o)}; });
   RunningInformer running(informer);
   owned("controlled-2", true);
 
@@ -411,6 +415,13 @@ TEST_F(InformerTest, IndexesObjectsByControllerOwner) {
   EXPECT_EQ(names(), (std::set<std::string>{"controlled-1", "controlled-2"}));
   client().remove(resources::configmaps(), "default", "controlled-1");
   ASSERT_TRUE(wait_until([&] { return names().size() == 1; }));
+  EXPECT_TRUE(informer.by_index("by-name", "controlled-1").empty());
+  // An update that drops the controller reference takes the object out of that value only.
+  json released = client().get(resources::configmaps(), "default", "controlled-2");
+  released["metadata"]["ownerReferences"][0]["controller"] = false;
+  client().update(resources::configmaps(), "default", released);
+  ASSERT_TRUE(wait_until([&] { return names().empty(); }));
+  EXPECT_EQ(informer.by_index("by-name", "controlled-2").size(), 1u);
   EXPECT_TRUE(informer.by_index(by_controller_uid, "no-such-uid").empty());
   const Error e = testing::expect_error([&] { informer.by_index("by-node", "x"); });
   EXPECT_EQ(e.kind(), ErrorKind::Usage);

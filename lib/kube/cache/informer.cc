@@ -55,16 +55,8 @@ std::pair<std::string, std::string> split_key(std::string_view key) {
 
 IndexFunction controller_uid_index() {
   return [](const json& object) {
-    std::vector<std::string> uids;
-    const json& refs = member(object_member(object, "metadata"), "ownerReferences");
-    if (!refs.is_array())
-      return uids;
-    for (const auto& ref : refs) {
-      const json& controller = member(ref, "controller");
-      if (controller.is_boolean() && controller.get<bool>() && member(ref, "uid").is_string())
-        uids.push_back(member(ref, "uid").get<std::string>());
-    }
-    return uids;
+    std::string uid = controller_uid(object);
+    return uid.empty() ? std::vector<std::string>{} : std::vector<std::string>{std::move(uid)};
   };
 }
 
