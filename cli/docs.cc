@@ -272,6 +272,10 @@ wins it, and the first current-context wins. Without it, \fI~/.kube/config\fR.
 .B KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT, POD_NAMESPACE
 In-cluster configuration, used when no kubeconfig file exists.
 .TP
+.B KUBECACHEDIR
+The cache directory when \fB\-\-cache\-dir\fR is not given, as kubectl's; without it,
+\fI~/.kube/cache\fR.
+.TP
 .B TRAINCTL_*
 Template values: after TRAINCTL_, "__" separates levels and "_" words (camelCase), e.g.
 TRAINCTL_PRIORITY_CLASS=high, TRAINCTL_WORKER__CPU=4. They override the repository's
@@ -294,6 +298,10 @@ The kubeconfig read when neither \fB\-\-kubeconfig\fR nor KUBECONFIG is given.
 .TP
 .I ~/.config/trainctl/config.yaml, .trainctl.yaml
 User and repository defaults for template values.
+.TP
+.I ~/.kube/cache/trainctl/tls\-sessions
+One TLS session per server, CA bundle and client certificate (mode 0600), so that the next
+command resumes it instead of a full handshake; \fB\-\-cache\-dir ""\fR keeps none.
 .TP
 .I ~/.config/trainctl/templates, <prefix>/share/trainctl/templates
 Job templates (NAME.yaml.mustache).

@@ -76,6 +76,12 @@ void add_global_flags(CLI::App& app, GlobalFlags& flags) {
   app.add_option("--kube-api-qps", o.qps, "Client-side requests per second (0 = unlimited)")
       ->group(group);
   app.add_option("--kube-api-burst", o.burst, "Client-side burst of requests")->group(group);
+  app.add_option("--cache-dir", o.cache_dir,
+                 "Cache directory, as kubectl's (default $KUBECACHEDIR or ~/.kube/cache): "
+                 "trainctl keeps TLS sessions there so the next command resumes one; \"\" keeps "
+                 "none")
+      ->group(group)
+      ->expected(0, 1);
   app.add_option("-v,--v,--verbose", flags.verbosity,
                  "Log level, as kubectl's -v: 6 logs each API request (method, URL, status, "
                  "latency), 7 its headers, 8 the response's (credentials masked)")
@@ -83,9 +89,10 @@ void add_global_flags(CLI::App& app, GlobalFlags& flags) {
 }
 
 kube::RestConfig GlobalFlags::rest_config() const {
-  kube::RestConfig config =
-      kube::resolve_rest_config(overrides, kube::ConfigEnvironment::from_process());
+  const kube::ConfigEnvironment env = kube::ConfigEnvironment::from_process();
+  kube::RestConfig config = kube::resolve_rest_config(overrides, env);
   config.verbosity = verbosity;
+  config.tls.session_cache_dir = kube::tls_session_cache_dir(overrides, env);
   return config;
 }
 

@@ -3,9 +3,6 @@
 #include "job_values.h"
 
 #include <fmt/format.h>
-#include <openssl/sha.h>
-
-#include <array>
 
 #include "api/manifest.h"
 #include "api/validation.h"
@@ -13,6 +10,7 @@
 #include "docs.h"
 #include "duration.h"
 #include "error.h"
+#include "openssl_handles.h"
 #include "render/render.h"
 #include "render/value_schema.h"
 #include "render/values.h"
@@ -365,23 +363,7 @@ render::TemplateSearchPath template_search(const std::filesystem::path& explicit
 }
 
 std::string spec_hash(const json& spec) {
-  const std::string text = spec.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-  // OpenSSL 3's EVP_Digest first loads openssl.cnf and the default provider and fetches the
-  // algorithm: 1.4 ms of CPU, most of what render and submit --dry-run=client spent in OpenSSL.
-  // The SHA-256 functions compute the same digest without any of that; 3.0 keeps them,
-  // deprecated.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  SHA256_CTX context;
-  if (SHA256_Init(&context) != 1 || SHA256_Update(&context, text.data(), text.size()) != 1 ||
-      SHA256_Final(digest.data(), &context) != 1)
-    throw Error(ErrorKind::Protocol, "sha256 failed");
-#pragma GCC diagnostic pop
-  std::string hex;
-  for (const unsigned char byte : digest)
-    hex += fmt::format("{:02x}", byte);
-  return hex;
+  return sha256_hex(spec.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 void annotate_job(json& object, const std::string& template_name) {

@@ -117,6 +117,11 @@ CURLcode curl_easy_send(CURL* curl, const void* buffer, size_t length, size_t* n
   return f(curl, buffer, length, n);
 }
 
+curl_version_info_data* curl_version_info(CURLversion age) {
+  static auto* f = resolve<curl_version_info_data*(CURLversion)>("curl_version_info");
+  return f(age);
+}
+
 const char* curl_easy_strerror(CURLcode code) {
   static auto* f = resolve<const char*(CURLcode)>("curl_easy_strerror");
   return f(code);

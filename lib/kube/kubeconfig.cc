@@ -971,7 +971,7 @@ std::string ConfigEnvironment::get(const std::string& name) const {
 ConfigEnvironment ConfigEnvironment::from_process() {
   ConfigEnvironment result;
   for (const char* name : {"KUBECONFIG", "HOME", "KUBERNETES_SERVICE_HOST",
-                           "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE"}) {
+                           "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE", "KUBECACHEDIR"}) {
     if (const char* value = std::getenv(name))
       result.env[name] = value;
   }
@@ -1053,6 +1053,13 @@ Kubeconfig load_kubeconfig(const ConfigOverrides& overrides, const ConfigEnviron
     }
   }
   return load_kubeconfigs(kubeconfig_search_paths(overrides, env));
+}
+
+std::string tls_session_cache_dir(const ConfigOverrides& overrides, const ConfigEnvironment& env) {
+  std::string cache = overrides.cache_dir.value_or(env.get("KUBECACHEDIR"));
+  if (!overrides.cache_dir && cache.empty() && !env.get("HOME").empty())
+    cache = env.get("HOME") + "/.kube/cache";
+  return cache.empty() ? "" : cache + "/trainctl/tls-sessions";
 }
 
 RestConfig resolve_rest_config(const ConfigOverrides& overrides, const ConfigEnvironment& env) {

@@ -29,11 +29,13 @@ struct ConfigOverrides {
   std::string request_timeout;  // "0", "30s", "1m", "500ms"; a bare integer means seconds
   std::optional<double> qps;
   std::optional<int> burst;
+  std::optional<std::string> cache_dir;  // --cache-dir; "" keeps nothing
 };
 
 /// The parts of the process environment that config resolution reads; tests build their own.
 struct ConfigEnvironment {
-  /// KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT, POD_NAMESPACE.
+  /// KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT, POD_NAMESPACE,
+  /// KUBECACHEDIR.
   std::map<std::string, std::string> env;
   std::filesystem::path service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -129,6 +131,11 @@ RestConfig resolve_rest_config(const ConfigOverrides& overrides, const ConfigEnv
 /// The same, starting from an already loaded kubeconfig.
 RestConfig resolve_rest_config(const Kubeconfig& config, const ConfigOverrides& overrides,
                                const ConfigEnvironment& env);
+
+/// Where TLS sessions are kept between commands (tls_sessions.h): trainctl/tls-sessions in
+/// kubectl's cache directory (--cache-dir, else $KUBECACHEDIR, else $HOME/.kube/cache); empty
+/// when --cache-dir is "" or there is no home.
+std::string tls_session_cache_dir(const ConfigOverrides& overrides, const ConfigEnvironment& env);
 
 /// Parses --request-timeout with parse_duration (duration.h); "" is no limit. Throws
 /// Error(Config).

@@ -954,5 +954,19 @@ TEST_F(KubeconfigTest, UseContextRejectsUnknownContexts) {
   EXPECT_EQ(load_kubeconfigs({dir_.path() / "first"}).current_context, "a");
 }
 
+TEST(TlsSessionCacheDirTest, IsInKubectlsCacheDirectoryAsItsFlagAndEnvironmentName) {
+  ConfigEnvironment env;
+  env.env["HOME"] = "/home/a";
+  ConfigOverrides flags;
+  EXPECT_EQ(tls_session_cache_dir(flags, env), "/home/a/.kube/cache/trainctl/tls-sessions");
+  env.env["KUBECACHEDIR"] = "/var/cache/kube";
+  EXPECT_EQ(tls_session_cache_dir(flags, env), "/var/cache/kube/trainctl/tls-sessions");
+  flags.cache_dir = "/tmp/c";
+  EXPECT_EQ(tls_session_cache_dir(flags, env), "/tmp/c/trainctl/tls-sessions");
+  flags.cache_dir = "";
+  EXPECT_EQ(tls_session_cache_dir(flags, env), "");
+  EXPECT_EQ(tls_session_cache_dir({}, ConfigEnvironment{}), "");  // no home: nothing kept
+}
+
 }  // namespace
 }  // namespace trainctl::kube

@@ -15,6 +15,9 @@ struct TlsConfig {
   bool insecure_skip_verify = false;
   /// Name to verify the serving certificate against, when it differs from the URL's host.
   std::string server_name;
+  /// Where TLS sessions are kept for the next process to resume (tls_sessions.h); empty = not
+  /// kept.
+  std::string session_cache_dir;
 };
 
 /// A client.authentication.k8s.io exec credential plugin, as written in a kubeconfig user.

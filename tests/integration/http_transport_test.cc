@@ -208,5 +208,91 @@ TEST(HttpTransportTest, ConcurrentRequestsToAnHttp11ServerEachGetTheirAnswer) {
     EXPECT_TRUE(ports.contains(r.remote_port)) << "a new connection was opened";
 }
 
+/// A server that resumes TLS sessions, and configs for it that keep sessions in one directory.
+class TlsSessionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"gitVersion":"v1"})", "application/json");
+    });
+    server_.start();
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  RestConfig keeping_sessions() const {
+    RestConfig config = server_.rest_config();
+    config.tls.session_cache_dir = dir_.string();
+    return config;
+  }
+  /// One request by a transport of its own, as one command makes it; whether it was resumed.
+  bool resumed_by_a_new_process(const RestConfig& config) {
+    EXPECT_EQ(Client(config).server_version()["gitVersion"], "v1");
+    return server_.requests().back().tls_resumed;
+  }
+  std::vector<std::filesystem::path> session_files() const {
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_))
+      files.push_back(entry.path());
+    return files;
+  }
+
+  testing::HttpsTestServer server_;
+  const std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("trainctl-tls-" + std::to_string(::getpid()));
+};
+
+TEST_F(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  const auto files = session_files();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(std::filesystem::status(dir_).permissions(), std::filesystem::perms::owner_all);
+  EXPECT_EQ(std::filesystem::status(files[0]).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+
+  EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));
+  EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));
+  EXPECT_EQ(session_files().size(), 1u);  // replaced, no temporary file left
+  // The resumption came from the file: without it a new transport shakes hands in full.
+  EXPECT_FALSE(resumed_by_a_new_process(server_.rest_config()));
+}
+
+TEST_F(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  RestConfig other_ca = keeping_sessions();
+  other_ca.tls.ca_pem += "\n";  // the same CA, but not the same bundle
+  EXPECT_FALSE(resumed_by_a_new_process(other_ca));
+  RestConfig as_client = keeping_sessions();
+  as_client.auth.client_cert_pem = testing::TestPki::shared().client.cert_pem;
+  as_client.auth.client_key_pem = testing::TestPki::shared().client.key_pem;
+  EXPECT_FALSE(resumed_by_a_new_process(as_client));
+  EXPECT_EQ(session_files().size(), 3u);
+  EXPECT_TRUE(resumed_by_a_new_process(as_client));
+  RestConfig skipping_verification = keeping_sessions();
+  skipping_verification.tls.insecure_skip_verify = true;
+  skipping_verification.tls.ca_pem.clear();
+  EXPECT_FALSE(resumed_by_a_new_process(skipping_verification));
+  EXPECT_EQ(session_files().size(), 3u);  // a server that was not verified leaves none
+}
+
+TEST_F(TlsSessionsTest, AFileOthersMayReadOrACorruptOneIsNotResumedButTheRequestWorks) {
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  const std::filesystem::path file = session_files().at(0);
+  std::filesystem::permissions(file, std::filesystem::perms::group_read,
+                               std::filesystem::perm_options::add);
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));  // the request stored a private one
+
+  std::ofstream(file, std::ios::trunc) << "not a session";
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));
+}
+
+TEST_F(TlsSessionsTest, ADirectoryThatCannotBeMadeOnlyCostsTheResumption) {
+  std::ofstream(dir_.string()) << "a file where the directory would be";
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+}
+
 }  // namespace
 }  // namespace trainctl::kube

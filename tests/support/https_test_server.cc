@@ -52,7 +52,10 @@ HttpsTestServer::HttpsTestServer(ClientCerts client_certs, const TestPki& pki) :
     return httplib::Server::HandlerResponse::Unhandled;
   });
   server_->set_logger([this](const httplib::Request& req, const httplib::Response&) {
-    RecordedRequest r{req.method, req.target, req.path, {}, req.headers, req.body, req.remote_port};
+    RecordedRequest r{req.method,      req.target,
+                      req.path,        {},
+                      req.headers,     req.body,
+                      req.remote_port, req.ssl != nullptr && SSL_session_reused(req.ssl) == 1};
     for (const auto& [k, v] : req.params)
       r.params.emplace(k, v);
     std::lock_guard lock(mu_);

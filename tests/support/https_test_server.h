@@ -32,7 +32,8 @@ struct RecordedRequest {
   std::multimap<std::string, std::string> params;
   httplib::Headers headers;
   std::string body;
-  int remote_port = 0;  // the same port on two requests means one reused connection
+  int remote_port = 0;       // the same port on two requests means one reused connection
+  bool tls_resumed = false;  // its connection resumed an earlier TLS session
 };
 
 /// An HTTPS server on 127.0.0.1 (ephemeral port) for integration tests: register handlers on

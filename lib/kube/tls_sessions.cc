@@ -1,0 +1,138 @@
+#include "kube/tls_sessions.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+
+#include "openssl_handles.h"
+
+namespace trainctl::kube {
+namespace {
+
+using SessionPtr = std::unique_ptr<SSL_SESSION, OpenSslFree<SSL_SESSION_free>>;
+using NewSessionCallback = int (*)(SSL*, SSL_SESSION*);
+
+/// What an SSL_CTX set up by keep_tls_sessions carries (it owns it, as ex_data).
+struct SessionSlot {
+  std::string file;
+  NewSessionCallback libcurl_new_session = nullptr;  // libcurl's own cache, called after ours
+};
+
+constexpr std::size_t kLargestSession = 16 * 1024;  // a ticket and the server's chain
+
+void free_slot(void*, void* slot, CRYPTO_EX_DATA*, int, long, void*) {
+  delete static_cast<SessionSlot*>(slot);
+}
+
+int slot_index() {
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, free_slot);
+  return index;
+}
+
+const SessionSlot* slot_of(const SSL* ssl) {
+  return static_cast<const SessionSlot*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), slot_index()));
+}
+
+/// The session kept in `file`, if it is ours alone, readable and still resumable.
+SessionPtr load(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return nullptr;
+  std::string der;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+      (st.st_mode & 077) == 0 && static_cast<std::size_t>(st.st_size) <= kLargestSession) {
+    der.resize(static_cast<std::size_t>(st.st_size));
+    if (::read(fd, der.data(), der.size()) != st.st_size)
+      der.clear();
+  }
+  ::close(fd);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(der.data());
+  SessionPtr session(der.empty() ? nullptr
+                                 : d2i_SSL_SESSION(nullptr, &bytes, static_cast<long>(der.size())));
+  ERR_clear_error();
+  if (!session || SSL_SESSION_is_resumable(session.get()) != 1 ||
+      SSL_SESSION_get_time(session.get()) + SSL_SESSION_get_timeout(session.get()) <=
+          std::time(nullptr))
+    return nullptr;
+  return session;
+}
+
+/// Replaces `file` with `session`, atomically (concurrent commands each read a whole one).
+void store(const std::string& file, SSL_SESSION* session) {
+  if (SSL_SESSION_is_resumable(session) != 1)
+    return;
+  const int size = i2d_SSL_SESSION(session, nullptr);
+  if (size <= 0 || static_cast<std::size_t>(size) > kLargestSession)
+    return;
+  std::string der(static_cast<std::size_t>(size), '\0');
+  auto* out = reinterpret_cast<unsigned char*>(der.data());
+  i2d_SSL_SESSION(session, &out);
+
+  const std::filesystem::path dir = std::filesystem::path(file).parent_path();
+  std::error_code ignored;
+  if (std::filesystem::create_directories(dir, ignored))
+    ::chmod(dir.c_str(), 0700);
+  static std::atomic<unsigned> sequence{0};
+  const std::string temporary = fmt::format("{}.{}.{}.tmp", file, ::getpid(), sequence++);
+  const int fd =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return;
+  const bool written = ::write(fd, der.data(), der.size()) == static_cast<ssize_t>(der.size());
+  if (::close(fd) != 0 || !written || ::rename(temporary.c_str(), file.c_str()) != 0)
+    ::unlink(temporary.c_str());
+}
+
+int on_new_session(SSL* ssl, SSL_SESSION* session) {
+  const SessionSlot* slot = slot_of(ssl);
+  if (slot == nullptr)
+    return 0;
+  store(slot->file, session);
+  return slot->libcurl_new_session ? slot->libcurl_new_session(ssl, session) : 0;
+}
+
+/// At the start of the handshake, before the ClientHello is written: offers the kept session
+/// unless libcurl has already set one from its own cache.
+void on_info(const SSL* ssl, int where, int) {
+  if ((where & SSL_CB_HANDSHAKE_START) == 0 || SSL_get_session(ssl) != nullptr)
+    return;
+  const SessionSlot* slot = slot_of(ssl);
+  if (slot == nullptr)
+    return;
+  if (SessionPtr session = load(slot->file))
+    SSL_set_session(const_cast<SSL*>(ssl), session.get());  // takes its own reference
+}
+
+}  // namespace
+
+std::string tls_session_file(const std::string& dir, const TlsSessionKey& key) {
+  std::string identity;
+  for (std::string_view part : {key.server, key.server_name, key.ca_pem, key.client_cert_pem}) {
+    identity += part;
+    identity += '\0';
+  }
+  return fmt::format("{}/{}", dir, sha256_hex(identity));
+}
+
+void keep_tls_sessions(SSL_CTX* ctx, const std::string& file) {
+  auto slot = std::make_unique<SessionSlot>();
+  slot->file = file;
+  const NewSessionCallback current = SSL_CTX_sess_get_new_cb(ctx);
+  slot->libcurl_new_session = current == on_new_session ? nullptr : current;
+  if (SSL_CTX_set_ex_data(ctx, slot_index(), slot.get()) != 1)
+    return;
+  slot.release();
+  // As libcurl sets it: sessions reach the new-session callback, none is kept inside OpenSSL.
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
+  SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+  SSL_CTX_set_info_callback(ctx, on_info);
+}
+
+}  // namespace trainctl::kube
