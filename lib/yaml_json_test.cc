@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <random>
+#include <regex>
+#include <string>
+
 namespace trainctl {
 namespace {
 
@@ -32,6 +36,33 @@ TEST(YamlJsonTest, FloatsOutOfRangeAreStringsWhenTooLargeAndZeroWhenTooSmall) {
   EXPECT_EQ(yaml_to_json(YAML::Load("a: -2E706973"))["a"], "-2E706973");
   EXPECT_EQ(yaml_to_json(YAML::Load("a: 1e-999"))["a"], 0.0);
   EXPECT_EQ(yaml_to_json(YAML::Load("a: 1.5e3"))["a"], 1500.0);
+}
+
+// The core schema's int and float patterns, as the YAML 1.2 spec writes them, against the
+// hand-written matchers, on random plain scalars of the characters they are made of.
+TEST(YamlJsonTest, PropertyNumbersAreTheCoreSchemasIntAndFloatPatterns) {
+  const std::regex int_re("[-+]?[0-9]+");
+  const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  std::mt19937 random(20261126);
+  const std::string alphabet = "0123456789+-.eEx";
+  int ints = 0;
+  int floats = 0;
+  for (int n = 0; n < 20000; ++n) {
+    std::string s(1 + random() % 6, ' ');
+    for (char& c : s)
+      c = alphabet[random() % alphabet.size()];
+    const nlohmann::json value = yaml_scalar_to_json(YAML::Node(s));
+    const bool as_int = std::regex_match(s, int_re);
+    const bool as_float = !as_int && std::regex_match(s, float_re);
+    ints += as_int;
+    floats += as_float;
+    EXPECT_EQ(value.is_number_integer(), as_int) << s;
+    // A float too large for a double stays a string, as Go's YAML keeps it.
+    EXPECT_EQ(value.is_number_float(), as_float && value != s) << s;
+    EXPECT_EQ(value.is_string(), !as_int && (!as_float || value == s)) << s;
+  }
+  EXPECT_GT(ints, 500);  // the strings did exercise both patterns
+  EXPECT_GT(floats, 500);
 }
 
 TEST(YamlJsonTest, RoundTripKeepsStringsThatLookLikeOtherTypes) {
