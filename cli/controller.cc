@@ -123,6 +123,9 @@ struct ControllerCommand {
     flags = global;
     flags.overrides.qps = flags.overrides.qps.value_or(kControllerQps);
     flags.overrides.burst = flags.overrides.burst.value_or(kControllerBurst);
+    // A process that keeps its connections open gains nothing from a TLS session kept for the
+    // next one; unless --cache-dir is given, it writes none (a pod's home may not be writable).
+    flags.overrides.cache_dir = flags.overrides.cache_dir.value_or("");
     connection = Connection(flags);
     verbosity = flags.verbosity;
     manager_options.namespace_ = flags.overrides.namespace_;
