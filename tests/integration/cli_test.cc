@@ -9,6 +9,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -190,6 +192,31 @@ TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
 
   RunResult json = run_cli("version -o json", "KUBECONFIG=" + config);
   EXPECT_THAT(json.out, HasSubstr("\"gitVersion\": \"v1.31.2\""));
+}
+
+// The second command resumes the TLS session the first was given, kept under --cache-dir (or
+// KUBECACHEDIR); `--cache-dir=` keeps none, as the controller does unless told.
+TEST_F(CliTest, ACommandResumesTheTlsSessionThePreviousOneKeptInTheCacheDirectory) {
+  testing::HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
+  });
+  server.start();
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
+  const std::filesystem::path cache = dir_.path() / "cache";
+  const std::filesystem::path sessions = cache / "trainctl" / "tls-sessions";
+  const auto resumed = [&](const std::string& args, const std::string& env = "") {
+    RunResult r = run_cli("version --kubeconfig " + config + " " + args, env);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return server.requests().back().tls_resumed;
+  };
+  EXPECT_FALSE(resumed("--cache-dir " + cache.string()));
+  ASSERT_TRUE(std::filesystem::is_directory(sessions));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(sessions), {}), 1);
+  EXPECT_TRUE(resumed("--cache-dir " + cache.string()));
+  EXPECT_TRUE(resumed("", "KUBECACHEDIR=" + cache.string()));
+  EXPECT_FALSE(resumed("--cache-dir=", "KUBECACHEDIR=" + cache.string()));
+  EXPECT_FALSE(resumed(""));  // no KUBECACHEDIR and no home: nothing kept, nothing resumed
 }
 
 TEST_F(CliTest, VerbosityLogsEachRequestAndNeverTheToken) {
