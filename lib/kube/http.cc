@@ -291,6 +291,9 @@ class HttpTransport::Multiplexer {
 
 HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
   if (!curl_initialized) {
+    // OpenSSL's clean-up at exit frees what the process is about to give back anyway (0.25 ms
+    // of a one-request command); asked for before anything else initialises OpenSSL.
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
     // Loading libcurl and its ~30 libraries (about 3.5 ms) and OpenSSL's first set-up (2.5 ms)
     // are independent: one runs on another thread while this one does the other.
     std::future<void> loaded = std::async(std::launch::async, ensure_curl_initialized);
