@@ -71,6 +71,14 @@ contexts:
     return dir_.write("config", yaml).string();
   }
 
+  /// Starts `server` answering GET /version (v1.31.2) to anyone.
+  static void serve_version(testing::HttpsTestServer& server) {
+    server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
+    });
+    server.start();
+  }
+
   testing::TempDir dir_;
 };
 
@@ -198,10 +206,7 @@ TEST_F(CliTest, VersionReportsTheServerThroughKubeconfigWithABearerToken) {
 // KUBECACHEDIR); `--cache-dir=` keeps none, as the controller does unless told.
 TEST_F(CliTest, ACommandResumesTheTlsSessionThePreviousOneKeptInTheCacheDirectory) {
   testing::HttpsTestServer server;
-  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
-  });
-  server.start();
+  serve_version(server);
   const std::string config = kubeconfig_for(server.url(), "cli-token");
   const std::filesystem::path cache = dir_.path() / "cache";
   const std::filesystem::path sessions = cache / "trainctl" / "tls-sessions";
@@ -221,10 +226,7 @@ TEST_F(CliTest, ACommandResumesTheTlsSessionThePreviousOneKeptInTheCacheDirector
 
 TEST_F(CliTest, VerbosityLogsEachRequestAndNeverTheToken) {
   testing::HttpsTestServer server;
-  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
-  });
-  server.start();
+  serve_version(server);
   const std::string config = kubeconfig_for(server.url(), "very-secret-token");
   RunResult quiet = run_cli("version --kubeconfig " + config);
   EXPECT_THAT(quiet.out, Not(HasSubstr("GET ")));
@@ -356,10 +358,7 @@ spec:
 // CA signed is refused with what to fix, and skipping the check works but warns on every command.
 TEST_F(CliTest, AServerCertificateFromAnUnknownCaIsRefusedAndSkippingTheCheckWarns) {
   testing::HttpsTestServer server;
-  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"gitVersion":"v1.31.2"})", "application/json");
-  });
-  server.start();
+  serve_version(server);
   const std::string config = kubeconfig_for(server.url(), "cli-token");
   const std::string other_ca =
       dir_.write("other-ca.crt", sandbox::make_certificate_authority("some other CA").cert_pem)
