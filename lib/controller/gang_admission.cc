@@ -153,11 +153,10 @@ struct Queue {
   const Group* head = nullptr;  // its first gang that waits for nodes, this round
 };
 
-Group read_group(const json& object) {
-  Group g;
+/// Reads `object` into `g`, whose name and key are set already; each member is looked up once (a
+/// pass reads every PodGroup).
+void read_group(const json& object, const json& metadata, Group& g) {
   g.object = &object;
-  g.name = name_of(object);
-  g.key = namespace_of(object) + "/" + g.name;
   const json& spec = object_member(object, "spec");
   g.queue = string_member(spec, "queue");
   if (g.queue.empty())
@@ -170,11 +169,11 @@ Group read_group(const json& object) {
   g.min_resources = read_resources(object, "spec", "minResources", g.blocked);
   if (!g.blocked.empty())
     g.blocked_reason = "InvalidMinResources";
-  g.created =
-      api::parse_timestamp(string_member(object_member(object, "metadata"), "creationTimestamp"));
-  g.preempted_by = annotation_of(object, api::annotations::preempted_by);
-  g.requeue_at = annotation_time(object, api::annotations::requeue_at);
-  return g;
+  g.created = api::parse_timestamp(string_member(metadata, "creationTimestamp"));
+  if (const json& annotations = object_member(metadata, "annotations"); !annotations.empty()) {
+    g.preempted_by = string_member(annotations, api::annotations::preempted_by);
+    g.requeue_at = api::parse_timestamp(string_member(annotations, api::annotations::requeue_at));
+  }
 }
 
 bool finished(std::string_view phase) {
@@ -348,13 +347,91 @@ std::string reservation_text(const NodeCapacity& nodes,
   return text;
 }
 
-/// The reservation annotation of an admitted group: {node: {resource: quantity}}.
-ResourceList reservation_on(const json& reservations, const std::string& node) {
-  try {
-    return api::parse_resource_list(member(reservations, node));
-  } catch (const Error&) {
-    return {};
+/// What a reservation holds on one node; nothing when a quantity does not parse.
+using NodeReservations = std::vector<std::pair<std::string, ResourceList>>;
+
+/// The members of `{"name":"value",...}` at `text[at]` as reservation_text writes them: names
+/// in increasing order, no escapes or spaces; nullopt for anything else. Moves `at` past it.
+std::optional<std::vector<std::pair<std::string_view, std::string_view>>> plain_members(
+    std::string_view text, std::size_t& at) {
+  const auto eat = [&](char c) {
+    if (at >= text.size() || text[at] != c)
+      return false;
+    ++at;
+    return true;
+  };
+  const auto plain_string = [&]() -> std::optional<std::string_view> {
+    if (!eat('"'))
+      return std::nullopt;
+    const std::size_t start = at;
+    while (at < text.size() && text[at] != '"') {
+      if (text[at] <= ' ' || text[at] >= 0x7f || text[at] == '\\')
+        return std::nullopt;
+      ++at;
+    }
+    if (!eat('"'))
+      return std::nullopt;
+    return text.substr(start, at - start - 1);
+  };
+  std::vector<std::pair<std::string_view, std::string_view>> members;
+  if (!eat('{'))
+    return std::nullopt;
+  if (eat('}'))
+    return members;
+  do {
+    const auto name = plain_string();
+    if (!name || !eat(':') || (!members.empty() && members.back().first >= *name))
+      return std::nullopt;
+    const std::size_t value = at;
+    if (text.substr(at, 1) == "{") {  // a node's resources: kept as text, read by the caller
+      if (!plain_members(text, at))
+        return std::nullopt;
+      members.emplace_back(*name, text.substr(value, at - value));
+    } else if (const auto quantity = plain_string()) {
+      members.emplace_back(*name, *quantity);
+    } else {
+      return std::nullopt;
+    }
+  } while (eat(','));
+  if (!eat('}'))
+    return std::nullopt;
+  return members;
+}
+
+/// The reservation annotation of an admitted group, {node: {resource: quantity}}, node by node in
+/// name order. Read directly in the form reservation_text writes (an admitted gang's annotation
+/// is read on every pass), with the JSON parser otherwise (by hand, say): the same result. Text
+/// that is not an object reserves nothing.
+NodeReservations read_reservations(std::string_view text) {
+  NodeReservations result;
+  std::size_t at = 0;
+  if (const auto nodes = plain_members(text, at); nodes && at == text.size()) {
+    for (const auto& [node, resources] : *nodes) {
+      ResourceList& list = result.emplace_back(std::string(node), ResourceList()).second;
+      std::size_t inner = 0;
+      try {
+        for (const auto& [name, quantity] :
+             plain_members(resources, inner)
+                 .value_or(std::vector<std::pair<std::string_view, std::string_view>>()))
+          list.emplace_hint(list.end(), name, api::parse_quantity_milli(quantity));
+      } catch (const Error&) {
+        list.clear();
+      }
+    }
+    return result;
   }
+  const json reservations = json::parse(text, nullptr, false);
+  if (!reservations.is_object())
+    return result;
+  for (auto it = reservations.begin(); it != reservations.end(); ++it) {
+    ResourceList list;
+    try {
+      list = api::parse_resource_list(it.value());
+    } catch (const Error&) {
+    }
+    result.emplace_back(it.key(), std::move(list));
+  }
+  return result;
 }
 
 /// `<scope>: <resource> <requested> requested, <free> free of <what> <total>` for each
@@ -385,18 +462,33 @@ const json& status_of(const json& object) {
   return it == object.end() ? kEmpty : *it;
 }
 
-// condition and involved fill their objects member by member: an initializer list builds a
-// json array per pair first, and this runs for every PodGroup of a pass.
+/// A copy of `object` without its status.
+json without_status(const json& object) {
+  if (!object.is_object())
+    return object;
+  json result = json::object();
+  json::object_t& members = result.get_ref<json::object_t&>();
+  for (const auto& [key, value] : object.get_ref<const json::object_t&>()) {
+    if (key != "status")
+      members.emplace_hint(members.end(), key, value);
+  }
+  return result;
+}
+
+// condition and involved fill their objects member by member, in key order with a hint: an
+// initializer list builds a json array per pair first, a lookup per member compares keys, and
+// this runs for every PodGroup of a pass.
 
 /// A condition with lastTransitionTime `now` (format_timestamp of the round's time).
 json condition(std::string_view type, std::string_view status, std::string_view reason,
                std::string_view message, const std::string& now) {
   json result = json::object();
-  result["type"] = type;
-  result["status"] = status;
-  result["reason"] = reason;
-  result["message"] = message;
-  result["lastTransitionTime"] = now;
+  json::object_t& members = result.get_ref<json::object_t&>();
+  members.emplace_hint(members.end(), "lastTransitionTime", now);
+  members.emplace_hint(members.end(), "message", message);
+  members.emplace_hint(members.end(), "reason", reason);
+  members.emplace_hint(members.end(), "status", status);
+  members.emplace_hint(members.end(), "type", type);
   return result;
 }
 
@@ -419,11 +511,18 @@ void set_condition(json& status, json condition) {
 json involved(const json& object) {
   const json& meta = object.at("metadata");
   json result = json::object();
-  result["apiVersion"] = object.value("apiVersion", "");
-  result["kind"] = object.value("kind", "");
-  result["namespace"] = meta.value("namespace", "");
-  result["name"] = meta.value("name", "");
-  result["uid"] = meta.value("uid", "");
+  json::object_t& members = result.get_ref<json::object_t&>();
+  // As object.value(key, ""): absent is empty, a value of another type throws.
+  const auto copy = [&](const char* key, const json& from) {
+    const auto it = from.find(key);
+    members.emplace_hint(members.end(), key,
+                         it == from.end() ? std::string() : it->get<std::string>());
+  };
+  copy("apiVersion", object);
+  copy("kind", object);
+  copy("name", meta);
+  copy("namespace", meta);
+  copy("uid", meta);
   return result;
 }
 
@@ -451,22 +550,83 @@ bool annotations_unchanged(const json& object, const AnnotationChanges& changes)
       });
 }
 
-/// The PodGroup's status after this round, `now` the round's time as format_timestamp writes it.
-json group_status(const Group& g, const std::string& now) {
+/// A condition the round sets on a PodGroup's status.
+struct ConditionChange {
+  std::string_view type;
+  std::string_view status;
+  std::string_view reason;
+  std::string message;
+};
+
+/// What the round writes into a PodGroup's status; the rest of the status is kept.
+struct GroupStatusChange {
+  std::string_view phase;
+  int running = 0;
+  int succeeded = 0;
+  int failed = 0;
+  std::vector<ConditionChange> conditions;  // set in this order
+};
+
+GroupStatusChange status_change(const Group& g) {
   const json& old = status_of(*g.object);
-  json status = old;
-  status["phase"] = g.phase;
-  status["running"] = g.running;
-  status["succeeded"] = g.succeeded;
-  status["failed"] = g.failed;
+  GroupStatusChange change{
+      .phase = g.phase, .running = g.running, .succeeded = g.succeeded, .failed = g.failed};
   if (!g.blocked.empty()) {
-    set_condition(status, condition(kUnschedulable, "True", g.blocked_reason, g.blocked, now));
+    change.conditions.push_back({kUnschedulable, "True", g.blocked_reason, g.blocked});
   } else if (condition_true(old, kUnschedulable)) {
-    set_condition(status, condition(kUnschedulable, "False", "Enqueued",
-                                    fmt::format("admitted to queue {}", g.queue), now));
+    change.conditions.push_back(
+        {kUnschedulable, "False", "Enqueued", fmt::format("admitted to queue {}", g.queue)});
   }
   if (g.phase == kRunning || g.phase == kCompleted)
-    set_condition(status, condition(kScheduled, "True", kGangReady, "", now));
+    change.conditions.push_back({kScheduled, "True", kGangReady, ""});
+  return change;
+}
+
+/// Whether `old` says what `change` would write (applied would return it unchanged), decided
+/// without a copy: once a gang waits, every pass finds its status as the last one left it.
+bool shows(const json& old, const GroupStatusChange& change) {
+  if (!old.is_object())
+    return false;
+  const auto has_string = [](const json& object, const char* key, std::string_view value) {
+    const auto it = object.find(key);
+    return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == value;
+  };
+  const auto has_number = [&](const char* key, int value) {
+    const auto it = old.find(key);
+    return it != old.end() && *it == value;
+  };
+  if (!has_string(old, "phase", change.phase) || !has_number("running", change.running) ||
+      !has_number("succeeded", change.succeeded) || !has_number("failed", change.failed))
+    return false;
+  if (change.conditions.empty())
+    return true;
+  const auto conditions = old.find("conditions");
+  if (conditions == old.end() || !conditions->is_array())
+    return false;
+  return std::all_of(change.conditions.begin(), change.conditions.end(), [&](const auto& want) {
+    // The condition set_condition would replace stays as it is only if it has exactly the
+    // members the new one gets and the same status (its lastTransitionTime is carried over).
+    for (const json& c : *conditions) {
+      if (c.value("type", "") != want.type)
+        continue;
+      return c.size() == 5 && c.contains("lastTransitionTime") &&
+             has_string(c, "status", want.status) && has_string(c, "reason", want.reason) &&
+             has_string(c, "message", want.message);
+    }
+    return false;
+  });
+}
+
+/// `old` with `change` written, conditions stamped `now` (format_timestamp of the round's time)
+/// unless their status stays.
+json applied(const json& old, const GroupStatusChange& change, const std::string& now) {
+  json status = old;
+  status["phase"] = change.phase;
+  status["running"] = change.running;
+  status["succeeded"] = change.succeeded;
+  status["failed"] = change.failed;
+  for (const ConditionChange& c : change.conditions)
+    set_condition(status, condition(c.type, c.status, c.reason, c.message, now));
   return status;
 }
 
@@ -554,12 +714,23 @@ class Round {
  private:
   void read_groups() {
     for (const auto& object : input_.pod_groups) {
-      Group g = read_group(object);
-      if (!find_job(g, input_.job))
+      const json& metadata = object_member(object, "metadata");
+      std::string name = string_member(metadata, "name");
+      // Read in place: a Group is large to move, and a pass reads thousands.
+      const auto [it, added] =
+          groups_.try_emplace(string_member(metadata, "namespace") + "/" + name);
+      if (!added)
+        continue;  // two objects of one key: the first counts
+      Group& g = it->second;
+      g.name = std::move(name);
+      g.key = it->first;
+      read_group(object, metadata, g);
+      if (!find_job(g, input_.job)) {
+        groups_.erase(it);
         continue;  // the garbage collector's: it holds nothing
+      }
       g.priority =
           priorities_.resolve(string_member(object_member(object, "spec"), "priorityClassName"));
-      groups_.emplace(g.key, std::move(g));
     }
   }
 
@@ -725,31 +896,32 @@ class Round {
       }
       return;
     }
-    const json reservations = json::parse(text, nullptr, false);
-    if (!reservations.is_object())
-      return;
-    for (auto it = reservations.begin(); it != reservations.end(); ++it) {
-      const auto index = now_->find(it.key());
+    for (const auto& [node, reserved] : read_reservations(text)) {
+      const auto index = now_->find(node);
       if (!index)
         continue;
-      const auto bound = g.bound_on.find(it.key());
+      const auto bound = g.bound_on.find(node);
       const ResourceList amount =
-          bound == g.bound_on.end()
-              ? reservation_on(reservations, it.key())
-              : shortfall(reservation_on(reservations, it.key()), bound->second);
+          bound == g.bound_on.end() ? reserved : shortfall(reserved, bound->second);
       now_->take(*index, amount);
-      record_reservation(g, it.key(), amount);
+      record_reservation(g, node, amount);
     }
   }
 
-  /// Remembers what `g` holds on `node` for the view; `pods` is shown where the gang's pods
-  /// are not bound yet.
+  /// Remembers what `g` holds on `node`, for preemption (give_back) and for the view; `pods` is
+  /// shown where the gang's pods are not bound yet.
   void record_reservation(Group& g, const std::string& node, const ResourceList& amount) {
+    if (show_reservation(g, node, amount))
+      api::add(g.reserved_on[node], amount);
+  }
+
+  /// The view's part of record_reservation; false when `amount` holds nothing.
+  bool show_reservation(const Group& g, const std::string& node, const ResourceList& amount) {
     if (std::none_of(amount.begin(), amount.end(), [](const auto& r) { return r.second > 0; }))
-      return;
-    api::add(g.reserved_on[node], amount);
+      return false;
     api::add(reserved_[node], amount);
     loads_[node].jobs.insert(g.key);
+    return true;
   }
 
   void order_queues() {
@@ -1001,7 +1173,9 @@ class Round {
     for (const auto& [node, amount] : per_node) {
       now_->take(node, amount);
       future_->take(node, amount);
-      record_reservation(g, now_->name(node), amount);
+      // Only the view reads it: a gang admitted in this round is never a victim of it.
+      if (with_view_)
+        show_reservation(g, now_->name(node), amount);
     }
     g.phase = kInqueue;
     g.annotations[std::string(api::annotations::node_reservations)] =
@@ -1048,14 +1222,16 @@ class Round {
     delete_taken_back_pods();
     result_.actions.reserve(result_.actions.size() + groups_.size() + queues_.size());
     std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
+    const kube::Resource podgroups = kube::resources::podgroups();
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];
-      json status = group_status(g, now_text_);
       const json& old = status_of(*g.object);
-      const bool same_status = status == old;
+      const GroupStatusChange change = status_change(g);
+      const bool same_status = shows(old, change);
       if (same_status && annotations_unchanged(*g.object, g.annotations))
         continue;  // the common case once a gang waits: no copy of it
-      json updated = *g.object;
+      // Its status is replaced: not copied only to be dropped (unless it stays, to compare).
+      json updated = same_status ? *g.object : without_status(*g.object);
       for (const auto& [name, value] : g.annotations) {
         json& annotations = ensure_object(updated["metadata"], "annotations");
         if (value)
@@ -1069,7 +1245,8 @@ class Round {
         updated["metadata"].erase("annotations");
       if (same_status && updated == *g.object)
         continue;
-      updated["status"] = std::move(status);
+      if (!same_status)
+        updated["status"] = applied(old, change, now_text_);
       if (g.phase == kInqueue && old.value("phase", "") != kInqueue &&
           old.value("phase", "") != kRunning) {
         result_.events.push_back({"Normal", "Enqueued",
@@ -1078,8 +1255,8 @@ class Round {
       if (!g.blocked.empty() && !condition_true(old, kUnschedulable))
         result_.events.push_back(
             {"Warning", std::string(kUnschedulable), g.blocked, involved(updated)});
-      result_.actions.push_back({Action::Type::Update, kube::resources::podgroups(),
-                                 namespace_of(updated), name_of(updated), std::move(updated), ""});
+      result_.actions.push_back({Action::Type::Update, podgroups, namespace_of(updated),
+                                 name_of(updated), std::move(updated), ""});
     }
     for (const auto& [name, q] : queues_) {
       json status = queue_status(q, counts[name]);

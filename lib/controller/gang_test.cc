@@ -365,6 +365,50 @@ TEST(AdmitTest, ASecondRoundOnTheResultWritesNothing) {
   EXPECT_THAT(second.events, IsEmpty());
 }
 
+// A waiting gang's status is left alone only when it says exactly what the round would write:
+// its Unschedulable condition with the same status, reason and message (lastTransitionTime
+// kept), and nothing else in that condition.
+TEST(AdmitTest, AWaitingGangsStatusIsRewrittenOnlyWhenTheRoundWouldChangeIt) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const std::vector<json> nodes = {node("n1", 8)};
+  json waiting = group("big", "team-a", {{"nvidia.com/gpu", "16"}});
+  waiting = written_group(admit({waiting}, queues, nodes, {}, {}, kNow), "big");
+  ASSERT_EQ(phase_of(waiting), "Pending");
+  const json& condition = waiting["status"]["conditions"][0];
+  ASSERT_EQ(condition["type"], "Unschedulable");
+  const auto later = kNow + std::chrono::seconds(10);
+  const auto not_written = Not(Contains(Field(&Action::name, "big")));
+  EXPECT_THAT(admit({waiting}, queues, nodes, {}, {}, later).actions, not_written);
+
+  // An older lastTransitionTime is kept: still nothing to write.
+  json older = waiting;
+  older["status"]["conditions"][0]["lastTransitionTime"] = "2024-05-01T08:00:00Z";
+  EXPECT_THAT(admit({older}, queues, nodes, {}, {}, later).actions, not_written);
+
+  // Written whole again: another message, a member the condition does not get, no
+  // lastTransitionTime (stamped now), another count of running pods.
+  json message = waiting;
+  message["status"]["conditions"][0]["message"] = "cluster: something else";
+  json extra = waiting;
+  extra["status"]["conditions"][0]["lastProbeTime"] = "2024-05-01T08:00:00Z";
+  json stamp = waiting;
+  stamp["status"]["conditions"][0].erase("lastTransitionTime");
+  json running = waiting;
+  running["status"]["running"] = 1;
+  for (const json& stale : {message, extra, stamp, running}) {
+    const json written = written_group(admit({stale}, queues, nodes, {}, {}, later), "big");
+    ASSERT_FALSE(written.is_null()) << stale["status"].dump();
+    EXPECT_EQ(written["status"]["running"], 0);
+    ASSERT_EQ(written["status"]["conditions"].size(), 1);
+    const json& rewritten = written["status"]["conditions"][0];
+    EXPECT_EQ(rewritten["message"], condition["message"]);
+    EXPECT_FALSE(rewritten.contains("lastProbeTime"));
+    EXPECT_EQ(
+        rewritten["lastTransitionTime"],
+        stale["status"]["conditions"][0].value("lastTransitionTime", api::format_timestamp(later)));
+  }
+}
+
 // A group whose status is already what the round computes is written only when its annotations
 // change: one the round removes, or one whose annotations are not an object, is still written.
 TEST(AdmitTest, AGroupWithCurrentStatusIsStillWrittenWhenItsAnnotationsChange) {
@@ -776,6 +820,37 @@ namespace {
 
 api::ResourceList gpus(int n) {
   return {{"nvidia.com/gpu", 1000LL * n}};
+}
+
+// An admitted gang's node reservation is read alike whether admission wrote it or a person did:
+// spaces, numbers, any member order; of a node named twice the last counts (as in JSON); a
+// quantity that does not parse reserves nothing on its node; text that is no object, nothing.
+TEST(AdmissionViewTest, AReservationWrittenByHandReservesWhatAdmissionsOwnWouldReserve) {
+  const std::vector<std::pair<std::string, std::string>> annotations = {
+      {"canonical", R"({"n1":{"nvidia.com/gpu":"2","pods":"1"}})"},
+      {"by-hand", R"( { "n2" : { "pods" : 1, "nvidia.com/gpu" : "2" } } )"},
+      {"twice", R"({"n3":{"nvidia.com/gpu":"1"},"n3":{"nvidia.com/gpu":"2","pods":"1"}})"},
+      {"bad", R"({"n4":{"nvidia.com/gpu":"2","pods":"1"},"n5":{"nvidia.com/gpu":"many"}})"},
+      {"no-object", R"(["n5"])"}};
+  std::vector<json> groups;
+  for (const auto& [name, text] : annotations) {
+    json g = group(name, "q", {{"nvidia.com/gpu", "2"}}, "2024-05-01T10:00:00Z", "Inqueue", 1);
+    g["metadata"]["annotations"] = {{"trainctl.io/node-reservations", text},
+                                    {"trainctl.io/admitted-at", api::format_timestamp(kNow)}};
+    groups.push_back(std::move(g));
+  }
+  AdmissionView view;
+  controller::admit(
+      {.pod_groups = groups,
+       .queues = {queue("q", json::object())},
+       .nodes = {node("n1", 8), node("n2", 8), node("n3", 8), node("n4", 8), node("n5", 8)},
+       .now = kNow},
+      {}, &view);
+  ASSERT_EQ(view.nodes.size(), 5);
+  const api::ResourceList two_gpus_one_pod = {{"nvidia.com/gpu", 2000}, {"pods", 1000}};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(view.nodes[i].reserved, two_gpus_one_pod) << view.nodes[i].name;
+  EXPECT_THAT(view.nodes[4].reserved, IsEmpty());
 }
 
 // What `trainctl top` and the metrics show: per node bound pods' requests, reservations of
