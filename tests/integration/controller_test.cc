@@ -1348,5 +1348,91 @@ TEST_F(PreemptionTest, AHigherPriorityJobEvictsAWholeLowerPriorityJobOfItsQueue)
   EXPECT_THAT(pods_of("urgent"), ::testing::SizeIs(1));
 }
 
+/// 4 nodes x 1 GPU, and every watch of the sandbox lags its store (a watch cache behind etcd): each
+/// informer learns of a write, the controller's own included, only a while after it was made.
+class LaggingCacheTest : public ControllerTest {
+ protected:
+  static constexpr std::chrono::milliseconds kWatchDelay{600};
+
+  LaggingCacheTest() : ControllerTest({.nodes = 4, .gpus_per_node = 1}) {
+    local_.sandbox().api().set_faults({.watch_delay = kWatchDelay});
+  }
+
+  /// The requests the controller sent to `verb` objects of `plural` (AlreadyExists included).
+  double writes(const std::string& verb, const std::string& plural) {
+    return metrics_.value("trainctl_api_writes_total", {verb, plural});
+  }
+
+  /// Each PodGroup's phase, as the server has it now ("" for none yet).
+  std::map<std::string, std::string> pod_group_phases() {
+    std::map<std::string, std::string> phases;
+    for (const json& g : client().list_all(kube::resources::podgroups(), "default")["items"])
+      phases[name_of(g)] = g.value("status", json::object()).value("phase", "");
+    return phases;
+  }
+};
+
+/// Whether a PodGroup in `phase` holds room in its queue and on the nodes.
+bool holds_room(const std::string& phase) {
+  return phase == "Inqueue" || phase == "Running";
+}
+
+// Two gangs of 4 one-GPU pods on 4 one-GPU nodes, created together, while every informer shows
+// writes 600 ms late: the pass after an admission still sees the admitted gang Pending until its
+// own write comes back, and the pods the job reconciler creates arrive later still. Sampled from
+// the server throughout (PodGroups first, then pods: a gang admitted means the other's pods had
+// finished before that read): never are both groups Inqueue, never does one hold room while the
+// other has unfinished pods, never are both partly running. The second runs once the first has
+// finished, each gang is admitted once, and each PodGroup and pod is created once.
+TEST_F(LaggingCacheTest, OfTwoGangsWithRoomForOneOnlyOneIsEverAdmittedAtATime) {
+  start(controller::GangScheduler::Builtin);
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("alpha", 4, 1, "2"));
+  client().create(pytorch, "default", gpu_job("beta", 4, 1, "2"));
+  std::string first;  // the gang whose pods appeared first
+  int samples = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (
+      std::chrono::steady_clock::now() < deadline &&
+      !(status_of(pytorch, "alpha") == "Succeeded" && status_of(pytorch, "beta") == "Succeeded")) {
+    std::map<std::string, std::string> phase = pod_group_phases();
+    const std::size_t a = unfinished(pods_of("alpha")), b = unfinished(pods_of("beta"));
+    ++samples;
+    ASSERT_FALSE(phase["alpha"] == "Inqueue" && phase["beta"] == "Inqueue") << "both admitted";
+    ASSERT_FALSE(holds_room(phase["alpha"]) && b > 0)
+        << "alpha admitted (" << phase["alpha"] << ") while beta has " << b << " pods";
+    ASSERT_FALSE(holds_room(phase["beta"]) && a > 0)
+        << "beta admitted (" << phase["beta"] << ") while alpha has " << a << " pods";
+    ASSERT_FALSE(a > 0 && b > 0) << "both partly running: alpha " << a << ", beta " << b;
+    if (first.empty() && (a > 0 || b > 0))
+      first = a > 0 ? "alpha" : "beta";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(first.empty()) << "neither gang ran";
+  EXPECT_EQ(status_of(pytorch, "alpha"), "Succeeded");
+  EXPECT_EQ(status_of(pytorch, "beta"), "Succeeded") << "the second gang never ran";
+  EXPECT_GT(samples, 20);
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Enqueued"}), 2)
+      << "each gang admitted once";
+  EXPECT_EQ(writes("create", "podgroups"), 2);
+  EXPECT_EQ(writes("create", "pods"), 8) << "a pod created again while the cache lacked it";
+}
+
+// A job of 6 pods that start, run and finish while every informer shows each change 600 ms late:
+// the reconciles in between plan from a cache that lacks the pods just created, or shows them in
+// an older phase, and the job in its old status. The expectations hold them back: each pod is
+// created once (trainctl_api_writes_total counts every create sent, those answered AlreadyExists
+// too), none is deleted, and the job succeeds.
+TEST_F(LaggingCacheTest, NoPodIsCreatedTwiceWhileThePodCacheLags) {
+  start();
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("steady", 6, 0, "1.5"));
+  ASSERT_TRUE(wait_status(pytorch, "steady", "Succeeded", std::chrono::seconds(60)))
+      << job(pytorch, "steady").dump();
+  EXPECT_EQ(pods_of("steady").size(), 6u);
+  EXPECT_EQ(writes("create", "pods"), 6) << "a pod created again while the cache lacked it";
+  EXPECT_EQ(writes("delete", "pods"), 0);
+}
+
 }  // namespace
 }  // namespace trainctl
