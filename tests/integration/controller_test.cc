@@ -1426,6 +1426,8 @@ TEST_F(LaggingCacheTest, OfTwoGangsWithRoomForOneOnlyOneIsEverAdmittedAtATime) {
       << "each gang admitted once";
   EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"controller", "error"}), 0)
       << "an admission pass failed: a write planned from a cache behind its own writes";
+  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
+      << "a reconcile failed: a write planned from a cache behind its own writes";
   EXPECT_EQ(writes("create", "podgroups"), 2);
   EXPECT_EQ(writes("create", "pods"), 8) << "a pod created again while the cache lacked it";
 }
@@ -1444,6 +1446,40 @@ TEST_F(LaggingCacheTest, NoPodIsCreatedTwiceWhileThePodCacheLags) {
   EXPECT_EQ(pods_of("steady").size(), 6u);
   EXPECT_EQ(writes("create", "pods"), 6) << "a pod created again while the cache lacked it";
   EXPECT_EQ(writes("delete", "pods"), 0);
+  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
+      << "a reconcile failed: a write planned from a cache behind its own writes";
+}
+
+// A pod that fails with a retryable exit code is deleted and created again, until the backoff
+// limit, while every informer shows each change 600 ms late: between a delete and the cache
+// showing it, and between a create and the cache showing it, reconciles see the old pod or none.
+// Each delete and create is sent once: every create but the first follows one delete, so the
+// creates sent are the deletes sent plus the pod left at the end.
+TEST_F(LaggingCacheTest, APodRestartedWhileThePodCacheLagsIsDeletedAndCreatedOnce) {
+  start();
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  create(pytorch, R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: flaky}
+spec:
+  runPolicy: {backoffLimit: 2}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: ExitCode
+      template:
+        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "137"}}
+        spec: {containers: [{name: pytorch, image: pt:2}]}
+)");
+  ASSERT_TRUE(wait_status(pytorch, "flaky", "Failed", std::chrono::seconds(60)))
+      << job(pytorch, "flaky").dump();
+  const std::size_t left = pods_of("flaky").size();
+  EXPECT_GE(writes("delete", "pods"), 1) << "the pod was never restarted";
+  EXPECT_EQ(writes("create", "pods"), writes("delete", "pods") + static_cast<double>(left))
+      << "a restart sent twice while the cache lagged";
+  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
+      << "a reconcile failed: a write planned from a cache behind its own writes";
 }
 
 }  // namespace
