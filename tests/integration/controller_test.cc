@@ -156,6 +156,16 @@ class ControllerTest : public ::testing::Test {
     }
   }
 
+  /// PriorityClasses "low" (value 10) and "high" (1000).
+  void create_priority_classes() {
+    for (const auto& [name, value] : {std::pair{"low", 10}, std::pair{"high", 1000}}) {
+      json pc = yaml("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}");
+      pc["metadata"]["name"] = name;
+      pc["value"] = value;
+      client().create(kube::resources::priority_classes(), "", pc);
+    }
+  }
+
   std::vector<json> pods_of(const std::string& job_name) {
     return client()
         .list_all(kube::resources::pods(), "default",
@@ -227,9 +237,9 @@ TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
   EXPECT_EQ(metrics_.value("trainctl_api_writes_total", {"update_status", "tfjobs"}), writes);
 }
 
-TEST_F(ControllerTest, RetryableExitCodeRecreatesPodsUntilBackoffLimit) {
-  start();
-  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
+/// A PyTorchJob whose one pod fails with a retryable exit code (137) after 0.1 s, every time,
+/// restarted up to its backoffLimit of 2.
+constexpr const char* kFlakyJob = R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: flaky}
@@ -242,7 +252,11 @@ spec:
       template:
         metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "137"}}
         spec: {containers: [{name: pytorch, image: pt:2}]}
-)");
+)";
+
+TEST_F(ControllerTest, RetryableExitCodeRecreatesPodsUntilBackoffLimit) {
+  start();
+  create(kube::resources::job(api::JobKind::PyTorchJob), kFlakyJob);
   ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::PyTorchJob), "flaky", "Failed"));
   const json failed = job(kube::resources::job(api::JobKind::PyTorchJob), "flaky");
   const std::string message = failed["status"]["conditions"].back().value("message", "");
@@ -1310,12 +1324,7 @@ class PreemptionTest : public ControllerTest {
 // gang whole (every pod), with an Event on both jobs and the reason on the victim's PodGroup;
 // it then runs, and the victim waits without pods.
 TEST_F(PreemptionTest, AHigherPriorityJobEvictsAWholeLowerPriorityJobOfItsQueue) {
-  for (const auto& [name, value] : {std::pair{"low", 10}, std::pair{"high", 1000}}) {
-    json pc = yaml("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}");
-    pc["metadata"]["name"] = name;
-    pc["value"] = value;
-    client().create(kube::resources::priority_classes(), "", pc);
-  }
+  create_priority_classes();
   start(controller::GangScheduler::Builtin, {},
         {.preemption = controller::Preemption::WithinQueue});
   const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
@@ -1388,12 +1397,7 @@ bool holds_room(const std::string& phase) {
 // room while the other has unfinished pods, never are both partly running. The second runs once
 // the first has finished, each gang is admitted once, and each PodGroup and pod is created once.
 TEST_F(LaggingCacheTest, OfTwoGangsWithRoomForOneOnlyOneIsEverAdmittedAtATime) {
-  for (const auto& [name, value] : {std::pair{"low", 10}, std::pair{"high", 1000}}) {
-    json pc = yaml("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}");
-    pc["metadata"]["name"] = name;
-    pc["value"] = value;
-    client().create(kube::resources::priority_classes(), "", pc);
-  }
+  create_priority_classes();
   start(controller::GangScheduler::Builtin);
   const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
   client().create(pytorch, "default", gpu_job("train", 4, 1, "2", "default", "low"));
@@ -1458,20 +1462,7 @@ TEST_F(LaggingCacheTest, NoPodIsCreatedTwiceWhileThePodCacheLags) {
 TEST_F(LaggingCacheTest, APodRestartedWhileThePodCacheLagsIsDeletedAndCreatedOnce) {
   start();
   const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
-  create(pytorch, R"(
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: flaky}
-spec:
-  runPolicy: {backoffLimit: 2}
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      restartPolicy: ExitCode
-      template:
-        metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "137"}}
-        spec: {containers: [{name: pytorch, image: pt:2}]}
-)");
+  create(pytorch, kFlakyJob);
   ASSERT_TRUE(wait_status(pytorch, "flaky", "Failed", std::chrono::seconds(60)))
       << job(pytorch, "flaky").dump();
   const std::size_t left = pods_of("flaky").size();
