@@ -1473,5 +1473,42 @@ TEST_F(LaggingCacheTest, APodRestartedWhileThePodCacheLagsIsDeletedAndCreatedOnc
       << "a reconcile failed: a write planned from a cache behind its own writes";
 }
 
+// --preemption within-queue while every informer shows writes 600 ms late: "hotfix" (high)
+// evicts the running "batch" (low), whose pods are deleted; the job reconciler, whose caches may
+// still show batch admitted, does not create them again while hotfix runs (sampled: batch's pods,
+// then hotfix's). Once hotfix has finished, batch is admitted again and runs. Pods are created
+// once per admission (batch's 4 twice, hotfix's 4 once), and batch's deleted once.
+TEST_F(LaggingCacheTest, APreemptedGangIsNotRecreatedWhileItsPreemptorRuns) {
+  create_priority_classes();
+  start(controller::GangScheduler::Builtin, {},
+        {.preemption = controller::Preemption::WithinQueue});
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("batch", 4, 1, "forever", "default", "low"));
+  ASSERT_TRUE(wait_status(pytorch, "batch", "Running", std::chrono::seconds(60)));
+  client().create(pytorch, "default", gpu_job("hotfix", 4, 1, "2", "default", "high"));
+  bool evicted = false;  // batch had no pod left while hotfix was unfinished
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         status_of(pytorch, "hotfix") != "Succeeded") {
+    const std::size_t batch = pods_of("batch").size();
+    const std::size_t hotfix = unfinished(pods_of("hotfix"));
+    ASSERT_FALSE(evicted && batch > 0 && hotfix > 0)
+        << "batch's pods created again while hotfix runs";
+    evicted = evicted || (batch == 0 && hotfix > 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(status_of(pytorch, "hotfix"), "Succeeded");
+  EXPECT_TRUE(evicted) << "batch kept its pods";
+  EXPECT_TRUE(
+      wait_until([&] { return unfinished(pods_of("batch")) == 4; }, std::chrono::seconds(60)))
+      << "batch did not run again";
+  EXPECT_EQ(writes("create", "pods"), 12);
+  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
+      << "a reconcile failed: a write planned from a cache behind its own writes";
+  EXPECT_EQ(writes("delete", "pods"), 4) << "an evicted pod deleted again while the cache lagged";
+  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"controller", "error"}), 0)
+      << "an admission pass failed: a write planned from a cache behind its own writes";
+}
+
 }  // namespace
 }  // namespace trainctl
