@@ -71,7 +71,8 @@ class AdmissionReconciler : public Runnable {
     pods_ = &manager.informer(kube::resources::pods(), managed_selector());
     priority_classes_ = &manager.informer(kube::resources::priority_classes());
     written_ = {{.resource = kube::resources::podgroups(), .informer = pod_groups_},
-                {.resource = kube::resources::queues(), .informer = queues_}};
+                {.resource = kube::resources::queues(), .informer = queues_},
+                {.resource = kube::resources::pods(), .informer = pods_}};
     for (Informer* informer : {pod_groups_, queues_, nodes_, pods_, priority_classes_})
       informer->add_handlers(handlers);
     for (const auto& info : api::job_kinds()) {
@@ -146,7 +147,7 @@ class AdmissionReconciler : public Runnable {
   }
 
   /// Records the newest resourceVersion the server returned for this pass's PodGroup and Queue
-  /// writes (null results: not sent, or already done).
+  /// writes and pod deletes (null results: not sent, or already done).
   void expect_writes(const AdmissionResult& result, const std::vector<json>& results) {
     for (std::size_t i = 0; i < results.size() && i < result.actions.size(); ++i) {
       const auto written = std::find_if(written_.begin(), written_.end(), [&](const Written& w) {
@@ -164,7 +165,7 @@ class AdmissionReconciler : public Runnable {
     }
   }
 
-  /// Whether the PodGroup and Queue caches show this controller's last writes to them. A pass
+  /// Whether the PodGroup, Queue and pod caches show this controller's last writes to them. A pass
   /// planned from a PodGroup cache that does not, sees a gang it admitted as still Pending, leaves
   /// its share of the queue free and may admit another gang into it: with gangs of the same
   /// creation second ordered differently, or an earlier write of the pass failed, the two passes
@@ -172,7 +173,8 @@ class AdmissionReconciler : public Runnable {
   /// load). Writes carry the resourceVersion they were planned from, but the stale gang's own
   /// write may come after the others in the pass. A pass planned from a Queue cache that does not,
   /// writes the queue's status from a stale resourceVersion and fails with 409 after its PodGroup
-  /// writes went through, dropping their Events (a gang's Enqueued). kube-apiserver's
+  /// writes went through, dropping their Events (a gang's Enqueued); from a pod cache that does
+  /// not show the deletion of a taken-back gang's pods, it deletes them again. kube-apiserver's
   /// resourceVersions are etcd revisions, one counter for every object, and a watch delivers a
   /// resource's events in that order: once an informer has passed the newest version written, it
   /// shows every write.
@@ -257,7 +259,7 @@ class AdmissionReconciler : public Runnable {
     Informer* informer = nullptr;
     std::uint64_t version = 0;
   };
-  std::vector<Written> written_;  // PodGroups and Queues
+  std::vector<Written> written_;  // PodGroups, Queues and pods
   std::chrono::steady_clock::time_point written_deadline_;
   Executor executor_;
   AdmissionOptions options_;

@@ -1430,8 +1430,6 @@ TEST_F(LaggingCacheTest, OfTwoGangsWithRoomForOneOnlyOneIsEverAdmittedAtATime) {
       << "each gang admitted once";
   EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"controller", "error"}), 0)
       << "an admission pass failed: a write planned from a cache behind its own writes";
-  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
-      << "a reconcile failed: a write planned from a cache behind its own writes";
   EXPECT_EQ(writes("create", "podgroups"), 2);
   EXPECT_EQ(writes("create", "pods"), 8) << "a pod created again while the cache lacked it";
 }
@@ -1450,8 +1448,6 @@ TEST_F(LaggingCacheTest, NoPodIsCreatedTwiceWhileThePodCacheLags) {
   EXPECT_EQ(pods_of("steady").size(), 6u);
   EXPECT_EQ(writes("create", "pods"), 6) << "a pod created again while the cache lacked it";
   EXPECT_EQ(writes("delete", "pods"), 0);
-  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
-      << "a reconcile failed: a write planned from a cache behind its own writes";
 }
 
 // A pod that fails with a retryable exit code is deleted and created again, until the backoff
@@ -1469,8 +1465,6 @@ TEST_F(LaggingCacheTest, APodRestartedWhileThePodCacheLagsIsDeletedAndCreatedOnc
   EXPECT_GE(writes("delete", "pods"), 1) << "the pod was never restarted";
   EXPECT_EQ(writes("create", "pods"), writes("delete", "pods") + static_cast<double>(left))
       << "a restart sent twice while the cache lagged";
-  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
-      << "a reconcile failed: a write planned from a cache behind its own writes";
 }
 
 // --preemption within-queue while every informer shows writes 600 ms late: "hotfix" (high)
@@ -1503,8 +1497,6 @@ TEST_F(LaggingCacheTest, APreemptedGangIsNotRecreatedWhileItsPreemptorRuns) {
       wait_until([&] { return unfinished(pods_of("batch")) == 4; }, std::chrono::seconds(60)))
       << "batch did not run again";
   EXPECT_EQ(writes("create", "pods"), 12);
-  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"PyTorchJob", "error"}), 0)
-      << "a reconcile failed: a write planned from a cache behind its own writes";
   EXPECT_EQ(writes("delete", "pods"), 4) << "an evicted pod deleted again while the cache lagged";
   EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"controller", "error"}), 0)
       << "an admission pass failed: a write planned from a cache behind its own writes";
