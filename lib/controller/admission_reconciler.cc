@@ -1,11 +1,15 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <compare>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "api/job.h"
 #include "controller/controller.h"
@@ -66,6 +70,9 @@ class AdmissionReconciler : public Runnable {
     nodes_ = &manager.informer(kube::resources::nodes());
     pods_ = &manager.informer(kube::resources::pods(), managed_selector());
     priority_classes_ = &manager.informer(kube::resources::priority_classes());
+    written_ = {{.resource = kube::resources::podgroups(), .informer = pod_groups_},
+                {.resource = kube::resources::queues(), .informer = queues_},
+                {.resource = kube::resources::pods(), .informer = pods_}};
     for (Informer* informer : {pod_groups_, queues_, nodes_, pods_, priority_classes_})
       informer->add_handlers(handlers);
     for (const auto& info : api::job_kinds()) {
@@ -98,9 +105,9 @@ class AdmissionReconciler : public Runnable {
   }
 
   void reconcile() {
-    if (!pod_groups_caught_up()) {
-      // The PodGroup event that catches the cache up enqueues the pass again; should it never
-      // come (an event lost with a dropped watch), the wait lapses.
+    if (!caches_caught_up()) {
+      // The event that catches the cache up enqueues the pass again; should it never come (an
+      // event lost with a dropped watch), the wait lapses.
       loop_.add_after({}, written_deadline_ - std::chrono::steady_clock::now());
       return;
     }
@@ -128,9 +135,9 @@ class AdmissionReconciler : public Runnable {
         "trainctl_admission_pass_duration_seconds", {},
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     try {
-      expect_pod_group_writes(result, executor_.apply(result));
+      expect_writes(result, executor_.apply(result));
     } catch (const ApplyError& e) {
-      expect_pod_group_writes(result, e.results());
+      expect_writes(result, e.results());
       throw;
     }
     export_metrics(view);
@@ -139,48 +146,56 @@ class AdmissionReconciler : public Runnable {
       loop_.add_after({}, *result.requeue_after);
   }
 
-  /// Records the newest resourceVersion the server returned for this pass's PodGroup writes
-  /// (null results: not sent, or already done).
-  void expect_pod_group_writes(const AdmissionResult& result, const std::vector<json>& results) {
-    const kube::Resource groups = kube::resources::podgroups();
+  /// Records the newest resourceVersion the server returned for this pass's PodGroup and Queue
+  /// writes and pod deletes (null results: not sent, or already done).
+  void expect_writes(const AdmissionResult& result, const std::vector<json>& results) {
     for (std::size_t i = 0; i < results.size() && i < result.actions.size(); ++i) {
-      const Action& action = result.actions[i];
-      if (action.resource.group != groups.group || action.resource.plural != groups.plural ||
-          !results[i].is_object())
+      const auto written = std::find_if(written_.begin(), written_.end(), [&](const Written& w) {
+        return result.actions[i].resource.group == w.resource.group &&
+               result.actions[i].resource.plural == w.resource.plural;
+      });
+      if (written == written_.end() || !results[i].is_object())
         continue;
-      const std::string version =
-          string_member(object_member(results[i], "metadata"), "resourceVersion");
-      std::uint64_t number = 0;
-      const auto [end, error] =
-          std::from_chars(version.data(), version.data() + version.size(), number);
-      if (error != std::errc() || end != version.data() + version.size())
+      const auto version =
+          resource_version(string_member(object_member(results[i], "metadata"), "resourceVersion"));
+      if (!version)
         continue;  // not a number: not comparable, not waited for
-      written_version_ = std::max(written_version_, number);
+      written->version = std::max(written->version, *version);
       written_deadline_ = std::chrono::steady_clock::now() + expectation_timeout_;
     }
   }
 
-  /// Whether the PodGroup cache shows this controller's last PodGroup writes. A pass planned
-  /// from a cache that does not, sees a gang it admitted as still Pending, leaves its share of
-  /// the queue free and may admit another gang into it: with gangs of the same creation second
-  /// ordered differently, or an earlier write of the pass failed, the two passes admit different
-  /// gangs and the queue runs over its capability (found by chaos_bench under load). Writes carry
-  /// the resourceVersion they were planned from, but the stale gang's own write may come after
-  /// the others in the pass. kube-apiserver's resourceVersions are etcd revisions, one counter
-  /// for every object, and a watch delivers a resource's events in that order: once the informer
-  /// has passed the newest version written, it shows every write.
-  bool pod_groups_caught_up() {
-    if (written_version_ == 0)
-      return true;
-    const std::string seen = pod_groups_->last_resource_version();
-    std::uint64_t number = 0;
-    const auto [end, error] = std::from_chars(seen.data(), seen.data() + seen.size(), number);
-    const bool shown =
-        error == std::errc() && end == seen.data() + seen.size() && number >= written_version_;
+  /// Whether the PodGroup, Queue and pod caches show this controller's last writes to them. A pass
+  /// planned from a PodGroup cache that does not, sees a gang it admitted as still Pending, leaves
+  /// its share of the queue free and may admit another gang into it: with gangs of the same
+  /// creation second ordered differently, or an earlier write of the pass failed, the two passes
+  /// admit different gangs and the queue runs over its capability (found by chaos_bench under
+  /// load). Writes carry the resourceVersion they were planned from, but the stale gang's own
+  /// write may come after the others in the pass. A pass planned from a Queue cache that does not,
+  /// writes the queue's status from a stale resourceVersion and fails with 409 after its PodGroup
+  /// writes went through, dropping their Events (a gang's Enqueued); from a pod cache that does
+  /// not show the deletion of a taken-back gang's pods, it deletes them again. kube-apiserver's
+  /// resourceVersions are etcd revisions, one counter for every object, and a watch delivers a
+  /// resource's events in that order: once an informer has passed the newest version written, it
+  /// shows every write.
+  bool caches_caught_up() {
+    const bool shown = std::all_of(written_.begin(), written_.end(), [](const Written& w) {
+      const auto seen = resource_version(w.informer->last_resource_version());
+      return w.version == 0 || (seen && *seen >= w.version);
+    });
     if (!shown && std::chrono::steady_clock::now() < written_deadline_)
       return false;
-    written_version_ = 0;
+    for (Written& w : written_)
+      w.version = 0;
     return true;
+  }
+
+  static std::optional<std::uint64_t> resource_version(std::string_view text) {
+    std::uint64_t number = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+    if (error != std::errc() || end != text.data() + text.size())
+      return std::nullopt;
+    return number;
   }
 
   /// The queues' gauges from this pass; series of a queue or resource gone since the last pass
@@ -237,7 +252,14 @@ class AdmissionReconciler : public Runnable {
   MetricsRegistry& metrics_;
   std::set<LabelValues> exported_gangs_, exported_resources_;
   const std::chrono::milliseconds expectation_timeout_;
-  std::uint64_t written_version_ = 0;  // of the last pass's PodGroup writes; 0: none to wait for
+  /// The newest resourceVersion the last passes wrote to a resource (0: none to wait for), and
+  /// the informer that has to show it.
+  struct Written {
+    kube::Resource resource;
+    Informer* informer = nullptr;
+    std::uint64_t version = 0;
+  };
+  std::vector<Written> written_;  // PodGroups, Queues and pods
   std::chrono::steady_clock::time_point written_deadline_;
   Executor executor_;
   AdmissionOptions options_;

@@ -1211,7 +1211,9 @@ class Round {
           string_member(object_member(*g.object, "status"), "phase") != kPending)
         continue;
       for (const json* pod : g.pods) {
-        if (!finished(string_member(object_member(*pod, "status"), "phase")))
+        // One being deleted already is not asked again: its grace period runs, and a cache that
+        // lags the delete would otherwise have every pass send it once more.
+        if (!finished(string_member(object_member(*pod, "status"), "phase")) && !is_deleting(*pod))
           result_.actions.push_back({Action::Type::Delete, kube::resources::pods(),
                                      namespace_of(*pod), name_of(*pod), json(), uid_of(*pod)});
       }

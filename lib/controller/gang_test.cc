@@ -1067,6 +1067,20 @@ TEST(PreemptionTest, AHigherPriorityGangEvictsAWholeLowerPriorityGangOfItsQueue)
               ::testing::StartsWith("preempted by team-a/urgent (priority 1000 over 10); now: "));
 }
 
+// An evicted gang's pods are deleted once: those the caches show being deleted (their grace
+// period running) are not asked again by the rounds after.
+TEST(PreemptionTest, PodsOfAnEvictedGangAlreadyBeingDeletedAreNotDeletedAgain) {
+  const PreemptionCase c;
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const AdmissionResult on =
+      admit_preempting({c.low, c.urgent}, queues, {node("node-1", 4)}, c.pods);
+  std::vector<json> pods = c.pods;
+  pods[0]["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:30Z";
+  const AdmissionResult next = admit_preempting(
+      {written_group(on, "low"), written_group(on, "urgent")}, queues, {node("node-1", 4)}, pods);
+  EXPECT_THAT(deleted_pods(next), ElementsAre("low-1"));
+}
+
 // Only as many gangs as needed go, newest of the lowest priority first; equal priority evicts
 // nobody.
 TEST(PreemptionTest, EvictsTheFewestNewestLowestPriorityGangsAndNeverAnEqual) {

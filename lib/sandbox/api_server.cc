@@ -118,6 +118,23 @@ void install_builtin_resources(Store& store) {
   }
 }
 
+namespace {
+
+/// The fault `key` of `doc` as a whole number from 0 to `most` (0 when absent); anything else is
+/// a 400 naming the field.
+std::int64_t whole_number(const json& doc, std::string_view key, std::int64_t most) {
+  const auto it = doc.find(key);
+  if (it == doc.end())
+    return 0;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > most) {
+    fail(ErrorKind::BadRequest, 400,
+         fmt::format("{}: must be a whole number from 0 to {}, not {}", key, most, it->dump()));
+  }
+  return it->get<std::int64_t>();
+}
+
+}  // namespace
+
 json Faults::to_json() const {
   return {{"latencyMilliseconds", latency.count()},
           {"errorRate", error_rate},
@@ -125,7 +142,8 @@ json Faults::to_json() const {
           {"dropWatchesAfterSeconds", drop_watches_after.count()},
           {"goneOnWatchResume", gone_on_watch_resume},
           {"conflictOnUpdate", conflict_on_update},
-          {"forbidExec", forbid_exec}};
+          {"forbidExec", forbid_exec},
+          {"watchDelayMilliseconds", watch_delay.count()}};
 }
 
 Faults Faults::from_json(const json& doc) {
@@ -133,20 +151,22 @@ Faults Faults::from_json(const json& doc) {
     fail(ErrorKind::BadRequest, 400, "faults must be a JSON object");
   static const std::set<std::string> known = {
       "latencyMilliseconds", "errorRate",        "throttleRate", "dropWatchesAfterSeconds",
-      "goneOnWatchResume",   "conflictOnUpdate", "forbidExec"};
+      "goneOnWatchResume",   "conflictOnUpdate", "forbidExec",   "watchDelayMilliseconds"};
   for (const auto& [key, value] : doc.items()) {
     if (!known.count(key))
       fail(ErrorKind::BadRequest, 400, fmt::format("unknown fault {:?}", key));
   }
   try {
     Faults f;
-    f.latency = std::chrono::milliseconds(doc.value("latencyMilliseconds", 0));
+    f.latency = std::chrono::milliseconds(whole_number(doc, "latencyMilliseconds", 600'000));
     f.error_rate = doc.value("errorRate", 0.0);
     f.throttle_rate = doc.value("throttleRate", 0.0);
-    f.drop_watches_after = std::chrono::seconds(doc.value("dropWatchesAfterSeconds", 0));
+    f.drop_watches_after =
+        std::chrono::seconds(whole_number(doc, "dropWatchesAfterSeconds", 86'400));
     f.gone_on_watch_resume = doc.value("goneOnWatchResume", false);
     f.conflict_on_update = doc.value("conflictOnUpdate", false);
     f.forbid_exec = doc.value("forbidExec", false);
+    f.watch_delay = std::chrono::milliseconds(whole_number(doc, "watchDelayMilliseconds", 600'000));
     if (f.error_rate < 0 || f.error_rate > 1 || f.throttle_rate < 0 || f.throttle_rate > 1) {
       fail(ErrorKind::BadRequest, 400, "errorRate and throttleRate are fractions in [0, 1]");
     }

@@ -34,6 +34,11 @@ struct Faults {
   bool gone_on_watch_resume = false;           // a watch from a resourceVersion gets 410
   bool conflict_on_update = false;             // every PUT and PATCH gets 409
   bool forbid_exec = false;  // pods/exec gets 403, as RBAC without pods/exec create answers
+  /// Every watch lags the store by this long, as one served from a watch cache that lags etcd:
+  /// each event (the initial ADDED burst and bookmarks too) leaves the server no sooner than
+  /// this after the write (or the watch's start) that made it, in order, without holding up
+  /// writers or other watches. Lists and gets stay current. A change applies to open watches.
+  std::chrono::milliseconds watch_delay{0};
 
   nlohmann::json to_json() const;
   static Faults from_json(const nlohmann::json& doc);  // throws Error(BadRequest)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <deque>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -220,27 +221,50 @@ void ApiServer::serve_watch(const Request& request, ResponseWriter& response, co
     deadline = std::min(deadline, std::chrono::steady_clock::now() + f.drop_watches_after);
   }
   const std::stop_token stop = response.stop_token();
-  while (std::chrono::steady_clock::now() < deadline && !stop.stop_requested() &&
-         response.client_connected()) {
-    auto event = stream->next(std::chrono::milliseconds(250));
-    if (!event) {
-      if (stream->closed())
-        break;
-      continue;
-    }
-    const bool row = as_table && event->type != kube::WatchEventType::Error &&
-                     event->type != kube::WatchEventType::Bookmark;
+  // Faults::watch_delay: what the store hands out waits here, stamped with when it came, until
+  // it is that old. The stream hands events out as they happen and makes a bookmark from the
+  // store's version when it has had nothing to send for a while, so a bookmark queued behind the
+  // held events never claims a version ahead of them.
+  struct Held {
+    std::chrono::steady_clock::time_point since;
+    kube::WatchEvent event;
+  };
+  std::deque<Held> held;
+  const auto send = [&](kube::WatchEvent event) {
+    const bool row = as_table && event.type != kube::WatchEventType::Error &&
+                     event.type != kube::WatchEventType::Bookmark;
     if (row) {
-      event->object = to_table(columns, {route.present(std::move(event->object))},
-                               include.empty() ? "Metadata" : include, store_.now());
-    } else if (event->type != kube::WatchEventType::Error) {
-      event->object = route.present(std::move(event->object));
+      event.object = to_table(columns, {route.present(std::move(event.object))},
+                              include.empty() ? "Metadata" : include, store_.now());
+    } else if (event.type != kube::WatchEventType::Error) {
+      event.object = route.present(std::move(event.object));
     }
-    const std::string line =
-        json{{"type", kube::to_string(event->type)}, {"object", std::move(event->object)}}.dump() +
-        "\n";
-    if (!response.write_chunk(line))
-      break;
+    return response.write_chunk(
+        json{{"type", kube::to_string(event.type)}, {"object", std::move(event.object)}}.dump() +
+        "\n");
+  };
+  bool connected = true;
+  while (connected && std::chrono::steady_clock::now() < deadline && !stop.stop_requested() &&
+         response.client_connected()) {
+    const auto delay =
+        faults().watch_delay;  // read afresh: PUT /sandbox/faults reaches open watches
+    auto now = std::chrono::steady_clock::now();
+    while (connected && !held.empty() && held.front().since + delay <= now) {
+      connected = send(std::move(held.front().event));
+      held.pop_front();
+    }
+    auto wait = std::chrono::milliseconds(250);
+    if (!held.empty()) {
+      wait = std::min(
+          wait, std::chrono::ceil<std::chrono::milliseconds>(held.front().since + delay - now));
+    }
+    if (auto event = stream->next(wait)) {
+      held.push_back({std::chrono::steady_clock::now(), std::move(*event)});
+    } else if (stream->closed()) {
+      if (held.empty())
+        break;
+      std::this_thread::sleep_for(wait);  // the store ended the watch; what it sent still goes
+    }
   }
   stream->close();
   response.end_stream();

@@ -156,6 +156,16 @@ class ControllerTest : public ::testing::Test {
     }
   }
 
+  /// PriorityClasses "low" (value 10) and "high" (1000).
+  void create_priority_classes() {
+    for (const auto& [name, value] : {std::pair{"low", 10}, std::pair{"high", 1000}}) {
+      json pc = yaml("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}");
+      pc["metadata"]["name"] = name;
+      pc["value"] = value;
+      client().create(kube::resources::priority_classes(), "", pc);
+    }
+  }
+
   std::vector<json> pods_of(const std::string& job_name) {
     return client()
         .list_all(kube::resources::pods(), "default",
@@ -227,9 +237,9 @@ TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
   EXPECT_EQ(metrics_.value("trainctl_api_writes_total", {"update_status", "tfjobs"}), writes);
 }
 
-TEST_F(ControllerTest, RetryableExitCodeRecreatesPodsUntilBackoffLimit) {
-  start();
-  create(kube::resources::job(api::JobKind::PyTorchJob), R"(
+/// A PyTorchJob whose one pod fails with a retryable exit code (137) after 0.1 s, every time,
+/// restarted up to its backoffLimit of 2.
+constexpr const char* kFlakyJob = R"(
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: flaky}
@@ -242,7 +252,11 @@ spec:
       template:
         metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.1", sandbox.trainctl.io/exit-code: "137"}}
         spec: {containers: [{name: pytorch, image: pt:2}]}
-)");
+)";
+
+TEST_F(ControllerTest, RetryableExitCodeRecreatesPodsUntilBackoffLimit) {
+  start();
+  create(kube::resources::job(api::JobKind::PyTorchJob), kFlakyJob);
   ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::PyTorchJob), "flaky", "Failed"));
   const json failed = job(kube::resources::job(api::JobKind::PyTorchJob), "flaky");
   const std::string message = failed["status"]["conditions"].back().value("message", "");
@@ -1310,12 +1324,7 @@ class PreemptionTest : public ControllerTest {
 // gang whole (every pod), with an Event on both jobs and the reason on the victim's PodGroup;
 // it then runs, and the victim waits without pods.
 TEST_F(PreemptionTest, AHigherPriorityJobEvictsAWholeLowerPriorityJobOfItsQueue) {
-  for (const auto& [name, value] : {std::pair{"low", 10}, std::pair{"high", 1000}}) {
-    json pc = yaml("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass}");
-    pc["metadata"]["name"] = name;
-    pc["value"] = value;
-    client().create(kube::resources::priority_classes(), "", pc);
-  }
+  create_priority_classes();
   start(controller::GangScheduler::Builtin, {},
         {.preemption = controller::Preemption::WithinQueue});
   const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
@@ -1346,6 +1355,157 @@ TEST_F(PreemptionTest, AHigherPriorityJobEvictsAWholeLowerPriorityJobOfItsQueue)
   })) << ::testing::PrintToString(events("batch"));
   EXPECT_EQ(metrics_.value("trainctl_gang_preemptions_total", {"default"}), 1);
   EXPECT_THAT(pods_of("urgent"), ::testing::SizeIs(1));
+}
+
+/// 4 nodes x 1 GPU, and every watch of the sandbox lags its store (a watch cache behind etcd): each
+/// informer learns of a write, the controller's own included, only a while after it was made.
+class LaggingCacheTest : public ControllerTest {
+ protected:
+  static constexpr std::chrono::milliseconds kWatchDelay{600};
+
+  LaggingCacheTest() : ControllerTest({.nodes = 4, .gpus_per_node = 1}) {
+    local_.sandbox().api().set_faults({.watch_delay = kWatchDelay});
+  }
+
+  /// The requests the controller sent to `verb` objects of `plural` (AlreadyExists included).
+  double writes(const std::string& verb, const std::string& plural) {
+    return metrics_.value("trainctl_api_writes_total", {verb, plural});
+  }
+
+  /// Each PodGroup's phase, as the server has it now ("" for none yet).
+  std::map<std::string, std::string> pod_group_phases() {
+    std::map<std::string, std::string> phases;
+    for (const json& g : client().list_all(kube::resources::podgroups(), "default")["items"])
+      phases[name_of(g)] = g.value("status", json::object()).value("phase", "");
+    return phases;
+  }
+};
+
+/// Whether a PodGroup in `phase` holds room in its queue and on the nodes.
+bool holds_room(const std::string& phase) {
+  return phase == "Inqueue" || phase == "Running";
+}
+
+// Two gangs of 4 one-GPU pods on 4 one-GPU nodes while every informer shows writes 600 ms late:
+// "train", then half a lag later "hotfix" of higher priority, so that hotfix's PodGroup is likely
+// to reach the cache while train's admission is still on its way back to it. A pass planned then
+// sees train Pending and the nodes free, and admits hotfix (first by priority) beside it: its
+// update goes first (by name) and succeeds, and train's, planned from a stale resourceVersion,
+// fails only after it.
+// Sampled from the server throughout (PodGroups first, then pods: a gang admitted means the
+// other's pods had finished before that read): never are both groups Inqueue, never does one hold
+// room while the other has unfinished pods, never are both partly running. The second runs once
+// the first has finished, each gang is admitted once, and each PodGroup and pod is created once.
+TEST_F(LaggingCacheTest, OfTwoGangsWithRoomForOneOnlyOneIsEverAdmittedAtATime) {
+  create_priority_classes();
+  start(controller::GangScheduler::Builtin);
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("train", 4, 1, "2", "default", "low"));
+  std::this_thread::sleep_for(kWatchDelay / 2);
+  client().create(pytorch, "default", gpu_job("hotfix", 4, 1, "2", "default", "high"));
+  std::string first;  // the gang whose pods appeared first
+  int samples = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(status_of(pytorch, "train") == "Succeeded" &&
+           status_of(pytorch, "hotfix") == "Succeeded")) {
+    std::map<std::string, std::string> phase = pod_group_phases();
+    const std::size_t t = unfinished(pods_of("train")), h = unfinished(pods_of("hotfix"));
+    ++samples;
+    ASSERT_FALSE(phase["train"] == "Inqueue" && phase["hotfix"] == "Inqueue") << "both admitted";
+    ASSERT_FALSE(holds_room(phase["train"]) && h > 0)
+        << "train admitted (" << phase["train"] << ") while hotfix has " << h << " pods";
+    ASSERT_FALSE(holds_room(phase["hotfix"]) && t > 0)
+        << "hotfix admitted (" << phase["hotfix"] << ") while train has " << t << " pods";
+    ASSERT_FALSE(t > 0 && h > 0) << "both partly running: train " << t << ", hotfix " << h;
+    if (first.empty() && (t > 0 || h > 0))
+      first = t > 0 ? "train" : "hotfix";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(first.empty()) << "neither gang ran";
+  EXPECT_EQ(status_of(pytorch, "train"), "Succeeded");
+  EXPECT_EQ(status_of(pytorch, "hotfix"), "Succeeded") << "the second gang never ran";
+  EXPECT_GT(samples, 20);
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Enqueued"}), 2)
+      << "each gang admitted once";
+  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"controller", "error"}), 0)
+      << "an admission pass failed: a write planned from a cache behind its own writes";
+  EXPECT_EQ(writes("create", "podgroups"), 2);
+  EXPECT_EQ(writes("create", "pods"), 8) << "a pod created again while the cache lacked it";
+}
+
+// A job of 6 pods that start, run and finish while every informer shows each change 600 ms late:
+// the reconciles in between plan from a cache that lacks the pods just created, or shows them in
+// an older phase, and the job in its old status. The expectations hold them back: each pod is
+// created once (trainctl_api_writes_total counts every create sent, those answered AlreadyExists
+// too), none is deleted, and the job succeeds.
+TEST_F(LaggingCacheTest, NoPodIsCreatedTwiceWhileThePodCacheLags) {
+  start();
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("steady", 6, 0, "1.5"));
+  ASSERT_TRUE(wait_status(pytorch, "steady", "Succeeded", std::chrono::seconds(60)))
+      << job(pytorch, "steady").dump();
+  EXPECT_EQ(pods_of("steady").size(), 6u);
+  EXPECT_EQ(writes("create", "pods"), 6) << "a pod created again while the cache lacked it";
+  EXPECT_EQ(writes("delete", "pods"), 0);
+}
+
+// A pod that fails with a retryable exit code is deleted and created again, until the backoff
+// limit, while every informer shows each change 600 ms late: between a delete and the cache
+// showing it, and between a create and the cache showing it, reconciles see the old pod or none.
+// Each delete and create is sent once: every create but the first follows one delete, so the
+// creates sent are the deletes sent plus the pod left at the end.
+TEST_F(LaggingCacheTest, APodRestartedWhileThePodCacheLagsIsDeletedAndCreatedOnce) {
+  start();
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  create(pytorch, kFlakyJob);
+  ASSERT_TRUE(wait_status(pytorch, "flaky", "Failed", std::chrono::seconds(60)))
+      << job(pytorch, "flaky").dump();
+  EXPECT_GE(writes("delete", "pods"), 1) << "the pod was never restarted";
+  // The controller may still clean up after the job failed: wait for the sums to settle.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return writes("create", "pods") ==
+               writes("delete", "pods") + static_cast<double>(pods_of("flaky").size());
+      },
+      std::chrono::seconds(20)))
+      << "a restart sent twice while the cache lagged: " << writes("create", "pods") << " creates, "
+      << writes("delete", "pods") << " deletes, " << pods_of("flaky").size() << " pods left";
+}
+
+// --preemption within-queue while every informer shows writes 600 ms late: "hotfix" (high)
+// evicts the running "batch" (low), whose pods are deleted; the job reconciler, whose caches may
+// still show batch admitted, does not create them again while hotfix runs (sampled: batch's pods,
+// then hotfix's). Once hotfix has finished, batch is admitted again and runs. Pods are created
+// once per admission (batch's 4 twice, hotfix's 4 once), and batch's deleted once.
+TEST_F(LaggingCacheTest, APreemptedGangIsNotRecreatedWhileItsPreemptorRuns) {
+  create_priority_classes();
+  start(controller::GangScheduler::Builtin, {},
+        {.preemption = controller::Preemption::WithinQueue});
+  const kube::Resource pytorch = kube::resources::job(api::JobKind::PyTorchJob);
+  client().create(pytorch, "default", gpu_job("batch", 4, 1, "forever", "default", "low"));
+  ASSERT_TRUE(wait_status(pytorch, "batch", "Running", std::chrono::seconds(60)));
+  client().create(pytorch, "default", gpu_job("hotfix", 4, 1, "2", "default", "high"));
+  bool evicted = false;  // batch had no pod left while hotfix was unfinished
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         status_of(pytorch, "hotfix") != "Succeeded") {
+    const std::size_t batch = pods_of("batch").size();
+    const std::size_t hotfix = unfinished(pods_of("hotfix"));
+    ASSERT_FALSE(evicted && batch > 0 && hotfix > 0)
+        << "batch's pods created again while hotfix runs";
+    evicted = evicted || (batch == 0 && hotfix > 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(status_of(pytorch, "hotfix"), "Succeeded");
+  EXPECT_TRUE(evicted) << "batch kept its pods";
+  EXPECT_TRUE(
+      wait_until([&] { return unfinished(pods_of("batch")) == 4; }, std::chrono::seconds(60)))
+      << "batch did not run again";
+  EXPECT_EQ(writes("create", "pods"), 12);
+  EXPECT_EQ(writes("delete", "pods"), 4) << "an evicted pod deleted again while the cache lagged";
+  EXPECT_EQ(metrics_.value("trainctl_reconcile_total", {"controller", "error"}), 0)
+      << "an admission pass failed: a write planned from a cache behind its own writes";
 }
 
 }  // namespace

@@ -3,13 +3,16 @@
 // batch/v1 Jobs run by its scripted kubelet, its credentials and its fault injection. The API
 // semantics that hold on any server (metadata, errors, list, watch, writes, deletion, dry run)
 // are checked in api_semantics_test.cc, against a sandbox or a real cluster.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -831,6 +834,134 @@ TEST_F(SandboxFaultTest, DroppedWatchesEndBeforeTheirTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3))
       << "the watch outlived the injected drop";
   EXPECT_EQ(result.resource_version, options.resource_version);
+}
+
+/// A watch of configmaps in "default" on its own thread, noting each event and when it came.
+class WatchRecorder {
+ public:
+  struct Arrival {
+    std::chrono::steady_clock::time_point at;
+    std::string what;  // "ADDED a", "BOOKMARK "
+    std::uint64_t resource_version = 0;
+  };
+
+  WatchRecorder(Client& client, kube::WatchOptions options)
+      : thread_([this, &client, options](std::stop_token stop) {
+          client.watch(
+              resources::configmaps(), "default", options,
+              [this](WatchEvent& e) {
+                const json& meta = e.object["metadata"];
+                std::lock_guard lock(mu_);
+                arrivals_.push_back(
+                    {std::chrono::steady_clock::now(),
+                     fmt::format("{} {}", kube::to_string(e.type), meta.value("name", "")),
+                     std::stoull(meta.value("resourceVersion", "0"))});
+                return true;
+              },
+              stop);
+        }) {}
+
+  std::vector<Arrival> arrivals() const {
+    std::lock_guard lock(mu_);
+    return arrivals_;
+  }
+  /// When `what` arrived; nullopt while it has not.
+  std::optional<std::chrono::steady_clock::time_point> arrived(const std::string& what) const {
+    std::lock_guard lock(mu_);
+    for (const Arrival& a : arrivals_)
+      if (a.what == what)
+        return a.at;
+    return std::nullopt;
+  }
+  /// The events but bookmarks, in the order they came.
+  std::vector<std::string> events() const {
+    std::vector<std::string> result;
+    for (const Arrival& a : arrivals())
+      if (!a.what.starts_with("BOOKMARK"))
+        result.push_back(a.what);
+    return result;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Arrival> arrivals_;
+  std::jthread thread_;  // last: stops and joins before the rest goes
+};
+
+// watchDelayMilliseconds: a watch opened without a version gets the initial list, then each
+// create, every one at least the delay after it happened (the watch's start for the list), in
+// the order they happened, bookmarks included. Writes are not held: each create returns, and a
+// GET shows it, before its event reaches the watch.
+TEST_F(SandboxFaultTest, WatchDelayHoldsBackEveryEventInOrderButNoWrite) {
+  constexpr std::chrono::milliseconds kDelay{800};
+  client().create(resources::configmaps(), "default", configmap("before"));
+  RawSandboxHttp http(sandbox().admin_config());
+  const auto put = http.send("PUT", "/sandbox/faults", R"({"watchDelayMilliseconds":800})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(http.get_json("/sandbox/faults")["watchDelayMilliseconds"], 800);
+
+  const auto opened = std::chrono::steady_clock::now();
+  WatchRecorder watch(client(), {.timeout_seconds = 60, .allow_bookmarks = true});
+  // The watch is open once its initial list has come.
+  ASSERT_TRUE(wait_until([&] { return watch.arrived("ADDED before").has_value(); },
+                         std::chrono::seconds(20)));
+  EXPECT_GE(*watch.arrived("ADDED before") - opened, kDelay) << "the initial list came early";
+  std::map<std::string, std::chrono::steady_clock::time_point> written;
+  for (const std::string name : {"a", "b", "c"}) {
+    written[name] = std::chrono::steady_clock::now();
+    client().create(resources::configmaps(), "default", configmap(name));
+    EXPECT_FALSE(watch.arrived("ADDED " + name)) << "the create of " << name << " waited";
+    EXPECT_NO_THROW(client().get(resources::configmaps(), "default", name))
+        << "a GET does not show " << name;
+  }
+  ASSERT_TRUE(
+      wait_until([&] { return watch.arrived("ADDED c").has_value(); }, std::chrono::seconds(20)));
+  EXPECT_THAT(watch.events(), ElementsAre("ADDED before", "ADDED a", "ADDED b", "ADDED c"));
+  for (const auto& [name, at] : written)
+    EXPECT_GE(*watch.arrived("ADDED " + name) - at, kDelay) << name << " came early";
+  std::uint64_t newest = 0;
+  for (const auto& a : watch.arrivals()) {
+    EXPECT_GE(a.resource_version, newest) << a.what << " went back in resourceVersion";
+    newest = std::max(newest, a.resource_version);
+  }
+}
+
+// PUT /sandbox/faults reaches watches already open: turned on, it holds their next event; turned
+// off, what they hold goes out.
+TEST_F(SandboxFaultTest, WatchDelaySetAtRuntimeHoldsAndReleasesOpenWatches) {
+  RawSandboxHttp http(sandbox().admin_config());
+  const std::string version =
+      client().list(resources::configmaps(), "default")["metadata"]["resourceVersion"];
+  WatchRecorder watch(
+      client(), {.resource_version = version, .timeout_seconds = 120, .allow_bookmarks = false});
+  client().create(resources::configmaps(), "default", configmap("prompt"));
+  ASSERT_TRUE(wait_until([&] { return watch.arrived("ADDED prompt").has_value(); },
+                         std::chrono::seconds(20)));
+
+  ASSERT_EQ(http.send("PUT", "/sandbox/faults", R"({"watchDelayMilliseconds":600000})").status,
+            200);
+  client().create(resources::configmaps(), "default", configmap("held"));
+  EXPECT_FALSE(
+      wait_until([&] { return watch.arrived("ADDED held").has_value(); }, std::chrono::seconds(2)))
+      << "an open watch did not take up the delay";
+  ASSERT_EQ(http.send("PUT", "/sandbox/faults", "{}").status, 200);
+  EXPECT_TRUE(
+      wait_until([&] { return watch.arrived("ADDED held").has_value(); }, std::chrono::seconds(20)))
+      << "turning the delay off did not release what the watch held";
+  EXPECT_THAT(watch.events(), ElementsAre("ADDED prompt", "ADDED held"));
+}
+
+TEST_F(SandboxFaultTest, WatchDelayOtherThanWholeMillisecondsIsRefusedNamingTheField) {
+  RawSandboxHttp http(sandbox().admin_config());
+  for (const std::string bad : {"-1", "\"500ms\"", "1.5", "600001", "true"}) {
+    const auto put =
+        http.send("PUT", "/sandbox/faults", R"({"watchDelayMilliseconds":)" + bad + "}");
+    EXPECT_EQ(put.status, 400) << bad;
+    EXPECT_EQ(json::parse(put.body, nullptr, false).value("message", ""),
+              "watchDelayMilliseconds: must be a whole number from 0 to 600000, not " + bad);
+  }
+  EXPECT_EQ(sandbox().api().faults().watch_delay, std::chrono::milliseconds(0))
+      << "a refused PUT changed the faults";
 }
 
 TEST_F(SandboxFaultTest, ConflictOnUpdateRefusesUpdatesAndPatches) {
