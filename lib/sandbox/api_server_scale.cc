@@ -89,10 +89,9 @@ void ApiServer::serve_scale(const Request& request, ResponseWriter& response, co
   const json& paths = *scale_paths;
   const std::string gr = route.info.group_resource();
   const std::string spec_path = paths.value("specReplicasPath", "");
-  json object = store_.get(gr, route.ns, route.name);
-  const bool replicas_set = scale_int_at(object, spec_path).has_value();
   if (request.method == "GET") {
-    if (!replicas_set)
+    const json object = store_.get(gr, route.ns, route.name);
+    if (!scale_int_at(object, spec_path))
       throw ApiError(ErrorKind::ServerError, 500, "InternalError",
                      fmt::format("Internal error occurred: the spec replicas field {:?} does not "
                                  "exist",
@@ -100,55 +99,55 @@ void ApiServer::serve_scale(const Request& request, ResponseWriter& response, co
     respond_json(response, 200, scale_of(object, paths));
     return;
   }
-  json scale;
-  if (request.method == "PUT") {
-    scale = parse_body(request);
-  } else {
-    const std::optional<PatchType> type = patch_type_for(request.header("content-type"));
-    json current = scale_of(object, paths);
-    if (!replicas_set)
-      current["spec"]["replicas"] = nullptr;
-    switch (type.value_or(PatchType::Apply)) {
-      case PatchType::Json:
-        scale = apply_json_patch(std::move(current), parse_body(request));
-        break;
-      case PatchType::Merge:
-      case PatchType::StrategicMerge:  // Scale has no lists: strategic merge is a merge
-        scale = apply_merge_patch(std::move(current), parse_body(request));
-        break;
-      case PatchType::Apply:
-        throw unsupported_patch_type(route.info);
+  const json body = parse_body(request);
+  const std::optional<PatchType> type =
+      request.method == "PUT" ? std::nullopt : patch_type_for(request.header("content-type"));
+  if (request.method != "PUT" && type.value_or(PatchType::Apply) == PatchType::Apply)
+    throw unsupported_patch_type(route.info);
+  // Read, scaled and written under the store's lock, as kube-apiserver's GuaranteedUpdate retries
+  // its read-modify-write: a write to the object meanwhile (a controller's status) is no conflict.
+  // Only a resourceVersion in the Scale itself is the client's precondition.
+  const auto scale_object = [&](json& object) {
+    json scale;
+    if (!type) {
+      scale = body;
+    } else {
+      json current = scale_of(object, paths);
+      if (!scale_int_at(object, spec_path))
+        current["spec"]["replicas"] = nullptr;
+      // A strategic merge is a merge: Scale has no lists.
+      scale = *type == PatchType::Json ? apply_json_patch(std::move(current), body)
+                                       : apply_merge_patch(std::move(current), body);
     }
-  }
-  const json& replicas = member(object_member(scale, "spec"), "replicas");
-  if (replicas.is_null())
-    throw bad_request(fmt::format("the spec replicas field {:?} cannot be empty", spec_path));
-  if (!replicas.is_number_integer())
-    throw bad_request("Scale.spec.replicas: expected an integer");
-  if (replicas.get<std::int64_t>() < 0) {
-    const std::string qualified = route.info.kind + "." + route.info.group;
-    throw ApiError(
-        ErrorKind::Invalid, 422, "Invalid",
-        fmt::format("{} {:?} is invalid: {}: Invalid value: {}: should be a "
-                    "non-negative integer",
-                    qualified, route.name, spec_path, replicas.get<std::int64_t>()),
-        {{"name", route.name},
-         {"group", route.info.group},
-         {"kind", route.info.kind},
-         {"causes",
-          {{{"reason", "FieldValueInvalid"},
-            {"message", fmt::format("Invalid value: {}: should be a non-negative integer",
-                                    replicas.get<std::int64_t>())},
-            {"field", spec_path}}}}});
-  }
-  object[scale_pointer(spec_path)] = replicas;
-  // A resourceVersion in the Scale is the client's precondition; without one the write is
-  // against what was just read.
-  const std::string precondition =
-      object_member(scale, "metadata").value("resourceVersion", std::string());
-  if (!precondition.empty())
-    object["metadata"]["resourceVersion"] = precondition;
-  const json updated = store_.update(gr, std::move(object), WritePart::Main, dry_run(request));
+    const json& replicas = member(object_member(scale, "spec"), "replicas");
+    if (replicas.is_null())
+      throw bad_request(fmt::format("the spec replicas field {:?} cannot be empty", spec_path));
+    if (!replicas.is_number_integer())
+      throw bad_request("Scale.spec.replicas: expected an integer");
+    if (replicas.get<std::int64_t>() < 0) {
+      const std::string qualified = route.info.kind + "." + route.info.group;
+      throw ApiError(
+          ErrorKind::Invalid, 422, "Invalid",
+          fmt::format("{} {:?} is invalid: {}: Invalid value: {}: should be a "
+                      "non-negative integer",
+                      qualified, route.name, spec_path, replicas.get<std::int64_t>()),
+          {{"name", route.name},
+           {"group", route.info.group},
+           {"kind", route.info.kind},
+           {"causes",
+            {{{"reason", "FieldValueInvalid"},
+              {"message", fmt::format("Invalid value: {}: should be a non-negative integer",
+                                      replicas.get<std::int64_t>())},
+              {"field", spec_path}}}}});
+    }
+    object[scale_pointer(spec_path)] = replicas;
+    const std::string precondition =
+        object_member(scale, "metadata").value("resourceVersion", std::string());
+    if (!precondition.empty())
+      object["metadata"]["resourceVersion"] = precondition;  // modify() checks it
+  };
+  const json updated =
+      store_.modify(gr, route.ns, route.name, WritePart::Main, scale_object, dry_run(request));
   respond_json(response, 200, scale_of(updated, paths));
 }
 

@@ -904,6 +904,41 @@ TEST_F(ApiWriteTest, StatusSubresourceSplitsSpecAndStatusWritesOfACustomResource
       "True");
 }
 
+// A Scale without a resourceVersion is written against whatever the object is by then, as
+// ScaleREST.Update runs in GuaranteedUpdate, which retries its read-modify-write on a conflict:
+// the job's status written meanwhile (a controller) must not fail the HPA's scale patch.
+TEST_F(ApiWriteTest, AScaleWithoutResourceVersionIsNoConflictWithWritesMeanwhile) {
+  testing::install_training_crds(client());
+  client().create(resources::job(api::JobKind::PyTorchJob), ns(),
+                  {{"apiVersion", "kubeflow.org/v1"},
+                   {"kind", "PyTorchJob"},
+                   {"metadata", {{"name", "busy"}}},
+                   {"spec", {{"pytorchReplicaSpecs", {{"Worker", {{"replicas", 1}}}}}}}});
+  std::atomic<bool> done = false;
+  std::thread status_writer([&] {
+    for (int i = 0; !done; ++i) {
+      client().patch(resources::job(api::JobKind::PyTorchJob), ns(), "busy", PatchType::Merge,
+                     {{"status", {{"replicaStatuses", {{"Worker", {{"active", i}}}}}}}},
+                     {.subresource = "status"});
+    }
+  });
+  int conflicts = 0;
+  for (int replicas = 1; replicas <= 150; ++replicas) {
+    try {
+      client().patch(resources::job(api::JobKind::PyTorchJob), ns(), "busy", PatchType::Merge,
+                     {{"spec", {{"replicas", replicas}}}}, {.subresource = "scale"});
+    } catch (const Error& e) {
+      conflicts += e.kind() == ErrorKind::Conflict;
+    }
+  }
+  done = true;
+  status_writer.join();
+  EXPECT_EQ(conflicts, 0);
+  EXPECT_EQ(client().get(resources::job(api::JobKind::PyTorchJob), ns(),
+                         "busy")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
+            150);
+}
+
 // apiextensions-apiserver registry/customresource/etcd.go: ScaleREST Get/Update and
 // scaleFromCustomResource; validator.go ValidateScaleSpec.
 TEST_F(ApiWriteTest, ScaleSubresourceReadsAndWritesTheCrdsReplicaPaths) {
