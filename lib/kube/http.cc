@@ -300,15 +300,15 @@ HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
     prepare_openssl(config_.tls);
     loaded.get();
   }
-  // Not through an HTTPS proxy: libcurl would set up the proxy's TLS connection the same way.
-  keeps_tls_sessions_ = !config_.tls.session_cache_dir.empty() &&
-                        !config_.tls.insecure_skip_verify &&
-                        !config_.proxy_url.starts_with("https:") && libcurl_uses_our_openssl();
   ServerUrl url = parse_server(config.server);
   if (url.scheme != "https" && url.scheme != "http") {
     throw Error(ErrorKind::Config,
                 fmt::format("server {:?}: scheme must be https or http", config.server));
   }
+  // Not through an HTTPS proxy: libcurl would set up the proxy's TLS connection the same way.
+  keeps_tls_sessions_ = url.scheme == "https" && !config_.tls.session_cache_dir.empty() &&
+                        !config_.tls.insecure_skip_verify &&
+                        !config_.proxy_url.starts_with("https:") && libcurl_uses_our_openssl();
   std::string host = url.host;
   if (!config.tls.server_name.empty() && config.tls.server_name != url.host) {
     // Verify the certificate against tls-server-name while connecting to the real address.
@@ -380,7 +380,7 @@ void HttpTransport::configure(Handle& h, const HttpRequest& request,
     check(curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key), "SSLKEY_BLOB");
     check(curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM"), "SSLKEYTYPE");
   }
-  if (keeps_tls_sessions_ && server_.starts_with("https:")) {
+  if (keeps_tls_sessions_) {
     h.tls_session_file = tls_session_file(
         config_.tls.session_cache_dir,
         {server_, config_.tls.server_name, config_.tls.ca_pem, creds.client_cert_pem});

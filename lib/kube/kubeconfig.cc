@@ -1056,8 +1056,12 @@ Kubeconfig load_kubeconfig(const ConfigOverrides& overrides, const ConfigEnviron
 }
 
 std::string tls_session_cache_dir(const ConfigOverrides& overrides, const ConfigEnvironment& env) {
-  std::string cache = overrides.cache_dir.value_or(env.get("KUBECACHEDIR"));
-  if (!overrides.cache_dir && cache.empty() && !env.get("HOME").empty())
+  std::string cache;
+  if (overrides.cache_dir)
+    cache = *overrides.cache_dir;  // "" keeps nothing
+  else if (!env.get("KUBECACHEDIR").empty())
+    cache = env.get("KUBECACHEDIR");
+  else if (!env.get("HOME").empty())
     cache = env.get("HOME") + "/.kube/cache";
   return cache.empty() ? "" : cache + "/trainctl/tls-sessions";
 }

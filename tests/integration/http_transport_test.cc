@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "kube/client.h"
@@ -77,7 +79,10 @@ bool accepting(int port) {
 /// its verbose log (one `[id=N]` per connection) is kept in a file.
 class Http2Server {
  public:
+  /// Throws when nghttpd is not installed, which fails the test that starts it.
   Http2Server() {
+    if (std::system("command -v nghttpd >/dev/null") != 0)
+      throw std::runtime_error("nghttpd missing: run packaging/bootstrap-debian.sh");
     char tmpl[] = "/tmp/trainctl-h2-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     std::filesystem::create_directory(dir_ / "htdocs");
@@ -126,8 +131,6 @@ class Http2Server {
 };
 
 TEST(HttpTransportTest, Http2IsUsedWhenTheServerOffersIt) {
-  ASSERT_EQ(std::system("command -v nghttpd >/dev/null"), 0)
-      << "nghttpd missing: run packaging/bootstrap-debian.sh";
   Http2Server server;
   const RestConfig config = server.rest_config();
   HttpTransport transport(config);
@@ -140,8 +143,6 @@ TEST(HttpTransportTest, Http2IsUsedWhenTheServerOffersIt) {
 }
 
 TEST(HttpTransportTest, ConcurrentRequestsAreStreamsOfOneHttp2Connection) {
-  ASSERT_EQ(std::system("command -v nghttpd >/dev/null"), 0)
-      << "nghttpd missing: run packaging/bootstrap-debian.sh";
   Http2Server server;
   const RestConfig config = server.rest_config();
   HttpTransport transport(config);
