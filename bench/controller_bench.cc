@@ -284,6 +284,13 @@ void print_metrics(const std::string& page, int jobs, int replicas) {
       writes / jobs, events / jobs, replicas, 2 * replicas + 4);
   for (const auto& [labels, n] : by_verb)
     fmt::print("  {} {:.2f}/job\n", labels, n / jobs);
+  std::map<std::string, double> reconciles;
+  const auto [count_first, count_last] =
+      metrics.equal_range("trainctl_reconcile_duration_seconds_count");
+  for (auto it = count_first; it != count_last; ++it)
+    reconciles[it->second.first] += it->second.second;
+  for (const auto& [labels, n] : reconciles)
+    fmt::print("reconciles {} {:.2f}/job\n", labels, n / jobs);
   fmt::print("reconcile latency p50 {:.2f} ms, p99 {:.2f} ms\n",
              1000 * quantile(metrics, "trainctl_reconcile_duration_seconds", 0.5),
              1000 * quantile(metrics, "trainctl_reconcile_duration_seconds", 0.99));
