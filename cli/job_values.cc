@@ -10,7 +10,7 @@
 #include "docs.h"
 #include "duration.h"
 #include "error.h"
-#include "openssl_handles.h"
+#include "sha256.h"
 #include "render/render.h"
 #include "render/value_schema.h"
 #include "render/values.h"

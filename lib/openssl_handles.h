@@ -2,16 +2,14 @@
 
 // Owning handles for OpenSSL objects and the reading of PEM text into them, shared by the
 // sandbox's certificate authority and HTTPS server, the controller's SSH keys and the test
-// servers. Header-only: users link OpenSSL themselves.
+// servers. Header-only; the binary calls OpenSSL through openssl_loader.cc.
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/sha.h>
 #include <openssl/x509.h>
 
-#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,27 +59,17 @@ inline std::vector<CertPtr> read_certificates(std::string_view pem) {
   return certs;
 }
 
-/// The SHA-256 of `text`, in lower-case hex.
-inline std::string sha256_hex(std::string_view text) {
-  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-  // OpenSSL 3's EVP_Digest first loads openssl.cnf and the default provider and fetches the
-  // algorithm: 1.4 ms of CPU, most of what render and submit --dry-run=client spent in OpenSSL.
-  // The SHA-256 functions compute the same digest without any of that; 3.0 keeps them,
-  // deprecated. (SHA256() is EVP_Q_digest in 3.0.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  SHA256_CTX context;
-  SHA256_Init(&context);
-  SHA256_Update(&context, text.data(), text.size());
-  SHA256_Final(digest.data(), &context);
-#pragma GCC diagnostic pop
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (const unsigned char byte : digest) {
-    hex += kDigits[byte >> 4];
-    hex += kDigits[byte & 15];
-  }
-  return hex;
+/// A new key on the elliptic curve `curve` (e.g. "P-256"), as EVP_EC_gen makes it but without
+/// its variadic EVP_PKEY_Q_keygen, which openssl_loader.cc could not forward; null on failure.
+inline KeyPtr new_ec_key(const char* curve) {
+  std::unique_ptr<EVP_PKEY_CTX, OpenSslFree<EVP_PKEY_CTX_free>> context(
+      EVP_PKEY_CTX_new_from_name(nullptr, "EC", nullptr));
+  EVP_PKEY* key = nullptr;
+  if (context == nullptr || EVP_PKEY_keygen_init(context.get()) <= 0 ||
+      EVP_PKEY_CTX_set_group_name(context.get(), curve) <= 0 ||
+      EVP_PKEY_generate(context.get(), &key) <= 0)
+    return nullptr;
+  return KeyPtr(key);
 }
 
 /// The private key of a PEM text; null when there is none.

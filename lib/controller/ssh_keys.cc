@@ -73,7 +73,7 @@ std::string private_key_pem(EVP_PKEY* key) {
 }  // namespace
 
 SshKeyPair generate_ssh_key_pair() {
-  KeyPtr key(EVP_EC_gen("P-521"));
+  KeyPtr key = new_ec_key("P-521");
   ensure(key != nullptr, "EC P-521 key generation");
   return {.private_key_pem = private_key_pem(key.get()),
           .public_key = authorized_key_line(key.get())};

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "openssl_handles.h"
+#include "sha256.h"
 
 namespace trainctl::kube {
 namespace {

@@ -28,7 +28,7 @@ void ensure(bool ok, const char* what) {
 }
 
 KeyPtr generate_key() {
-  KeyPtr key(EVP_EC_gen("P-256"));
+  KeyPtr key = new_ec_key("P-256");
   ensure(key != nullptr, "EC key generation");
   return key;
 }
