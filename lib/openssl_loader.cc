@@ -4,6 +4,8 @@
 // completion) never loads it: relocating libcrypto (linked BIND_NOW, ~4,000 symbol lookups at
 // every load) and libssl took ~1.2 ms of each such command. libcurl, loaded later, finds the same
 // libraries loaded. A function missing here fails the link of the binary.
+#include "openssl_loader.h"
+
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -22,6 +24,11 @@ trainctl::LazyLibrary libssl("libssl.so.3", "TLS needs");
 trainctl::LazyLibrary libcrypto("libcrypto.so.3", "TLS and keys need");
 
 }  // namespace
+
+void trainctl::load_openssl() {
+  libssl.load();
+  libcrypto.load();
+}
 
 extern "C" {
 

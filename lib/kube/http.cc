@@ -22,6 +22,7 @@
 #include "kube/tls_sessions.h"
 #include "kube/websocket.h"
 #include "openssl_handles.h"
+#include "openssl_loader.h"
 #include "text.h"
 #include "trainctl/version.h"
 
@@ -295,7 +296,9 @@ HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
     // of a one-request command); asked for before anything else initialises OpenSSL.
     OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
     // Loading libcurl and its ~30 libraries (about 3.5 ms) and OpenSSL's first set-up (2.5 ms)
-    // are independent: one runs on another thread while this one does the other.
+    // are independent: one runs on another thread while this one does the other. OpenSSL is
+    // loaded first, else its load would wait for libcurl's.
+    load_openssl();
     std::future<void> loaded = std::async(std::launch::async, ensure_curl_initialized);
     prepare_openssl(config_.tls);
     loaded.get();
