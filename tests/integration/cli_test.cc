@@ -13,6 +13,7 @@
 #include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +87,44 @@ TEST_F(CliTest, VersionClientPrintsTheBuildVersion) {
   RunResult r = run_cli("version --client");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr("Client Version: v0."));
+}
+
+/// The libraries the dynamic loader initialised for a run with LD_DEBUG=libs (its file names).
+std::vector<std::string> initialised_libraries(const RunResult& r) {
+  std::vector<std::string> libraries;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (const auto at = line.find("calling init: "); at != std::string::npos)
+      libraries.push_back(std::filesystem::path(line.substr(at + 14)).filename().string());
+  }
+  return libraries;
+}
+
+// ARCHITECTURE.md "Start-up": OpenSSL and libcurl are loaded on first use, the C++ libraries are
+// linked in.
+TEST_F(CliTest, OfflineVerbsLoadOnlyGlibcAndACommandThatConnectsLoadsOpenSslAndLibcurl) {
+  for (const char* args :
+       {"version --client", "completion bash", "__complete submit --",
+        "render tfjob --name m --image reg/tf:1 -- python t.py",
+        "submit tfjob --name m --image reg/tf:1 --dry-run=client -- python t.py"}) {
+    const RunResult r = run_cli(args, "LD_DEBUG=libs");
+    ASSERT_EQ(r.exit_code, 0) << args << ": " << r.out;
+    const std::vector<std::string> libraries = initialised_libraries(r);
+    EXPECT_THAT(libraries, ::testing::Contains(HasSubstr("libc.so"))) << args;
+    for (const char* absent : {"libssl", "libcrypto", "libcurl"})
+      EXPECT_THAT(libraries, Not(::testing::Contains(HasSubstr(absent)))) << args;
+#ifdef TRAINCTL_STATIC_CXX_BINARY
+    for (const char* absent : {"libstdc++", "libyaml-cpp", "libfmt", "libgcc_s"})
+      EXPECT_THAT(libraries, Not(::testing::Contains(HasSubstr(absent)))) << args;
+#endif
+  }
+  testing::HttpsTestServer server;
+  serve_version(server);
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
+  const RunResult version = run_cli("version --kubeconfig " + config, "LD_DEBUG=libs");
+  EXPECT_EQ(version.exit_code, 0) << version.out;
+  for (const char* loaded : {"libssl.so.3", "libcrypto.so.3", "libcurl.so.4"})
+    EXPECT_THAT(initialised_libraries(version), ::testing::Contains(loaded)) << version.out;
 }
 
 TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
