@@ -8,7 +8,9 @@
 // passes what the informer caches hold and the time.
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
@@ -97,6 +99,36 @@ struct AdmissionOptions {
 /// The first back-off after a gang timeout; each further timeout doubles it, up to an hour.
 inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 
+/// What admission passes read from PodGroups and nodes (queue, minMember, minResources, times,
+/// reservations; labels, taints, allocatable, and the indexed capacity of the whole node list),
+/// kept by uid and resourceVersion: an object whose resourceVersion is unchanged is not read
+/// again, one whose resourceVersion changed is read afresh, and one no longer in a pass's input
+/// is dropped at the end of that pass. Objects without a uid or a resourceVersion are read on
+/// every pass. The controller keeps one for its admission passes; one cache serves one caller
+/// at a time.
+class AdmissionCache {
+ public:
+  AdmissionCache();
+  ~AdmissionCache();
+  AdmissionCache(const AdmissionCache&) = delete;
+  AdmissionCache& operator=(const AdmissionCache&) = delete;
+
+  /// How the last pass used the cache.
+  struct Stats {
+    std::size_t pod_groups = 0;     // PodGroups cached after it
+    std::size_t nodes = 0;          // nodes cached after it
+    std::size_t read = 0;           // PodGroups and nodes it read (not found, or changed)
+    bool node_list_reused = false;  // every node as in the pass before: capacity not rebuilt
+  };
+  Stats stats() const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Admits Pending PodGroups whole or not at all.
 ///
 /// **Fit.** A group is admitted (phase Inqueue) when its queue exists and is Open, the queue's
@@ -171,7 +203,9 @@ inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 /// controller) count as always.
 ///
 /// With `view`, also fills in the nodes and queues as the pass leaves them (admission_view.h).
+/// With `cache`, reuses what earlier passes read from the PodGroups and nodes that have not
+/// changed since (AdmissionCache); the result is the same as without.
 AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {},
-                      AdmissionView* view = nullptr);
+                      AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
 
 }  // namespace trainctl::controller

@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "api/job.h"
 #include "api/job_view.h"
@@ -88,19 +91,314 @@ ResourceList read_resources(const json& object, std::string_view field, std::str
   }
 }
 
-std::optional<TimePoint> annotation_time(const json& object, std::string_view key) {
-  return api::parse_timestamp(annotation_of(object, key));
+/// The member `key` of `object` when it is a string, else nullptr; not copied.
+const std::string* string_ref(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
 }
 
-/// What the informer caches say about one PodGroup, its job and its pods.
-struct Group {
-  const json* object = nullptr;
+/// The same, copied; nullopt when absent or not a string.
+std::optional<std::string> string_at(const json& object, const char* key) {
+  const std::string* value = string_ref(object, key);
+  return value != nullptr ? std::optional<std::string>(*value) : std::nullopt;
+}
+
+/// The first condition of one type in a PodGroup's status, as much as `shows` compares.
+struct ConditionFacts {
+  bool only_written_members = false;  // the five members a pass writes, and no others
+  std::optional<std::string> status;
+  std::optional<std::string> reason;
+  std::optional<std::string> message;
+};
+
+/// What a PodGroup's status holds of what a pass writes into it, so that a pass tells whether
+/// it would change the status without the object (`shows`).
+struct StatusFacts {
+  bool is_object = false;
+  std::optional<std::string> phase;
+  std::optional<double> running, succeeded, failed;  // when numbers
+  bool has_conditions = false;                       // status.conditions is an array
+  std::optional<ConditionFacts> unschedulable, scheduled;
+};
+
+/// The status of `object` as `value("status", json::object())` reads it, without copying it.
+const json& status_of(const json& object) {
+  static const json kEmpty = json::object();
+  const auto it = object.find("status");
+  return it == object.end() ? kEmpty : *it;
+}
+
+StatusFacts read_status(const json& object) {
+  const json& status = status_of(object);
+  StatusFacts f{.is_object = status.is_object()};
+  if (!f.is_object)
+    return f;
+  const auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = status.find(key);
+    return it != status.end() && it->is_number() ? std::optional(it->get<double>()) : std::nullopt;
+  };
+  f.phase = string_at(status, "phase");
+  f.running = number("running");
+  f.succeeded = number("succeeded");
+  f.failed = number("failed");
+  const auto conditions = status.find("conditions");
+  f.has_conditions = conditions != status.end() && conditions->is_array();
+  if (!f.has_conditions)
+    return f;
+  for (const json& c : *conditions) {
+    const std::string type = string_member(c, "type");
+    auto& first = type == kUnschedulable ? f.unschedulable : f.scheduled;
+    if ((type != kUnschedulable && type != kScheduled) || first)
+      continue;
+    first =
+        ConditionFacts{.only_written_members = c.size() == 5 && c.contains("lastTransitionTime"),
+                       .status = string_at(c, "status"),
+                       .reason = string_at(c, "reason"),
+                       .message = string_at(c, "message")};
+  }
+  return f;
+}
+
+/// The annotations a pass sets or removes on a PodGroup.
+constexpr std::array<std::string_view, 5> kWrittenAnnotations = {
+    api::annotations::node_reservations, api::annotations::admitted_at,
+    api::annotations::schedule_timeouts, api::annotations::requeue_at,
+    api::annotations::preempted_by};
+
+/// What a PodGroup's metadata holds of kWrittenAnnotations (annotations_unchanged).
+struct AnnotationFacts {
+  bool has_metadata = false;  // metadata is an object
+  enum class Shape { Absent, NotObject, Object } shape = Shape::Absent;
+  /// Those present: their text, nullopt for a value that is not a string.
+  std::map<std::string, std::optional<std::string>, std::less<>> values;
+};
+
+AnnotationFacts read_annotations(const json& object) {
+  AnnotationFacts f;
+  const auto meta = object.find("metadata");
+  f.has_metadata = meta != object.end() && meta->is_object();
+  if (!f.has_metadata)
+    return f;
+  const auto annotations = meta->find("annotations");
+  if (annotations == meta->end())
+    return f;
+  if (!annotations->is_object()) {
+    f.shape = AnnotationFacts::Shape::NotObject;
+    return f;
+  }
+  f.shape = AnnotationFacts::Shape::Object;
+  for (const std::string_view key : kWrittenAnnotations) {
+    if (const auto it = annotations->find(key); it != annotations->end())
+      f.values.emplace(key, it->is_string() ? std::optional(it->get<std::string>()) : std::nullopt);
+  }
+  return f;
+}
+
+/// What a reservation holds on one node; nothing when a quantity does not parse.
+using NodeReservations = std::vector<std::pair<std::string, ResourceList>>;
+
+/// The members of `{"name":"value",...}` at `text[at]` as reservation_text writes them: names
+/// in increasing order, no escapes or spaces; nullopt for anything else. Moves `at` past it.
+std::optional<std::vector<std::pair<std::string_view, std::string_view>>> plain_members(
+    std::string_view text, std::size_t& at) {
+  const auto eat = [&](char c) {
+    if (at >= text.size() || text[at] != c)
+      return false;
+    ++at;
+    return true;
+  };
+  const auto plain_string = [&]() -> std::optional<std::string_view> {
+    if (!eat('"'))
+      return std::nullopt;
+    const std::size_t start = at;
+    while (at < text.size() && text[at] != '"') {
+      if (text[at] <= ' ' || text[at] >= 0x7f || text[at] == '\\')
+        return std::nullopt;
+      ++at;
+    }
+    if (!eat('"'))
+      return std::nullopt;
+    return text.substr(start, at - start - 1);
+  };
+  std::vector<std::pair<std::string_view, std::string_view>> members;
+  if (!eat('{'))
+    return std::nullopt;
+  if (eat('}'))
+    return members;
+  do {
+    const auto name = plain_string();
+    if (!name || !eat(':') || (!members.empty() && members.back().first >= *name))
+      return std::nullopt;
+    const std::size_t value = at;
+    if (text.substr(at, 1) == "{") {  // a node's resources: kept as text, read by the caller
+      if (!plain_members(text, at))
+        return std::nullopt;
+      members.emplace_back(*name, text.substr(value, at - value));
+    } else if (const auto quantity = plain_string()) {
+      members.emplace_back(*name, *quantity);
+    } else {
+      return std::nullopt;
+    }
+  } while (eat(','));
+  if (!eat('}'))
+    return std::nullopt;
+  return members;
+}
+
+/// The reservation annotation of an admitted group, {node: {resource: quantity}}, node by node in
+/// name order. Read directly in the form reservation_text writes (an admitted gang's annotation
+/// is read on every pass), with the JSON parser otherwise (by hand, say): the same result. Text
+/// that is not an object reserves nothing.
+NodeReservations read_reservations(std::string_view text) {
+  NodeReservations result;
+  std::size_t at = 0;
+  if (const auto nodes = plain_members(text, at); nodes && at == text.size()) {
+    for (const auto& [node, resources] : *nodes) {
+      ResourceList& list = result.emplace_back(std::string(node), ResourceList()).second;
+      std::size_t inner = 0;
+      try {
+        for (const auto& [name, quantity] :
+             plain_members(resources, inner)
+                 .value_or(std::vector<std::pair<std::string_view, std::string_view>>()))
+          list.emplace_hint(list.end(), name, api::parse_quantity_milli(quantity));
+      } catch (const Error&) {
+        list.clear();
+      }
+    }
+    return result;
+  }
+  const json reservations = json::parse(text, nullptr, false);
+  if (!reservations.is_object())
+    return result;
+  for (auto it = reservations.begin(); it != reservations.end(); ++it) {
+    ResourceList list;
+    try {
+      list = api::parse_resource_list(it.value());
+    } catch (const Error&) {
+    }
+    result.emplace_back(it.key(), std::move(list));
+  }
+  return result;
+}
+
+/// What one PodGroup object says, read once per resourceVersion (AdmissionCache).
+struct GroupFacts {
   std::string name;
+  std::string ns;
   std::string key;  // namespace/name
   std::string queue;
-  std::string phase;
+  std::string phase;  // status.phase as written (may be empty)
+  std::string priority_class;
   int min_member = 0;
   ResourceList min_resources;
+  std::string invalid;  // why spec.minResources could not be read
+  std::optional<TimePoint> created;
+  /// Its trainctl.io annotations: preempted-by, requeue-at, admitted-at, schedule-timeouts, and
+  /// node-reservations (nullopt when it has none).
+  std::string preempted_by;
+  std::optional<TimePoint> requeue_at;
+  std::optional<TimePoint> admitted_at;
+  std::string schedule_timeouts;
+  std::optional<NodeReservations> reservations;
+  /// Its controller ownerReference when that names a training job kind.
+  StatusFacts status;
+  AnnotationFacts annotations;
+  struct Owner {
+    std::string kind;
+    std::string name;
+    std::string uid;
+  };
+  std::optional<Owner> job_owner;
+};
+
+/// Reads a PodGroup; each member is looked up once (a pass reads every PodGroup it has not
+/// cached).
+GroupFacts read_group(const json& object) {
+  GroupFacts f;
+  const json& metadata = object_member(object, "metadata");
+  f.name = string_member(metadata, "name");
+  f.ns = string_member(metadata, "namespace");
+  f.key = f.ns + "/" + f.name;
+  const json& spec = object_member(object, "spec");
+  f.queue = string_member(spec, "queue");
+  if (f.queue.empty())
+    f.queue = default_queue;
+  f.phase = string_member(object_member(object, "status"), "phase");
+  f.priority_class = string_member(spec, "priorityClassName");
+  const json& min_member = member(spec, "minMember");
+  f.min_member = min_member.is_number_integer() ? min_member.get<int>() : 0;
+  f.min_resources = read_resources(object, "spec", "minResources", f.invalid);
+  f.created = api::parse_timestamp(string_member(metadata, "creationTimestamp"));
+  if (const json& annotations = object_member(metadata, "annotations"); !annotations.empty()) {
+    f.preempted_by = string_member(annotations, api::annotations::preempted_by);
+    f.requeue_at = api::parse_timestamp(string_member(annotations, api::annotations::requeue_at));
+    f.admitted_at = api::parse_timestamp(string_member(annotations, api::annotations::admitted_at));
+    f.schedule_timeouts = string_member(annotations, api::annotations::schedule_timeouts);
+    if (const std::string text = string_member(annotations, api::annotations::node_reservations);
+        !text.empty())
+      f.reservations = read_reservations(text);
+  }
+  f.status = read_status(object);
+  f.annotations = read_annotations(object);
+  const json& refs = member(metadata, "ownerReferences");
+  if (!refs.is_array())
+    return f;
+  for (const auto& ref : refs) {
+    if (!ref.is_object() || !ref.value("controller", false))
+      continue;
+    std::string kind = string_member(ref, "kind");
+    if (api::job_kind_from_name(kind))
+      f.job_owner =
+          GroupFacts::Owner{std::move(kind), string_member(ref, "name"), string_member(ref, "uid")};
+    break;
+  }
+  return f;
+}
+
+/// What one node object says, read once per resourceVersion (AdmissionCache).
+struct NodeRead {
+  std::string name;
+  std::optional<ResourceList> allocatable;  // nullopt: a quantity in it does not parse
+  /// Null for a node admission does not place pods on (not Ready, cordoned, or unreadable).
+  std::shared_ptr<const NodeFacts> schedulable;
+};
+
+NodeRead read_node(const json& node) {
+  NodeRead read{.name = name_of(node), .allocatable = allocatable_of(node)};
+  if (read.allocatable) {  // an unreadable allocatable offers nothing
+    if (auto facts = schedulable_node(node, *read.allocatable))
+      read.schedulable = std::make_shared<const NodeFacts>(std::move(*facts));
+  }
+  return read;
+}
+
+/// What the informer caches say about one PodGroup, its job and its pods in this pass: the facts
+/// its object gives (by reference, into the cache) and what the pass finds and decides.
+struct Group {
+  Group(const json& object, const GroupFacts& facts)
+      : object(&object),
+        facts(facts),
+        name(facts.name),
+        key(facts.key),
+        queue(facts.queue),
+        phase(facts.phase.empty() ? kPending : facts.phase),
+        min_member(facts.min_member),
+        min_resources(facts.min_resources),
+        created(facts.created),
+        preempted_by(facts.preempted_by),
+        requeue_at(facts.requeue_at) {
+    if (!facts.invalid.empty())
+      block("InvalidMinResources", facts.invalid);
+  }
+
+  const json* object;
+  const GroupFacts& facts;
+  const std::string& name;
+  const std::string& key;  // namespace/name
+  const std::string& queue;
+  std::string phase;
+  const int min_member;
+  const ResourceList& min_resources;
   ResourceList bound;                            // requests of its unfinished pods that have a node
   std::map<std::string, ResourceList> bound_on;  // the same per node, `pods` counted
   /// What its node reservation still holds per node, beyond its bound pods.
@@ -112,11 +410,10 @@ struct Group {
   int running = 0;
   int succeeded = 0;
   int failed = 0;
-  std::optional<TimePoint> created;
-  /// Its trainctl.io/preempted-by and requeue-at annotations as the cache shows them (read once:
-  /// the pass consults them for every pending group).
-  std::string preempted_by;
-  std::optional<TimePoint> requeue_at;
+  const std::optional<TimePoint>& created;
+  /// Its trainctl.io/preempted-by and requeue-at annotations as the cache shows them.
+  const std::string& preempted_by;
+  const std::optional<TimePoint>& requeue_at;
   std::optional<json> job;  // the cached training job that controls it
   Priority priority;
   /// The Unschedulable condition of this round; empty message when nothing blocks the group.
@@ -153,29 +450,6 @@ struct Queue {
   const Group* head = nullptr;  // its first gang that waits for nodes, this round
 };
 
-/// Reads `object` into `g`, whose name and key are set already; each member is looked up once (a
-/// pass reads every PodGroup).
-void read_group(const json& object, const json& metadata, Group& g) {
-  g.object = &object;
-  const json& spec = object_member(object, "spec");
-  g.queue = string_member(spec, "queue");
-  if (g.queue.empty())
-    g.queue = default_queue;
-  g.phase = string_member(object_member(object, "status"), "phase");
-  if (g.phase.empty())
-    g.phase = kPending;
-  const json& min_member = member(spec, "minMember");
-  g.min_member = min_member.is_number_integer() ? min_member.get<int>() : 0;
-  g.min_resources = read_resources(object, "spec", "minResources", g.blocked);
-  if (!g.blocked.empty())
-    g.blocked_reason = "InvalidMinResources";
-  g.created = api::parse_timestamp(string_member(metadata, "creationTimestamp"));
-  if (const json& annotations = object_member(metadata, "annotations"); !annotations.empty()) {
-    g.preempted_by = string_member(annotations, api::annotations::preempted_by);
-    g.requeue_at = api::parse_timestamp(string_member(annotations, api::annotations::requeue_at));
-  }
-}
-
 bool finished(std::string_view phase) {
   return phase == "Succeeded" || phase == "Failed";
 }
@@ -187,7 +461,7 @@ struct NodeLoad {
 };
 
 /// Adds a pod to its group, and its requests to its node's load.
-void count_pod(const json& pod, std::map<std::string, Group>& groups,
+void count_pod(const json& pod, std::map<std::string_view, Group, std::less<>>& groups,
                std::map<std::string, NodeLoad>& loads) {
   const std::string phase = string_member(object_member(pod, "status"), "phase");
   const std::string node = string_member(object_member(pod, "spec"), "nodeName");
@@ -235,22 +509,13 @@ void count_pod(const json& pod, std::map<std::string, Group>& groups,
 /// Whether the group's controller is a training job; sets `g.job` when it is cached under the
 /// uid the ownerReference names. Returns false for a group whose job is gone.
 bool find_job(Group& g, const JobLookup& lookup) {
-  const json& refs = member(object_member(*g.object, "metadata"), "ownerReferences");
-  if (!refs.is_array())
+  const auto& owner = g.facts.job_owner;
+  if (!owner)
     return true;
-  for (const auto& ref : refs) {
-    if (!ref.is_object() || !ref.value("controller", false))
-      continue;
-    const std::string kind = string_member(ref, "kind");
-    if (!api::job_kind_from_name(kind))
-      return true;
-    std::optional<json> job =
-        lookup ? lookup(kind, namespace_of(*g.object), string_member(ref, "name")) : std::nullopt;
-    if (!job || uid_of(*job) != string_member(ref, "uid"))
-      return false;
-    g.job = std::move(job);
-    return true;
-  }
+  std::optional<json> job = lookup ? lookup(owner->kind, g.facts.ns, owner->name) : std::nullopt;
+  if (!job || uid_of(*job) != owner->uid)
+    return false;
+  g.job = std::move(job);
   return true;
 }
 
@@ -347,93 +612,6 @@ std::string reservation_text(const NodeCapacity& nodes,
   return text;
 }
 
-/// What a reservation holds on one node; nothing when a quantity does not parse.
-using NodeReservations = std::vector<std::pair<std::string, ResourceList>>;
-
-/// The members of `{"name":"value",...}` at `text[at]` as reservation_text writes them: names
-/// in increasing order, no escapes or spaces; nullopt for anything else. Moves `at` past it.
-std::optional<std::vector<std::pair<std::string_view, std::string_view>>> plain_members(
-    std::string_view text, std::size_t& at) {
-  const auto eat = [&](char c) {
-    if (at >= text.size() || text[at] != c)
-      return false;
-    ++at;
-    return true;
-  };
-  const auto plain_string = [&]() -> std::optional<std::string_view> {
-    if (!eat('"'))
-      return std::nullopt;
-    const std::size_t start = at;
-    while (at < text.size() && text[at] != '"') {
-      if (text[at] <= ' ' || text[at] >= 0x7f || text[at] == '\\')
-        return std::nullopt;
-      ++at;
-    }
-    if (!eat('"'))
-      return std::nullopt;
-    return text.substr(start, at - start - 1);
-  };
-  std::vector<std::pair<std::string_view, std::string_view>> members;
-  if (!eat('{'))
-    return std::nullopt;
-  if (eat('}'))
-    return members;
-  do {
-    const auto name = plain_string();
-    if (!name || !eat(':') || (!members.empty() && members.back().first >= *name))
-      return std::nullopt;
-    const std::size_t value = at;
-    if (text.substr(at, 1) == "{") {  // a node's resources: kept as text, read by the caller
-      if (!plain_members(text, at))
-        return std::nullopt;
-      members.emplace_back(*name, text.substr(value, at - value));
-    } else if (const auto quantity = plain_string()) {
-      members.emplace_back(*name, *quantity);
-    } else {
-      return std::nullopt;
-    }
-  } while (eat(','));
-  if (!eat('}'))
-    return std::nullopt;
-  return members;
-}
-
-/// The reservation annotation of an admitted group, {node: {resource: quantity}}, node by node in
-/// name order. Read directly in the form reservation_text writes (an admitted gang's annotation
-/// is read on every pass), with the JSON parser otherwise (by hand, say): the same result. Text
-/// that is not an object reserves nothing.
-NodeReservations read_reservations(std::string_view text) {
-  NodeReservations result;
-  std::size_t at = 0;
-  if (const auto nodes = plain_members(text, at); nodes && at == text.size()) {
-    for (const auto& [node, resources] : *nodes) {
-      ResourceList& list = result.emplace_back(std::string(node), ResourceList()).second;
-      std::size_t inner = 0;
-      try {
-        for (const auto& [name, quantity] :
-             plain_members(resources, inner)
-                 .value_or(std::vector<std::pair<std::string_view, std::string_view>>()))
-          list.emplace_hint(list.end(), name, api::parse_quantity_milli(quantity));
-      } catch (const Error&) {
-        list.clear();
-      }
-    }
-    return result;
-  }
-  const json reservations = json::parse(text, nullptr, false);
-  if (!reservations.is_object())
-    return result;
-  for (auto it = reservations.begin(); it != reservations.end(); ++it) {
-    ResourceList list;
-    try {
-      list = api::parse_resource_list(it.value());
-    } catch (const Error&) {
-    }
-    result.emplace_back(it.key(), std::move(list));
-  }
-  return result;
-}
-
 /// `<scope>: <resource> <requested> requested, <free> free of <what> <total>` for each
 /// resource of `need` that `free` does not cover. With `only_named`, resources `total` does not
 /// name are unlimited (a queue's capability); otherwise they count as 0 (the cluster).
@@ -453,13 +631,6 @@ std::vector<std::string> shortages(std::string_view scope, std::string_view of,
                                  api::format_quantity(name, api::amount(total, name))));
   }
   return result;
-}
-
-/// The object's status as `value("status", json::object())` reads it, without copying it.
-const json& status_of(const json& object) {
-  static const json kEmpty = json::object();
-  const auto it = object.find("status");
-  return it == object.end() ? kEmpty : *it;
 }
 
 /// A copy of `object` without its status.
@@ -526,28 +697,25 @@ json involved(const json& object) {
   return result;
 }
 
-/// Whether setting (a value) and removing (nullopt) the annotations `changes` leaves `object` as
-/// it is, decided without a copy of it. False also where only applying them can tell (no
-/// metadata object): the caller then applies them and compares.
+/// Whether setting (a value) and removing (nullopt) the annotations `changes` (of
+/// kWrittenAnnotations) leaves a PodGroup whose annotations are `old` as it is. False also where
+/// only applying them can tell (no metadata object): the caller then applies them and compares.
 using AnnotationChanges = std::map<std::string, std::optional<std::string>>;
 
-bool annotations_unchanged(const json& object, const AnnotationChanges& changes) {
-  const auto meta = object.find("metadata");
-  if (meta == object.end() || !meta->is_object())
+bool annotations_unchanged(const AnnotationFacts& old, const AnnotationChanges& changes) {
+  if (!old.has_metadata)
     return false;
-  const auto annotations = meta->find("annotations");
-  if (annotations == meta->end())  // removals leave none, and none is what it has
+  if (old.shape == AnnotationFacts::Shape::Absent)  // removals leave none, and none is what it has
     return std::none_of(changes.begin(), changes.end(),
                         [](const auto& change) { return change.second.has_value(); });
-  if (!annotations->is_object())
+  if (old.shape == AnnotationFacts::Shape::NotObject)
     return changes.empty();
-  return std::all_of(
-      changes.begin(), changes.end(), [&](const AnnotationChanges::value_type& change) {
-        const auto it = annotations->find(change.first);
-        return change.second ? it != annotations->end() && it->is_string() &&
-                                   it->get_ref<const std::string&>() == *change.second
-                             : it == annotations->end();
-      });
+  return std::all_of(changes.begin(), changes.end(),
+                     [&](const AnnotationChanges::value_type& change) {
+                       const auto it = old.values.find(change.first);
+                       return change.second ? it != old.values.end() && it->second == change.second
+                                            : it == old.values.end();
+                     });
 }
 
 /// A condition the round sets on a PodGroup's status.
@@ -567,13 +735,17 @@ struct GroupStatusChange {
   std::vector<ConditionChange> conditions;  // set in this order
 };
 
+/// Whether the status read says Unschedulable is True (condition_true).
+bool unschedulable_true(const StatusFacts& status) {
+  return status.unschedulable && status.unschedulable->status == "True";
+}
+
 GroupStatusChange status_change(const Group& g) {
-  const json& old = status_of(*g.object);
   GroupStatusChange change{
       .phase = g.phase, .running = g.running, .succeeded = g.succeeded, .failed = g.failed};
   if (!g.blocked.empty()) {
     change.conditions.push_back({kUnschedulable, "True", g.blocked_reason, g.blocked});
-  } else if (condition_true(old, kUnschedulable)) {
+  } else if (unschedulable_true(g.facts.status)) {
     change.conditions.push_back(
         {kUnschedulable, "False", "Enqueued", fmt::format("admitted to queue {}", g.queue)});
   }
@@ -582,38 +754,28 @@ GroupStatusChange status_change(const Group& g) {
   return change;
 }
 
-/// Whether `old` says what `change` would write (applied would return it unchanged), decided
-/// without a copy: once a gang waits, every pass finds its status as the last one left it.
-bool shows(const json& old, const GroupStatusChange& change) {
-  if (!old.is_object())
+/// Whether a status that reads `old` says what `change` would write (applied would return it
+/// unchanged), decided without the object: once a gang waits, every pass finds its status as the
+/// last one left it.
+bool shows(const StatusFacts& old, const GroupStatusChange& change) {
+  if (!old.is_object)
     return false;
-  const auto has_string = [](const json& object, const char* key, std::string_view value) {
-    const auto it = object.find(key);
-    return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == value;
+  const auto same = [](const std::optional<double>& number, int value) {
+    return number && *number == value;
   };
-  const auto has_number = [&](const char* key, int value) {
-    const auto it = old.find(key);
-    return it != old.end() && *it == value;
-  };
-  if (!has_string(old, "phase", change.phase) || !has_number("running", change.running) ||
-      !has_number("succeeded", change.succeeded) || !has_number("failed", change.failed))
+  if (old.phase != change.phase || !same(old.running, change.running) ||
+      !same(old.succeeded, change.succeeded) || !same(old.failed, change.failed))
     return false;
   if (change.conditions.empty())
     return true;
-  const auto conditions = old.find("conditions");
-  if (conditions == old.end() || !conditions->is_array())
+  if (!old.has_conditions)
     return false;
   return std::all_of(change.conditions.begin(), change.conditions.end(), [&](const auto& want) {
     // The condition set_condition would replace stays as it is only if it has exactly the
     // members the new one gets and the same status (its lastTransitionTime is carried over).
-    for (const json& c : *conditions) {
-      if (c.value("type", "") != want.type)
-        continue;
-      return c.size() == 5 && c.contains("lastTransitionTime") &&
-             has_string(c, "status", want.status) && has_string(c, "reason", want.reason) &&
-             has_string(c, "message", want.message);
-    }
-    return false;
+    const auto& c = want.type == kUnschedulable ? old.unschedulable : old.scheduled;
+    return c && c->only_written_members && c->status == want.status && c->reason == want.reason &&
+           c->message == want.message;
   });
 }
 
@@ -649,14 +811,97 @@ json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
   return status;
 }
 
+}  // namespace
+
+/// Facts by uid: an entry is read again when its resourceVersion changes, and dropped by the
+/// first pass that ends without having used it.
+struct AdmissionCache::Impl {
+  template <class Facts>
+  struct Entry {
+    std::string version;
+    std::shared_ptr<const Facts> facts;
+    std::uint64_t pass = 0;  // the last pass that used it
+  };
+  template <class Facts>
+  using Entries = std::unordered_map<std::string, Entry<Facts>>;
+
+  /// False for the cache of a single pass (admit without one): nothing is kept by uid.
+  bool keeps = true;
+  Entries<GroupFacts> groups;
+  Entries<NodeRead> nodes;
+  std::uint64_t pass = 0;
+  std::size_t read = 0;  // objects read in this pass
+  /// What objects without a uid or resourceVersion were read into, kept until the pass ends.
+  std::vector<std::shared_ptr<const void>> uncached;
+  /// The node list of the last pass, by the facts read, and what it offers before any pod or
+  /// reservation is taken off it: the same list again is not indexed again.
+  std::vector<std::shared_ptr<const NodeRead>> node_list;
+  std::optional<NodeCapacity> capacity;
+  ResourceList total;  // allocatable of its schedulable nodes
+  bool node_list_reused = false;
+
+  void begin() {
+    ++pass;
+    read = 0;
+    uncached.clear();
+  }
+
+  /// Drops what this pass did not use: objects deleted (or no longer listed) since.
+  void end() {
+    std::erase_if(groups, [&](const auto& e) { return e.second.pass != pass; });
+    std::erase_if(nodes, [&](const auto& e) { return e.second.pass != pass; });
+  }
+
+  /// The facts of `object`: cached under its uid and resourceVersion, else read by `read_object`
+  /// (and cached, unless an object of that uid but another version was read in this pass already).
+  template <class Facts, class Read>
+  std::shared_ptr<const Facts> get(Entries<Facts>& entries, const json& object, Read read_object) {
+    const json& metadata = object_member(object, "metadata");
+    const std::string* uid = string_ref(metadata, "uid");
+    const std::string* version = string_ref(metadata, "resourceVersion");
+    if (keeps && uid != nullptr && version != nullptr && !uid->empty() && !version->empty()) {
+      Entry<Facts>& e = entries[*uid];
+      if (e.facts && e.version == *version) {
+        e.pass = pass;
+        return e.facts;
+      }
+      if (e.pass != pass) {  // not handed out in this pass: may be replaced
+        ++read;
+        e.facts = std::make_shared<const Facts>(read_object(object));
+        e.version = *version;
+        e.pass = pass;
+        return e.facts;
+      }
+    }
+    ++read;
+    auto facts = std::make_shared<const Facts>(read_object(object));
+    uncached.push_back(facts);
+    return facts;
+  }
+};
+
+AdmissionCache::AdmissionCache() : impl_(std::make_unique<Impl>()) {}
+AdmissionCache::~AdmissionCache() = default;
+
+AdmissionCache::Stats AdmissionCache::stats() const {
+  return {.pod_groups = impl_->groups.size(),
+          .nodes = impl_->nodes.size(),
+          .read = impl_->read,
+          .node_list_reused = impl_->node_list_reused};
+}
+
+namespace {
+
 /// One admission round's state and decisions.
 class Round {
  public:
   /// `with_view`: keep what view() shows besides what the pass decides by.
-  Round(const AdmissionInput& input, const AdmissionOptions& options, bool with_view)
+  Round(const AdmissionInput& input, const AdmissionOptions& options, bool with_view,
+        AdmissionCache::Impl& cache)
       : input_(input),
         options_(options),
         with_view_(with_view),
+        cache_(cache),
         now_text_(api::format_timestamp(input.now)),
         priorities_(input.priority_classes) {}
 
@@ -676,8 +921,11 @@ class Round {
   /// The nodes and queues as this round leaves them (a round made with_view).
   AdmissionView view() const {
     AdmissionView v{.schedule_timeouts = timeouts_, .preemptions = preemptions_};
-    v.nodes.reserve(nodes_.size());
-    for (NodeUsage u : nodes_) {
+    v.nodes.reserve(cache_.node_list.size());
+    for (const auto& n : cache_.node_list) {
+      NodeUsage u{.name = n->name,
+                  .schedulable = n->schedulable != nullptr,
+                  .allocatable = n->allocatable.value_or(ResourceList())};
       if (const auto load = loads_.find(u.name); load != loads_.end()) {
         u.requested = load->second.requested;
         u.jobs.assign(load->second.jobs.begin(), load->second.jobs.end());
@@ -714,23 +962,17 @@ class Round {
  private:
   void read_groups() {
     for (const auto& object : input_.pod_groups) {
-      const json& metadata = object_member(object, "metadata");
-      std::string name = string_member(metadata, "name");
-      // Read in place: a Group is large to move, and a pass reads thousands.
-      const auto [it, added] =
-          groups_.try_emplace(string_member(metadata, "namespace") + "/" + name);
+      const GroupFacts& facts = *cache_.get(cache_.groups, object, read_group);
+      // Made in place: a Group is large to move, and a pass reads thousands.
+      const auto [it, added] = groups_.try_emplace(facts.key, object, facts);
       if (!added)
         continue;  // two objects of one key: the first counts
       Group& g = it->second;
-      g.name = std::move(name);
-      g.key = it->first;
-      read_group(object, metadata, g);
       if (!find_job(g, input_.job)) {
         groups_.erase(it);
         continue;  // the garbage collector's: it holds nothing
       }
-      g.priority =
-          priorities_.resolve(string_member(object_member(object, "spec"), "priorityClassName"));
+      g.priority = priorities_.resolve(facts.priority_class);
     }
   }
 
@@ -785,7 +1027,7 @@ class Round {
       return;
     }
     g.phase = kInqueue;
-    const auto admitted = annotation_time(*g.object, api::annotations::admitted_at);
+    const auto& admitted = g.facts.admitted_at;
     if (!admitted)
       return;
     const TimePoint deadline = *admitted + timeout_of(g);
@@ -800,7 +1042,7 @@ class Round {
   /// the back-off ends, and its pods deleted in a later round (delete_taken_back_pods).
   void take_back(Group& g) {
     int timeouts = 0;
-    const std::string previous = annotation_of(*g.object, api::annotations::schedule_timeouts);
+    const std::string& previous = g.facts.schedule_timeouts;
     std::from_chars(previous.data(), previous.data() + previous.size(), timeouts);
     ++timeouts;
     const auto backoff = std::min<std::chrono::seconds>(
@@ -845,30 +1087,28 @@ class Round {
   /// Free capacity now (less bound pods and admitted reservations), and in the future (less
   /// admitted reservations only: every running pod has finished).
   void read_nodes() {
-    std::vector<NodeFacts> facts;
-    facts.reserve(input_.nodes.size());  // one allocation: growing it moved thousands of facts
-    if (with_view_)
-      nodes_.reserve(input_.nodes.size());
-    for (const auto& node : input_.nodes) {
-      auto allocatable = allocatable_of(node);
-      std::optional<NodeFacts> f;
-      if (allocatable) {  // an unreadable allocatable offers nothing
-        f = schedulable_node(
-            node, with_view_ ? api::ResourceList(*allocatable) : std::move(*allocatable));
-      }
-      if (with_view_) {
-        nodes_.push_back({.name = name_of(node),
-                          .schedulable = f.has_value(),
-                          .allocatable = allocatable ? std::move(*allocatable) : ResourceList()});
-      }
-      if (f) {
-        for (const auto& [name, value] : f->free)
+    std::vector<std::shared_ptr<const NodeRead>> list;
+    list.reserve(input_.nodes.size());
+    for (const auto& node : input_.nodes)
+      list.push_back(cache_.get(cache_.nodes, node, read_node));
+    cache_.node_list_reused = cache_.capacity && list == cache_.node_list;
+    if (!cache_.node_list_reused) {
+      std::vector<std::shared_ptr<const NodeFacts>> facts;
+      facts.reserve(list.size());
+      cache_.total.clear();
+      for (const auto& n : list) {
+        if (!n->schedulable)
+          continue;
+        for (const auto& [name, value] : n->schedulable->free)
           if (name != kPodsResource)
-            total_[name] += value;
-        facts.push_back(std::move(*f));
+            cache_.total[name] += value;
+        facts.push_back(n->schedulable);
       }
+      cache_.capacity.emplace(std::move(facts));
+      cache_.node_list = std::move(list);
     }
-    now_.emplace(std::move(facts));
+    total_ = cache_.total;
+    now_.emplace(*cache_.capacity);
     for (auto& [key, g] : groups_) {
       if (g.phase != kInqueue && g.phase != kUnknown)
         continue;
@@ -886,8 +1126,7 @@ class Round {
   /// bound there use; a group admitted without one (by hand, or an older controller) is placed
   /// afresh.
   void reserve(Group& g) {
-    const std::string text = annotation_of(*g.object, api::annotations::node_reservations);
-    if (text.empty()) {
+    if (!g.facts.reservations) {
       const std::vector<PodDemand> demands = demands_of(g);
       // When it does not fit, it holds nothing but its bound pods.
       if (const auto placed = now_->place(demands)) {
@@ -896,7 +1135,7 @@ class Round {
       }
       return;
     }
-    for (const auto& [node, reserved] : read_reservations(text)) {
+    for (const auto& [node, reserved] : *g.facts.reservations) {
       const auto index = now_->find(node);
       if (!index)
         continue;
@@ -1207,8 +1446,7 @@ class Round {
   /// PodGroup admitted, and create them again.
   void delete_taken_back_pods() {
     for (const auto& [key, g] : groups_) {
-      if (g.phase != kPending || !taken_back(g) ||
-          string_member(object_member(*g.object, "status"), "phase") != kPending)
+      if (g.phase != kPending || !taken_back(g) || g.facts.phase != kPending)
         continue;
       for (const json* pod : g.pods) {
         // One being deleted already is not asked again: its grace period runs, and a cache that
@@ -1227,11 +1465,11 @@ class Round {
     const kube::Resource podgroups = kube::resources::podgroups();
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];
-      const json& old = status_of(*g.object);
       const GroupStatusChange change = status_change(g);
-      const bool same_status = shows(old, change);
-      if (same_status && annotations_unchanged(*g.object, g.annotations))
-        continue;  // the common case once a gang waits: no copy of it
+      const bool same_status = shows(g.facts.status, change);
+      if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
+        continue;  // the common case once a gang waits: the object is not even looked at
+      const json& old = status_of(*g.object);
       // Its status is replaced: not copied only to be dropped (unless it stays, to compare).
       json updated = same_status ? *g.object : without_status(*g.object);
       for (const auto& [name, value] : g.annotations) {
@@ -1254,7 +1492,7 @@ class Round {
         result_.events.push_back({"Normal", "Enqueued",
                                   fmt::format("admitted to queue {}", g.queue), involved(updated)});
       }
-      if (!g.blocked.empty() && !condition_true(old, kUnschedulable))
+      if (!g.blocked.empty() && !unschedulable_true(g.facts.status))
         result_.events.push_back(
             {"Warning", std::string(kUnschedulable), g.blocked, involved(updated)});
       result_.actions.push_back({Action::Type::Update, podgroups, namespace_of(updated),
@@ -1275,15 +1513,14 @@ class Round {
   const AdmissionInput& input_;
   const AdmissionOptions& options_;
   const bool with_view_;
+  AdmissionCache::Impl& cache_;
   const std::string now_text_;  // input_.now as format_timestamp writes it
   PriorityClasses priorities_;
-  std::map<std::string, Group> groups_;
+  std::map<std::string_view, Group, std::less<>> groups_;  // by key, into the cache's facts
   std::map<std::string, Queue> queues_;
   std::vector<Group*> unqueued_;
   ResourceList total_;  // allocatable of the schedulable nodes
   std::optional<NodeCapacity> now_, future_, open_;
-  /// With a view: every node as read (name, schedulable, allocatable), in input order.
-  std::vector<NodeUsage> nodes_;
   std::map<std::string, NodeLoad> loads_;         // by node name
   std::map<std::string, ResourceList> reserved_;  // by node name, for the view
   int timeouts_ = 0;
@@ -1295,11 +1532,19 @@ class Round {
 }  // namespace
 
 AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
-                      AdmissionView* view) {
-  Round round(input, options, view != nullptr);
-  AdmissionResult result = round.run();
-  if (view != nullptr)
-    *view = round.view();
+                      AdmissionView* view, AdmissionCache* cache) {
+  AdmissionCache single_pass;
+  single_pass.impl().keeps = false;
+  AdmissionCache::Impl& facts = (cache != nullptr ? *cache : single_pass).impl();
+  facts.begin();
+  AdmissionResult result;
+  {
+    Round round(input, options, view != nullptr, facts);
+    result = round.run();
+    if (view != nullptr)
+      *view = round.view();
+  }
+  facts.end();
   return result;
 }
 

@@ -72,6 +72,8 @@ struct GangPlacement {
 class NodeCapacity {
  public:
   explicit NodeCapacity(std::vector<NodeFacts> nodes);
+  /// The same from facts the caller keeps (an admission cache): they are shared, not copied.
+  explicit NodeCapacity(std::vector<std::shared_ptr<const NodeFacts>> nodes);
   ~NodeCapacity();
   NodeCapacity(const NodeCapacity&);
   NodeCapacity& operator=(const NodeCapacity&);
