@@ -130,7 +130,7 @@ class AdmissionReconciler : public Runnable {
                                .now = std::chrono::system_clock::now()};
     AdmissionView view;
     const auto started = std::chrono::steady_clock::now();
-    const AdmissionResult result = admit(input, options_, &view);
+    const AdmissionResult result = admit(input, options_, &view, &cache_);
     metrics_.observe(
         "trainctl_admission_pass_duration_seconds", {},
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -263,6 +263,9 @@ class AdmissionReconciler : public Runnable {
   std::chrono::steady_clock::time_point written_deadline_;
   Executor executor_;
   AdmissionOptions options_;
+  /// What earlier passes read from PodGroups and nodes; only the loop's one worker uses it (one
+  /// key, so never two passes at once).
+  AdmissionCache cache_;
   ReconcileLoop<AdmissionKey> loop_;
   Informer* pod_groups_ = nullptr;
   Informer* queues_ = nullptr;

@@ -831,6 +831,7 @@ struct AdmissionCache::Impl {
   Entries<NodeRead> nodes;
   std::uint64_t pass = 0;
   std::size_t read = 0;  // objects read in this pass
+  std::size_t used = 0;  // entries handed out in this pass
   /// What objects without a uid or resourceVersion were read into, kept until the pass ends.
   std::vector<std::shared_ptr<const void>> uncached;
   /// The node list of the last pass, by the facts read, and what it offers before any pod or
@@ -842,12 +843,14 @@ struct AdmissionCache::Impl {
 
   void begin() {
     ++pass;
-    read = 0;
+    read = used = 0;
     uncached.clear();
   }
 
   /// Drops what this pass did not use: objects deleted (or no longer listed) since.
   void end() {
+    if (used == groups.size() + nodes.size())
+      return;  // the common case: nothing deleted, no need to look
     std::erase_if(groups, [&](const auto& e) { return e.second.pass != pass; });
     std::erase_if(nodes, [&](const auto& e) { return e.second.pass != pass; });
   }
@@ -862,6 +865,7 @@ struct AdmissionCache::Impl {
     if (keeps && uid != nullptr && version != nullptr && !uid->empty() && !version->empty()) {
       Entry<Facts>& e = entries[*uid];
       if (e.facts && e.version == *version) {
+        used += e.pass != pass;
         e.pass = pass;
         return e.facts;
       }
@@ -870,6 +874,7 @@ struct AdmissionCache::Impl {
         e.facts = std::make_shared<const Facts>(read_object(object));
         e.version = *version;
         e.pass = pass;
+        ++used;
         return e.facts;
       }
     }

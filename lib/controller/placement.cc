@@ -102,7 +102,10 @@ struct NodeCapacity::Impl {
   std::map<std::string, std::size_t, std::less<>> resource_index;
   std::vector<std::int64_t> free;        // nodes x resources
   std::vector<std::int64_t> total_free;  // per resource, a node's overflow counted against it
-  std::set<std::string> keys;            // the label keys classes are split by
+  /// total_free by name, made when asked for and dropped by the next change (admission asks
+  /// once per gang, and most gangs of a full cluster change nothing).
+  mutable std::optional<api::ResourceList> total_free_list;
+  std::set<std::string> keys;  // the label keys classes are split by
   std::vector<NodeClass> classes;
   std::vector<std::size_t> class_of, leaf_of;
 
@@ -181,6 +184,7 @@ struct NodeCapacity::Impl {
   }
 
   void take(std::size_t node, const std::vector<std::int64_t>& amount, int times) {
+    total_free_list.reset();
     for (std::size_t r = 0; r < dims(); ++r) {
       if (amount[r] == 0)
         continue;
@@ -354,11 +358,13 @@ api::ResourceList NodeCapacity::free(std::size_t node) const {
   return result;
 }
 
-api::ResourceList NodeCapacity::total_free() const {
-  api::ResourceList result;
-  for (std::size_t r = 0; r < impl_->dims(); ++r)
-    result[impl_->resources[r]] = impl_->total_free[r];
-  return result;
+const api::ResourceList& NodeCapacity::total_free() const {
+  if (!impl_->total_free_list) {
+    api::ResourceList& result = impl_->total_free_list.emplace();
+    for (std::size_t r = 0; r < impl_->dims(); ++r)
+      result[impl_->resources[r]] = impl_->total_free[r];
+  }
+  return *impl_->total_free_list;
 }
 
 void NodeCapacity::take(std::size_t node, const api::ResourceList& amount) {
