@@ -208,4 +208,9 @@ class AdmissionCache {
 AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {},
                       AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
 
+/// The same for a caller that no longer needs `input` (the controller's is the copies its caches
+/// listed): the PodGroups it writes are made from the input's objects instead of from copies.
+AdmissionResult admit(AdmissionInput&& input, const AdmissionOptions& options = {},
+                      AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
+
 }  // namespace trainctl::controller

@@ -779,10 +779,9 @@ bool shows(const StatusFacts& old, const GroupStatusChange& change) {
   });
 }
 
-/// `old` with `change` written, conditions stamped `now` (format_timestamp of the round's time)
+/// `status` with `change` written, conditions stamped `now` (format_timestamp of the round's time)
 /// unless their status stays.
-json applied(const json& old, const GroupStatusChange& change, const std::string& now) {
-  json status = old;
+json applied(json status, const GroupStatusChange& change, const std::string& now) {
   status["phase"] = change.phase;
   status["running"] = change.running;
   status["succeeded"] = change.succeeded;
@@ -901,9 +900,12 @@ namespace {
 class Round {
  public:
   /// `with_view`: keep what view() shows besides what the pass decides by.
-  Round(const AdmissionInput& input, const AdmissionOptions& options, bool with_view,
-        AdmissionCache::Impl& cache)
+  /// `owned_groups`: input.pod_groups when the caller gave the input up (admit with an rvalue),
+  /// else null.
+  Round(const AdmissionInput& input, std::vector<json>* owned_groups,
+        const AdmissionOptions& options, bool with_view, AdmissionCache::Impl& cache)
       : input_(input),
+        owned_groups_(owned_groups),
         options_(options),
         with_view_(with_view),
         cache_(cache),
@@ -1463,6 +1465,13 @@ class Round {
     }
   }
 
+  /// `g`'s object in the input when the pass owns the input (its update is made from it then,
+  /// not from a copy), else null. Nothing reads the object once its update is made.
+  json* owned(const Group& g) const {
+    return owned_groups_ == nullptr ? nullptr
+                                    : &(*owned_groups_)[g.object - input_.pod_groups.data()];
+  }
+
   AdmissionResult write() {
     delete_taken_back_pods();
     result_.actions.reserve(result_.actions.size() + groups_.size() + queues_.size());
@@ -1474,9 +1483,21 @@ class Round {
       const bool same_status = shows(g.facts.status, change);
       if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
         continue;  // the common case once a gang waits: the object is not even looked at
-      const json& old = status_of(*g.object);
-      // Its status is replaced: not copied only to be dropped (unless it stays, to compare).
-      json updated = same_status ? *g.object : without_status(*g.object);
+      // Its status is replaced: not copied only to be dropped (unless it stays, to compare), and
+      // taken out of the input when the pass owns it.
+      const json* old = &status_of(*g.object);
+      json moved_status;
+      json updated;
+      if (json* own = owned(g); own != nullptr && !same_status) {
+        if (const auto it = own->find("status"); it != own->end()) {
+          moved_status = std::move(*it);
+          old = &moved_status;
+          own->erase(it);
+        }
+        updated = std::move(*own);
+      } else {
+        updated = same_status ? *g.object : without_status(*g.object);
+      }
       for (const auto& [name, value] : g.annotations) {
         json& annotations = ensure_object(updated["metadata"], "annotations");
         if (value)
@@ -1486,14 +1507,15 @@ class Round {
       }
       if (updated["metadata"].contains("annotations") &&
           updated["metadata"]["annotations"].empty() &&
-          !object_member(*g.object, "metadata").contains("annotations"))
+          g.facts.annotations.shape == AnnotationFacts::Shape::Absent)
         updated["metadata"].erase("annotations");
       if (same_status && updated == *g.object)
         continue;
+      const std::string old_phase = old->value("phase", "");
       if (!same_status)
-        updated["status"] = applied(old, change, now_text_);
-      if (g.phase == kInqueue && old.value("phase", "") != kInqueue &&
-          old.value("phase", "") != kRunning) {
+        updated["status"] =
+            applied(old == &moved_status ? std::move(moved_status) : *old, change, now_text_);
+      if (g.phase == kInqueue && old_phase != kInqueue && old_phase != kRunning) {
         result_.events.push_back({"Normal", "Enqueued",
                                   fmt::format("admitted to queue {}", g.queue), involved(updated)});
       }
@@ -1516,6 +1538,7 @@ class Round {
   }
 
   const AdmissionInput& input_;
+  std::vector<json>* owned_groups_;
   const AdmissionOptions& options_;
   const bool with_view_;
   AdmissionCache::Impl& cache_;
@@ -1536,21 +1559,36 @@ class Round {
 
 }  // namespace
 
-AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
-                      AdmissionView* view, AdmissionCache* cache) {
+namespace {
+
+AdmissionResult run_pass(const AdmissionInput& input, std::vector<json>* owned_groups,
+                         const AdmissionOptions& options, AdmissionView* view,
+                         AdmissionCache* cache) {
   AdmissionCache single_pass;
   single_pass.impl().keeps = false;
   AdmissionCache::Impl& facts = (cache != nullptr ? *cache : single_pass).impl();
   facts.begin();
   AdmissionResult result;
   {
-    Round round(input, options, view != nullptr, facts);
+    Round round(input, owned_groups, options, view != nullptr, facts);
     result = round.run();
     if (view != nullptr)
       *view = round.view();
   }
   facts.end();
   return result;
+}
+
+}  // namespace
+
+AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
+                      AdmissionView* view, AdmissionCache* cache) {
+  return run_pass(input, nullptr, options, view, cache);
+}
+
+AdmissionResult admit(AdmissionInput&& input, const AdmissionOptions& options, AdmissionView* view,
+                      AdmissionCache* cache) {
+  return run_pass(input, &input.pod_groups, options, view, cache);
 }
 
 }  // namespace trainctl::controller

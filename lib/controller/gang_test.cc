@@ -1350,7 +1350,8 @@ TEST(AdmissionCacheTest, ObjectsWithoutUidOrVersionAreReadEveryPass) {
 
 // A property: on random clusters that change between passes (writes land under new
 // resourceVersions; nodes fail, grow and go; gangs come, go, get pods), every pass with the
-// cache decides and shows exactly what the same pass without it does.
+// cache decides and shows exactly what the same pass without it does, and so does a pass given
+// its input to take apart (admit with an rvalue, as the controller calls it).
 TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters) {
   std::mt19937 rng(11);
   const auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
@@ -1390,6 +1391,11 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
       ASSERT_EQ(decided(cached), decided(admit(input, options, &without)))
           << "cluster " << cluster << ", pass " << pass;
       ASSERT_EQ(shown(with_cache), shown(without)) << "cluster " << cluster << ", pass " << pass;
+      // And a pass that may take its input's objects apart for what it writes.
+      AdmissionView given_up;
+      ASSERT_EQ(decided(cached), decided(admit(AdmissionInput(input), options, &given_up)))
+          << "cluster " << cluster << ", pass " << pass;
+      ASSERT_EQ(shown(given_up), shown(without)) << "cluster " << cluster << ", pass " << pass;
       // What the server does with the writes, and what changes meanwhile.
       for (const auto& a : cached.actions) {
         auto& objects = a.resource.plural == "queues" ? queues : groups;
