@@ -103,9 +103,10 @@ inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 /// reservations; labels, taints, allocatable, and the indexed capacity of the whole node list),
 /// kept by uid and resourceVersion: an object whose resourceVersion is unchanged is not read
 /// again, one whose resourceVersion changed is read afresh, and one no longer in a pass's input
-/// is dropped at the end of that pass. Objects without a uid or a resourceVersion are read on
-/// every pass. The controller keeps one for its admission passes; one cache serves one caller
-/// at a time.
+/// is dropped at the end of that pass (a node read again that says the same as before, as after
+/// a status heartbeat, keeps its earlier read). Objects without a uid or a resourceVersion are
+/// read on every pass. The controller keeps one for its admission passes; one cache serves one
+/// caller at a time.
 class AdmissionCache {
  public:
   AdmissionCache();

@@ -363,6 +363,29 @@ struct NodeRead {
   std::shared_ptr<const NodeFacts> schedulable;
 };
 
+/// Whether two reads of an object tell admission the same. A node's status heartbeats give it a
+/// new resourceVersion every few minutes without changing anything admission reads: its read is
+/// kept then, and so is the capacity of a node list made of it. A PodGroup's new version is
+/// always taken.
+bool reads_alike(const GroupFacts&, const GroupFacts&) {
+  return false;
+}
+
+bool reads_alike(const NodeRead& a, const NodeRead& b) {
+  const auto same_taints = [](const std::vector<api::Taint>& x, const std::vector<api::Taint>& y) {
+    return std::equal(x.begin(), x.end(), y.begin(), y.end(), [](const auto& s, const auto& t) {
+      return s.key == t.key && s.value == t.value && s.effect == t.effect;
+    });
+  };
+  if (a.name != b.name || a.allocatable != b.allocatable ||
+      (a.schedulable == nullptr) != (b.schedulable == nullptr))
+    return false;
+  return a.schedulable == nullptr || (a.schedulable->name == b.schedulable->name &&
+                                      a.schedulable->labels == b.schedulable->labels &&
+                                      same_taints(a.schedulable->taints, b.schedulable->taints) &&
+                                      a.schedulable->free == b.schedulable->free);
+}
+
 NodeRead read_node(const json& node) {
   NodeRead read{.name = name_of(node), .allocatable = allocatable_of(node)};
   if (read.allocatable) {  // an unreadable allocatable offers nothing
@@ -870,7 +893,9 @@ struct AdmissionCache::Impl {
       }
       if (e.pass != pass) {  // not handed out in this pass: may be replaced
         ++read;
-        e.facts = std::make_shared<const Facts>(read_object(object));
+        auto facts = std::make_shared<const Facts>(read_object(object));
+        if (!e.facts || !reads_alike(*e.facts, *facts))
+          e.facts = std::move(facts);
         e.version = *version;
         e.pass = pass;
         ++used;

@@ -1310,6 +1310,30 @@ TEST(AdmissionCacheTest, AnObjectIsReadOncePerResourceVersion) {
   EXPECT_EQ(phase_of(written_group(cordoned, "b")), "Pending");
 }
 
+// A node's status heartbeat gives it a new resourceVersion and changes nothing admission reads:
+// read again, but the node list's capacity is kept. A new label is a change.
+TEST(AdmissionCacheTest, ANodeReadAlikeUnderANewVersionKeepsTheNodeListsCapacity) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const std::vector<json> groups = {group("a", "team-a", {{"nvidia.com/gpu", "8"}})};
+  std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 8, 1)};
+  AdmissionCache cache;
+  const auto pass = [&] {
+    return admit({.pod_groups = groups, .queues = queues, .nodes = nodes, .now = kNow}, {}, nullptr,
+                 &cache);
+  };
+  pass();
+  nodes[1]["status"]["conditions"][0]["lastHeartbeatTime"] = "2024-05-01T11:59:00Z";
+  nodes[1] = bumped(nodes[1]);
+  pass();
+  EXPECT_EQ(cache.stats().read, 1);
+  EXPECT_TRUE(cache.stats().node_list_reused);
+  nodes[1]["metadata"]["labels"]["pool"] = "h100";
+  nodes[1] = bumped(nodes[1]);
+  pass();
+  EXPECT_EQ(cache.stats().read, 1);
+  EXPECT_FALSE(cache.stats().node_list_reused);
+}
+
 TEST(AdmissionCacheTest, ObjectsNoLongerListedAreDroppedAtTheEndOfThePass) {
   const std::vector<json> queues = {queue("team-a", json::object())};
   const json n1 = versioned_node("n1", 8, 1);
