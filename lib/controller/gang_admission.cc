@@ -966,8 +966,9 @@ class Round {
         u.reserved = reserved->second;
       v.nodes.push_back(std::move(u));
     }
-    std::sort(v.nodes.begin(), v.nodes.end(),
-              [](const NodeUsage& a, const NodeUsage& b) { return a.name < b.name; });
+    const auto by_name = [](const NodeUsage& a, const NodeUsage& b) { return a.name < b.name; };
+    if (!std::is_sorted(v.nodes.begin(), v.nodes.end(), by_name))  // as an API list returns them
+      std::sort(v.nodes.begin(), v.nodes.end(), by_name);
     for (const auto& [name, q] : queues_) {
       QueueUsage u{.name = name,
                    .state = q.state,
