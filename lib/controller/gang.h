@@ -123,6 +123,7 @@ class AdmissionCache {
   };
   Stats stats() const;
 
+  /// The passes' side of it (gang_admission.cc).
   struct Impl;
   Impl& impl() { return *impl_; }
 

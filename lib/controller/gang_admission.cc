@@ -950,8 +950,9 @@ class Round {
     return write();
   }
 
-  /// The nodes and queues as this round leaves them (a round made with_view).
-  AdmissionView view() const {
+  /// The nodes and queues as this round leaves them (a round made with_view), once it has
+  /// written: the why-not messages move into the view.
+  AdmissionView take_view() {
     AdmissionView v{.schedule_timeouts = timeouts_, .preemptions = preemptions_};
     v.nodes.reserve(cache_.node_list.size());
     for (const auto& n : cache_.node_list) {
@@ -977,9 +978,10 @@ class Round {
                    .capability = q.capability,
                    .deserved = q.deserved,
                    .allocated = q.held};
-      for (const Group* g : q.pending) {
+      for (Group* g : q.pending) {
         if (g->phase == kPending)
-          u.pending.push_back({g->key, g->priority.value, g->blocked_reason, g->blocked});
+          u.pending.push_back(
+              {g->key, g->priority.value, std::move(g->blocked_reason), std::move(g->blocked)});
       }
       v.queues.push_back(std::move(u));
     }
@@ -1599,7 +1601,7 @@ AdmissionResult run_pass(const AdmissionInput& input, std::vector<json>* owned_g
     Round round(input, owned_groups, options, view != nullptr, facts);
     result = round.run();
     if (view != nullptr)
-      *view = round.view();
+      *view = round.take_view();
   }
   facts.end();
   return result;
