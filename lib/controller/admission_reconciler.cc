@@ -263,8 +263,8 @@ class AdmissionReconciler : public Runnable {
   std::chrono::steady_clock::time_point written_deadline_;
   Executor executor_;
   AdmissionOptions options_;
-  /// What earlier passes read from PodGroups and nodes; only the loop's one worker uses it (one
-  /// key, so never two passes at once).
+  /// What earlier passes read from PodGroups, nodes and pods; only the loop's one worker uses it
+  /// (one key, so never two passes at once).
   AdmissionCache cache_;
   ReconcileLoop<AdmissionKey> loop_;
   Informer* pod_groups_ = nullptr;

@@ -99,8 +99,9 @@ struct AdmissionOptions {
 /// The first back-off after a gang timeout; each further timeout doubles it, up to an hour.
 inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 
-/// What admission passes read from PodGroups and nodes (queue, minMember, minResources, times,
-/// reservations; labels, taints, allocatable, and the indexed capacity of the whole node list),
+/// What admission passes read from PodGroups, nodes and pods (queue, minMember, minResources,
+/// times, reservations; labels, taints, allocatable, and the indexed capacity of the whole node
+/// list; phase, node, requests, gang),
 /// kept by uid and resourceVersion: an object whose resourceVersion is unchanged is not read
 /// again, one whose resourceVersion changed is read afresh, and one no longer in a pass's input
 /// is dropped at the end of that pass (a node read again that says the same as before, as after
@@ -118,7 +119,8 @@ class AdmissionCache {
   struct Stats {
     std::size_t pod_groups = 0;     // PodGroups cached after it
     std::size_t nodes = 0;          // nodes cached after it
-    std::size_t read = 0;           // PodGroups and nodes it read (not found, or changed)
+    std::size_t pods = 0;           // pods cached after it
+    std::size_t read = 0;           // objects it read (not found, or changed)
     bool node_list_reused = false;  // every node as in the pass before: capacity not rebuilt
   };
   Stats stats() const;
@@ -205,8 +207,8 @@ class AdmissionCache {
 /// controller) count as always.
 ///
 /// With `view`, also fills in the nodes and queues as the pass leaves them (admission_view.h).
-/// With `cache`, reuses what earlier passes read from the PodGroups and nodes that have not
-/// changed since (AdmissionCache); the result is the same as without.
+/// With `cache`, reuses what earlier passes read from the PodGroups, nodes and pods that have
+/// not changed since (AdmissionCache); the result is the same as without.
 AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {},
                       AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
 

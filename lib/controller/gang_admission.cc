@@ -365,8 +365,8 @@ struct NodeRead {
 
 /// Whether two reads of an object tell admission the same. A node's status heartbeats give it a
 /// new resourceVersion every few minutes without changing anything admission reads: its read is
-/// kept then, and so is the capacity of a node list made of it. A PodGroup's new version is
-/// always taken.
+/// kept then, and so is the capacity of a node list made of it. A PodGroup's or pod's new
+/// version is always taken.
 bool reads_alike(const GroupFacts&, const GroupFacts&) {
   return false;
 }
@@ -483,29 +483,61 @@ struct NodeLoad {
   std::set<std::string> jobs;
 };
 
-/// Adds a pod to its group, and its requests to its node's load.
-void count_pod(const json& pod, std::map<std::string_view, Group, std::less<>>& groups,
-               std::map<std::string, NodeLoad>& loads) {
-  const std::string phase = string_member(object_member(pod, "status"), "phase");
-  const std::string node = string_member(object_member(pod, "spec"), "nodeName");
-  const bool on_node = !node.empty() && !finished(phase);
+/// What one pod tells admission, read once per resourceVersion (AdmissionCache).
+struct PodFacts {
+  std::string name;
+  std::string phase;
+  std::string node;  // spec.nodeName
+  /// Whether it holds room on its node: bound and not finished.
+  bool on_node = false;
+  /// What it holds there, `pods` counted (when on_node): its requests, or only its pod slot when
+  /// they do not parse (the API server would not have taken it).
   ResourceList requests;
-  if (on_node) {
+  std::string group_key;  // namespace/name of its PodGroup, "" for none
+  std::string job_key;    // namespace/name of its gang, or of its job when it has none
+  bool deleting = false;
+};
+
+PodFacts read_pod(const json& pod) {
+  PodFacts f{.name = name_of(pod),
+             .phase = string_member(object_member(pod, "status"), "phase"),
+             .node = string_member(object_member(pod, "spec"), "nodeName"),
+             .deleting = is_deleting(pod)};
+  f.on_node = !f.node.empty() && !finished(f.phase);
+  if (f.on_node) {
     try {
-      requests = api::pod_requests(member(pod, "spec"));
+      f.requests = api::pod_requests(member(pod, "spec"));
     } catch (const Error&) {
-      // the API server would not have taken it; count it as a pod only
+      // count it as a pod only
     }
-    requests[std::string(kPodsResource)] = 1000;
-    api::add(loads[node].requested, requests);
+    f.requests[std::string(kPodsResource)] = 1000;
   }
+  const std::string ns = namespace_of(pod);
   const std::string group_name = annotation_of(pod, api::annotations::group_name);
+  if (!group_name.empty())
+    f.group_key = ns + "/" + group_name;
   if (const std::string job =
           group_name.empty() ? label_of(pod, api::labels::job_name) : group_name;
-      on_node && !job.empty())
-    loads[node].jobs.insert(namespace_of(pod) + "/" + job);
-  const auto it =
-      group_name.empty() ? groups.end() : groups.find(namespace_of(pod) + "/" + group_name);
+      !job.empty())
+    f.job_key = ns + "/" + job;
+  return f;
+}
+
+bool reads_alike(const PodFacts&, const PodFacts&) {
+  return false;
+}
+
+/// Adds a pod to its group, and its requests to its node's load.
+void count_pod(const json& pod, const PodFacts& f,
+               std::map<std::string_view, Group, std::less<>>& groups,
+               std::map<std::string, NodeLoad>& loads) {
+  if (f.on_node) {
+    NodeLoad& load = loads[f.node];
+    api::add(load.requested, f.requests);
+    if (!f.job_key.empty())
+      load.jobs.insert(f.job_key);
+  }
+  const auto it = f.group_key.empty() ? groups.end() : groups.find(f.group_key);
   if (it == groups.end())
     return;
   Group& g = it->second;
@@ -514,19 +546,20 @@ void count_pod(const json& pod, std::map<std::string_view, Group, std::less<>>& 
   // does not count releasing tasks as ready either, and a job created again under the same name
   // must not find its predecessor's terminating pods holding its queue (found once the sandbox
   // deleted pods gracefully, as kube-apiserver does).
-  if (is_deleting(pod))
+  if (f.deleting)
     return;
-  g.running += phase == "Running";
-  g.succeeded += phase == "Succeeded";
-  g.failed += phase == "Failed";
-  if (on_node || phase == "Succeeded")
-    g.bound_names.insert(name_of(pod));
+  g.running += f.phase == "Running";
+  g.succeeded += f.phase == "Succeeded";
+  g.failed += f.phase == "Failed";
+  if (f.on_node || f.phase == "Succeeded")
+    g.bound_names.insert(f.name);
   g.allocated = static_cast<int>(g.bound_names.size());
-  if (on_node) {
-    api::add(g.bound_on[node], requests);  // its pod slot too: the reservation counted it
-    requests.erase(std::string(kPodsResource));
-    api::add(g.bound, requests);
-  }
+  if (!f.on_node)
+    return;
+  api::add(g.bound_on[f.node], f.requests);  // its pod slot too: the reservation counted it
+  for (const auto& [name, value] : f.requests)
+    if (name != kPodsResource)
+      g.bound[name] += value;
 }
 
 /// Whether the group's controller is a training job; sets `g.job` when it is cached under the
@@ -851,6 +884,7 @@ struct AdmissionCache::Impl {
   bool keeps = true;
   Entries<GroupFacts> groups;
   Entries<NodeRead> nodes;
+  Entries<PodFacts> pods;
   std::uint64_t pass = 0;
   std::size_t read = 0;  // objects read in this pass
   std::size_t used = 0;  // entries handed out in this pass
@@ -871,10 +905,11 @@ struct AdmissionCache::Impl {
 
   /// Drops what this pass did not use: objects deleted (or no longer listed) since.
   void end() {
-    if (used == groups.size() + nodes.size())
+    if (used == groups.size() + nodes.size() + pods.size())
       return;  // the common case: nothing deleted, no need to look
     std::erase_if(groups, [&](const auto& e) { return e.second.pass != pass; });
     std::erase_if(nodes, [&](const auto& e) { return e.second.pass != pass; });
+    std::erase_if(pods, [&](const auto& e) { return e.second.pass != pass; });
   }
 
   /// The facts of `object`: cached under its uid and resourceVersion, else read by `read_object`
@@ -915,6 +950,7 @@ AdmissionCache::~AdmissionCache() = default;
 AdmissionCache::Stats AdmissionCache::stats() const {
   return {.pod_groups = impl_->groups.size(),
           .nodes = impl_->nodes.size(),
+          .pods = impl_->pods.size(),
           .read = impl_->read,
           .node_list_reused = impl_->node_list_reused};
 }
@@ -941,7 +977,7 @@ class Round {
     read_groups();
     read_queues();
     for (const auto& pod : input_.pods)
-      count_pod(pod, groups_, loads_);
+      count_pod(pod, *cache_.get(cache_.pods, pod, read_pod), groups_, loads_);
     for (auto& [key, g] : groups_)
       advance_phase(g);
     read_nodes();

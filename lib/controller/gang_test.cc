@@ -1310,6 +1310,30 @@ TEST(AdmissionCacheTest, AnObjectIsReadOncePerResourceVersion) {
   EXPECT_EQ(phase_of(written_group(cordoned, "b")), "Pending");
 }
 
+// A pod that finishes is read again under its new resourceVersion: its gang completes.
+TEST(AdmissionCacheTest, APodsNewVersionIsReadAgain) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const std::vector<json> nodes = {versioned_node("n1", 8, 1)};
+  const std::vector<json> groups = {
+      group("a", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "Running", 1)};
+  json p = pod("a-0", "a", "n1", "Running", 2);
+  p["metadata"]["uid"] = "uid-a-0";
+  p["metadata"]["resourceVersion"] = "1";
+  AdmissionCache cache;
+  const auto pass = [&] {
+    return admit({.pod_groups = groups, .queues = queues, .nodes = nodes, .pods = {p}, .now = kNow},
+                 {}, nullptr, &cache);
+  };
+  EXPECT_EQ(written_group(pass(), "a")["status"]["running"], 1);
+  EXPECT_EQ(cache.stats().pods, 1);
+  pass();
+  EXPECT_EQ(cache.stats().read, 0);
+  p["status"]["phase"] = "Succeeded";
+  p = bumped(p);
+  EXPECT_EQ(phase_of(written_group(pass(), "a")), "Completed");
+  EXPECT_EQ(cache.stats().read, 1);
+}
+
 // A node's status heartbeat gives it a new resourceVersion and changes nothing admission reads:
 // read again, but the node list's capacity is kept. A new label is a change.
 TEST(AdmissionCacheTest, ANodeReadAlikeUnderANewVersionKeepsTheNodeListsCapacity) {
@@ -1440,12 +1464,19 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
             }))
           continue;
         const std::string on = json::parse(reservations).begin().key();
-        for (int i = 0; i < g["spec"]["minMember"].get<int>(); ++i)
-          pods.push_back(pod(fmt::format("{}-{}", name, i), name, on, "Running", 1));
+        for (int i = 0; i < g["spec"]["minMember"].get<int>(); ++i) {
+          json p = pod(fmt::format("{}-{}", name, i), name, on, "Running", 1);
+          p["metadata"]["uid"] = fmt::format("uid-{}-{}", name, i);
+          p["metadata"]["resourceVersion"] = "1";
+          pods.push_back(std::move(p));
+        }
       }
-      for (json& p : pods)
-        if (chance(10))
+      for (json& p : pods) {
+        if (chance(10)) {
           p["status"]["phase"] = chance(50) ? "Succeeded" : "Failed";
+          p = bumped(p);
+        }
+      }
       for (json& n : nodes)
         if (chance(15))
           n = bumped(versioned_node(n["metadata"]["name"], 1 + rng() % 8,
