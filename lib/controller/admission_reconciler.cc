@@ -121,16 +121,16 @@ class AdmissionReconciler : public Runnable {
         return std::nullopt;
       return informer->second->get(fmt::format("{}/{}", ns, name));
     };
-    const AdmissionInput input{.pod_groups = pod_groups_->list(),
-                               .queues = queues_->list(),
-                               .nodes = nodes_->list(),
-                               .pods = pods_->list(),
-                               .priority_classes = priority_classes_->list(),
-                               .job = job,
-                               .now = std::chrono::system_clock::now()};
+    AdmissionInput input{.pod_groups = pod_groups_->list(),
+                         .queues = queues_->list(),
+                         .nodes = nodes_->list(),
+                         .pods = pods_->list(),
+                         .priority_classes = priority_classes_->list(),
+                         .job = job,
+                         .now = std::chrono::system_clock::now()};
     AdmissionView view;
     const auto started = std::chrono::steady_clock::now();
-    const AdmissionResult result = admit(input, options_, &view);
+    const AdmissionResult result = admit(std::move(input), options_, &view, &cache_);
     metrics_.observe(
         "trainctl_admission_pass_duration_seconds", {},
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -263,6 +263,9 @@ class AdmissionReconciler : public Runnable {
   std::chrono::steady_clock::time_point written_deadline_;
   Executor executor_;
   AdmissionOptions options_;
+  /// What earlier passes read from PodGroups, nodes and pods; only the loop's one worker uses it
+  /// (one key, so never two passes at once).
+  AdmissionCache cache_;
   ReconcileLoop<AdmissionKey> loop_;
   Informer* pod_groups_ = nullptr;
   Informer* queues_ = nullptr;

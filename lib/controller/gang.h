@@ -8,7 +8,9 @@
 // passes what the informer caches hold and the time.
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
@@ -97,6 +99,40 @@ struct AdmissionOptions {
 /// The first back-off after a gang timeout; each further timeout doubles it, up to an hour.
 inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 
+/// What admission passes read from PodGroups, nodes and pods (queue, minMember, minResources,
+/// times, reservations; labels, taints, allocatable, and the indexed capacity of the whole node
+/// list; phase, node, requests, gang),
+/// kept by uid and resourceVersion: an object whose resourceVersion is unchanged is not read
+/// again, one whose resourceVersion changed is read afresh, and one no longer in a pass's input
+/// is dropped at the end of that pass (a node read again that says the same as before, as after
+/// a status heartbeat, keeps its earlier read). Objects without a uid or a resourceVersion are
+/// read on every pass. The controller keeps one for its admission passes; one cache serves one
+/// caller at a time.
+class AdmissionCache {
+ public:
+  AdmissionCache();
+  ~AdmissionCache();
+  AdmissionCache(const AdmissionCache&) = delete;
+  AdmissionCache& operator=(const AdmissionCache&) = delete;
+
+  /// How the last pass used the cache.
+  struct Stats {
+    std::size_t pod_groups = 0;     // PodGroups cached after it
+    std::size_t nodes = 0;          // nodes cached after it
+    std::size_t pods = 0;           // pods cached after it
+    std::size_t read = 0;           // objects it read (not found, or changed)
+    bool node_list_reused = false;  // every node as in the pass before: capacity not rebuilt
+  };
+  Stats stats() const;
+
+  /// The passes' side of it (gang_admission.cc).
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Admits Pending PodGroups whole or not at all.
 ///
 /// **Fit.** A group is admitted (phase Inqueue) when its queue exists and is Open, the queue's
@@ -171,7 +207,14 @@ inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 /// controller) count as always.
 ///
 /// With `view`, also fills in the nodes and queues as the pass leaves them (admission_view.h).
+/// With `cache`, reuses what earlier passes read from the PodGroups, nodes and pods that have
+/// not changed since (AdmissionCache); the result is the same as without.
 AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {},
-                      AdmissionView* view = nullptr);
+                      AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
+
+/// The same for a caller that no longer needs `input` (the controller's is the copies its caches
+/// listed): the PodGroups it writes are made from the input's objects instead of from copies.
+AdmissionResult admit(AdmissionInput&& input, const AdmissionOptions& options = {},
+                      AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
 
 }  // namespace trainctl::controller

@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "api/job.h"
 #include "api/job_view.h"
@@ -88,19 +91,337 @@ ResourceList read_resources(const json& object, std::string_view field, std::str
   }
 }
 
-std::optional<TimePoint> annotation_time(const json& object, std::string_view key) {
-  return api::parse_timestamp(annotation_of(object, key));
+/// The member `key` of `object` when it is a string, else nullptr; not copied.
+const std::string* string_ref(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
 }
 
-/// What the informer caches say about one PodGroup, its job and its pods.
-struct Group {
-  const json* object = nullptr;
+/// The same, copied; nullopt when absent or not a string.
+std::optional<std::string> string_at(const json& object, const char* key) {
+  const std::string* value = string_ref(object, key);
+  return value != nullptr ? std::optional<std::string>(*value) : std::nullopt;
+}
+
+/// The first condition of one type in a PodGroup's status, as much as `shows` compares.
+struct ConditionFacts {
+  bool only_written_members = false;  // the five members a pass writes, and no others
+  std::optional<std::string> status;
+  std::optional<std::string> reason;
+  std::optional<std::string> message;
+};
+
+/// What a PodGroup's status holds of what a pass writes into it, so that a pass tells whether
+/// it would change the status without the object (`shows`).
+struct StatusFacts {
+  bool is_object = false;
+  std::optional<std::string> phase;
+  std::optional<double> running, succeeded, failed;  // when numbers
+  bool has_conditions = false;                       // status.conditions is an array
+  std::optional<ConditionFacts> unschedulable, scheduled;
+};
+
+/// The status of `object` as `value("status", json::object())` reads it, without copying it.
+const json& status_of(const json& object) {
+  static const json kEmpty = json::object();
+  const auto it = object.find("status");
+  return it == object.end() ? kEmpty : *it;
+}
+
+StatusFacts read_status(const json& object) {
+  const json& status = status_of(object);
+  StatusFacts f{.is_object = status.is_object()};
+  if (!f.is_object)
+    return f;
+  const auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = status.find(key);
+    return it != status.end() && it->is_number() ? std::optional(it->get<double>()) : std::nullopt;
+  };
+  f.phase = string_at(status, "phase");
+  f.running = number("running");
+  f.succeeded = number("succeeded");
+  f.failed = number("failed");
+  const auto conditions = status.find("conditions");
+  f.has_conditions = conditions != status.end() && conditions->is_array();
+  if (!f.has_conditions)
+    return f;
+  for (const json& c : *conditions) {
+    const std::string type = string_member(c, "type");
+    auto& first = type == kUnschedulable ? f.unschedulable : f.scheduled;
+    if ((type != kUnschedulable && type != kScheduled) || first)
+      continue;
+    first =
+        ConditionFacts{.only_written_members = c.size() == 5 && c.contains("lastTransitionTime"),
+                       .status = string_at(c, "status"),
+                       .reason = string_at(c, "reason"),
+                       .message = string_at(c, "message")};
+  }
+  return f;
+}
+
+/// The annotations a pass sets or removes on a PodGroup.
+constexpr std::array<std::string_view, 5> kWrittenAnnotations = {
+    api::annotations::node_reservations, api::annotations::admitted_at,
+    api::annotations::schedule_timeouts, api::annotations::requeue_at,
+    api::annotations::preempted_by};
+
+/// What a PodGroup's metadata holds of kWrittenAnnotations (annotations_unchanged).
+struct AnnotationFacts {
+  bool has_metadata = false;  // metadata is an object
+  enum class Shape { Absent, NotObject, Object } shape = Shape::Absent;
+  /// Those present: their text, nullopt for a value that is not a string.
+  std::map<std::string, std::optional<std::string>, std::less<>> values;
+};
+
+AnnotationFacts read_annotations(const json& object) {
+  AnnotationFacts f;
+  const auto meta = object.find("metadata");
+  f.has_metadata = meta != object.end() && meta->is_object();
+  if (!f.has_metadata)
+    return f;
+  const auto annotations = meta->find("annotations");
+  if (annotations == meta->end())
+    return f;
+  if (!annotations->is_object()) {
+    f.shape = AnnotationFacts::Shape::NotObject;
+    return f;
+  }
+  f.shape = AnnotationFacts::Shape::Object;
+  for (const std::string_view key : kWrittenAnnotations) {
+    if (const auto it = annotations->find(key); it != annotations->end())
+      f.values.emplace(key, it->is_string() ? std::optional(it->get<std::string>()) : std::nullopt);
+  }
+  return f;
+}
+
+/// What a reservation holds on one node; nothing when a quantity does not parse.
+using NodeReservations = std::vector<std::pair<std::string, ResourceList>>;
+
+/// The members of `{"name":"value",...}` at `text[at]` as reservation_text writes them: names
+/// in increasing order, no escapes or spaces; nullopt for anything else. Moves `at` past it.
+std::optional<std::vector<std::pair<std::string_view, std::string_view>>> plain_members(
+    std::string_view text, std::size_t& at) {
+  const auto eat = [&](char c) {
+    if (at >= text.size() || text[at] != c)
+      return false;
+    ++at;
+    return true;
+  };
+  const auto plain_string = [&]() -> std::optional<std::string_view> {
+    if (!eat('"'))
+      return std::nullopt;
+    const std::size_t start = at;
+    while (at < text.size() && text[at] != '"') {
+      if (text[at] <= ' ' || text[at] >= 0x7f || text[at] == '\\')
+        return std::nullopt;
+      ++at;
+    }
+    if (!eat('"'))
+      return std::nullopt;
+    return text.substr(start, at - start - 1);
+  };
+  std::vector<std::pair<std::string_view, std::string_view>> members;
+  if (!eat('{'))
+    return std::nullopt;
+  if (eat('}'))
+    return members;
+  do {
+    const auto name = plain_string();
+    if (!name || !eat(':') || (!members.empty() && members.back().first >= *name))
+      return std::nullopt;
+    const std::size_t value = at;
+    if (text.substr(at, 1) == "{") {  // a node's resources: kept as text, read by the caller
+      if (!plain_members(text, at))
+        return std::nullopt;
+      members.emplace_back(*name, text.substr(value, at - value));
+    } else if (const auto quantity = plain_string()) {
+      members.emplace_back(*name, *quantity);
+    } else {
+      return std::nullopt;
+    }
+  } while (eat(','));
+  if (!eat('}'))
+    return std::nullopt;
+  return members;
+}
+
+/// The reservation annotation of an admitted group, {node: {resource: quantity}}, node by node in
+/// name order. Read directly in the form reservation_text writes (an admitted gang's annotation
+/// is read on every pass), with the JSON parser otherwise (by hand, say): the same result. Text
+/// that is not an object reserves nothing.
+NodeReservations read_reservations(std::string_view text) {
+  NodeReservations result;
+  std::size_t at = 0;
+  if (const auto nodes = plain_members(text, at); nodes && at == text.size()) {
+    for (const auto& [node, resources] : *nodes) {
+      ResourceList& list = result.emplace_back(std::string(node), ResourceList()).second;
+      std::size_t inner = 0;
+      try {
+        for (const auto& [name, quantity] :
+             plain_members(resources, inner)
+                 .value_or(std::vector<std::pair<std::string_view, std::string_view>>()))
+          list.emplace_hint(list.end(), name, api::parse_quantity_milli(quantity));
+      } catch (const Error&) {
+        list.clear();
+      }
+    }
+    return result;
+  }
+  const json reservations = json::parse(text, nullptr, false);
+  if (!reservations.is_object())
+    return result;
+  for (auto it = reservations.begin(); it != reservations.end(); ++it) {
+    ResourceList list;
+    try {
+      list = api::parse_resource_list(it.value());
+    } catch (const Error&) {
+    }
+    result.emplace_back(it.key(), std::move(list));
+  }
+  return result;
+}
+
+/// What one PodGroup object says, read once per resourceVersion (AdmissionCache).
+struct GroupFacts {
   std::string name;
+  std::string ns;
   std::string key;  // namespace/name
   std::string queue;
-  std::string phase;
+  std::string phase;  // status.phase as written (may be empty)
+  std::string priority_class;
   int min_member = 0;
   ResourceList min_resources;
+  std::string invalid;  // why spec.minResources could not be read
+  std::optional<TimePoint> created;
+  /// Its trainctl.io annotations: preempted-by, requeue-at, admitted-at, schedule-timeouts, and
+  /// node-reservations (nullopt when it has none).
+  std::string preempted_by;
+  std::optional<TimePoint> requeue_at;
+  std::optional<TimePoint> admitted_at;
+  std::string schedule_timeouts;
+  std::optional<NodeReservations> reservations;
+  /// Its controller ownerReference when that names a training job kind.
+  StatusFacts status;
+  AnnotationFacts annotations;
+  struct Owner {
+    std::string kind;
+    std::string name;
+    std::string uid;
+  };
+  std::optional<Owner> job_owner;
+};
+
+/// Reads a PodGroup; each member is looked up once (a pass reads every PodGroup it has not
+/// cached).
+GroupFacts read_group(const json& object) {
+  GroupFacts f;
+  const json& metadata = object_member(object, "metadata");
+  f.name = string_member(metadata, "name");
+  f.ns = string_member(metadata, "namespace");
+  f.key = f.ns + "/" + f.name;
+  const json& spec = object_member(object, "spec");
+  f.queue = string_member(spec, "queue");
+  if (f.queue.empty())
+    f.queue = default_queue;
+  f.phase = string_member(object_member(object, "status"), "phase");
+  f.priority_class = string_member(spec, "priorityClassName");
+  const json& min_member = member(spec, "minMember");
+  f.min_member = min_member.is_number_integer() ? min_member.get<int>() : 0;
+  f.min_resources = read_resources(object, "spec", "minResources", f.invalid);
+  f.created = api::parse_timestamp(string_member(metadata, "creationTimestamp"));
+  if (const json& annotations = object_member(metadata, "annotations"); !annotations.empty()) {
+    f.preempted_by = string_member(annotations, api::annotations::preempted_by);
+    f.requeue_at = api::parse_timestamp(string_member(annotations, api::annotations::requeue_at));
+    f.admitted_at = api::parse_timestamp(string_member(annotations, api::annotations::admitted_at));
+    f.schedule_timeouts = string_member(annotations, api::annotations::schedule_timeouts);
+    if (const std::string text = string_member(annotations, api::annotations::node_reservations);
+        !text.empty())
+      f.reservations = read_reservations(text);
+  }
+  f.status = read_status(object);
+  f.annotations = read_annotations(object);
+  const json& refs = member(metadata, "ownerReferences");
+  if (!refs.is_array())
+    return f;
+  for (const auto& ref : refs) {
+    if (!ref.is_object() || !ref.value("controller", false))
+      continue;
+    std::string kind = string_member(ref, "kind");
+    if (api::job_kind_from_name(kind))
+      f.job_owner =
+          GroupFacts::Owner{std::move(kind), string_member(ref, "name"), string_member(ref, "uid")};
+    break;
+  }
+  return f;
+}
+
+/// What one node object says, read once per resourceVersion (AdmissionCache).
+struct NodeRead {
+  std::string name;
+  std::optional<ResourceList> allocatable;  // nullopt: a quantity in it does not parse
+  /// Null for a node admission does not place pods on (not Ready, cordoned, or unreadable).
+  std::shared_ptr<const NodeFacts> schedulable;
+};
+
+/// Whether two reads of an object tell admission the same. A node's status heartbeats give it a
+/// new resourceVersion every few minutes without changing anything admission reads: its read is
+/// kept then, and so is the capacity of a node list made of it. A PodGroup's or pod's new
+/// version is always taken.
+bool reads_alike(const GroupFacts&, const GroupFacts&) {
+  return false;
+}
+
+bool reads_alike(const NodeRead& a, const NodeRead& b) {
+  const auto same_taints = [](const std::vector<api::Taint>& x, const std::vector<api::Taint>& y) {
+    return std::equal(x.begin(), x.end(), y.begin(), y.end(), [](const auto& s, const auto& t) {
+      return s.key == t.key && s.value == t.value && s.effect == t.effect;
+    });
+  };
+  if (a.name != b.name || a.allocatable != b.allocatable ||
+      (a.schedulable == nullptr) != (b.schedulable == nullptr))
+    return false;
+  return a.schedulable == nullptr || (a.schedulable->name == b.schedulable->name &&
+                                      a.schedulable->labels == b.schedulable->labels &&
+                                      same_taints(a.schedulable->taints, b.schedulable->taints) &&
+                                      a.schedulable->free == b.schedulable->free);
+}
+
+NodeRead read_node(const json& node) {
+  NodeRead read{.name = name_of(node), .allocatable = allocatable_of(node)};
+  if (read.allocatable) {  // an unreadable allocatable offers nothing
+    if (auto facts = schedulable_node(node, *read.allocatable))
+      read.schedulable = std::make_shared<const NodeFacts>(std::move(*facts));
+  }
+  return read;
+}
+
+/// What the informer caches say about one PodGroup, its job and its pods in this pass: the facts
+/// its object gives (by reference, into the cache) and what the pass finds and decides.
+struct Group {
+  Group(const json& object, const GroupFacts& facts)
+      : object(&object),
+        facts(facts),
+        name(facts.name),
+        key(facts.key),
+        queue(facts.queue),
+        phase(facts.phase.empty() ? kPending : facts.phase),
+        min_member(facts.min_member),
+        min_resources(facts.min_resources),
+        created(facts.created),
+        preempted_by(facts.preempted_by),
+        requeue_at(facts.requeue_at) {
+    if (!facts.invalid.empty())
+      block("InvalidMinResources", facts.invalid);
+  }
+
+  const json* object;
+  const GroupFacts& facts;
+  const std::string& name;
+  const std::string& key;  // namespace/name
+  const std::string& queue;
+  std::string phase;
+  const int min_member;
+  const ResourceList& min_resources;
   ResourceList bound;                            // requests of its unfinished pods that have a node
   std::map<std::string, ResourceList> bound_on;  // the same per node, `pods` counted
   /// What its node reservation still holds per node, beyond its bound pods.
@@ -112,11 +433,10 @@ struct Group {
   int running = 0;
   int succeeded = 0;
   int failed = 0;
-  std::optional<TimePoint> created;
-  /// Its trainctl.io/preempted-by and requeue-at annotations as the cache shows them (read once:
-  /// the pass consults them for every pending group).
-  std::string preempted_by;
-  std::optional<TimePoint> requeue_at;
+  const std::optional<TimePoint>& created;
+  /// Its trainctl.io/preempted-by and requeue-at annotations as the cache shows them.
+  const std::string& preempted_by;
+  const std::optional<TimePoint>& requeue_at;
   std::optional<json> job;  // the cached training job that controls it
   Priority priority;
   /// The Unschedulable condition of this round; empty message when nothing blocks the group.
@@ -153,29 +473,6 @@ struct Queue {
   const Group* head = nullptr;  // its first gang that waits for nodes, this round
 };
 
-/// Reads `object` into `g`, whose name and key are set already; each member is looked up once (a
-/// pass reads every PodGroup).
-void read_group(const json& object, const json& metadata, Group& g) {
-  g.object = &object;
-  const json& spec = object_member(object, "spec");
-  g.queue = string_member(spec, "queue");
-  if (g.queue.empty())
-    g.queue = default_queue;
-  g.phase = string_member(object_member(object, "status"), "phase");
-  if (g.phase.empty())
-    g.phase = kPending;
-  const json& min_member = member(spec, "minMember");
-  g.min_member = min_member.is_number_integer() ? min_member.get<int>() : 0;
-  g.min_resources = read_resources(object, "spec", "minResources", g.blocked);
-  if (!g.blocked.empty())
-    g.blocked_reason = "InvalidMinResources";
-  g.created = api::parse_timestamp(string_member(metadata, "creationTimestamp"));
-  if (const json& annotations = object_member(metadata, "annotations"); !annotations.empty()) {
-    g.preempted_by = string_member(annotations, api::annotations::preempted_by);
-    g.requeue_at = api::parse_timestamp(string_member(annotations, api::annotations::requeue_at));
-  }
-}
-
 bool finished(std::string_view phase) {
   return phase == "Succeeded" || phase == "Failed";
 }
@@ -186,29 +483,61 @@ struct NodeLoad {
   std::set<std::string> jobs;
 };
 
-/// Adds a pod to its group, and its requests to its node's load.
-void count_pod(const json& pod, std::map<std::string, Group>& groups,
-               std::map<std::string, NodeLoad>& loads) {
-  const std::string phase = string_member(object_member(pod, "status"), "phase");
-  const std::string node = string_member(object_member(pod, "spec"), "nodeName");
-  const bool on_node = !node.empty() && !finished(phase);
+/// What one pod tells admission, read once per resourceVersion (AdmissionCache).
+struct PodFacts {
+  std::string name;
+  std::string phase;
+  std::string node;  // spec.nodeName
+  /// Whether it holds room on its node: bound and not finished.
+  bool on_node = false;
+  /// What it holds there, `pods` counted (when on_node): its requests, or only its pod slot when
+  /// they do not parse (the API server would not have taken it).
   ResourceList requests;
-  if (on_node) {
+  std::string group_key;  // namespace/name of its PodGroup, "" for none
+  std::string job_key;    // namespace/name of its gang, or of its job when it has none
+  bool deleting = false;
+};
+
+PodFacts read_pod(const json& pod) {
+  PodFacts f{.name = name_of(pod),
+             .phase = string_member(object_member(pod, "status"), "phase"),
+             .node = string_member(object_member(pod, "spec"), "nodeName"),
+             .deleting = is_deleting(pod)};
+  f.on_node = !f.node.empty() && !finished(f.phase);
+  if (f.on_node) {
     try {
-      requests = api::pod_requests(member(pod, "spec"));
+      f.requests = api::pod_requests(member(pod, "spec"));
     } catch (const Error&) {
-      // the API server would not have taken it; count it as a pod only
+      // count it as a pod only
     }
-    requests[std::string(kPodsResource)] = 1000;
-    api::add(loads[node].requested, requests);
+    f.requests[std::string(kPodsResource)] = 1000;
   }
+  const std::string ns = namespace_of(pod);
   const std::string group_name = annotation_of(pod, api::annotations::group_name);
+  if (!group_name.empty())
+    f.group_key = ns + "/" + group_name;
   if (const std::string job =
           group_name.empty() ? label_of(pod, api::labels::job_name) : group_name;
-      on_node && !job.empty())
-    loads[node].jobs.insert(namespace_of(pod) + "/" + job);
-  const auto it =
-      group_name.empty() ? groups.end() : groups.find(namespace_of(pod) + "/" + group_name);
+      !job.empty())
+    f.job_key = ns + "/" + job;
+  return f;
+}
+
+bool reads_alike(const PodFacts&, const PodFacts&) {
+  return false;
+}
+
+/// Adds a pod to its group, and its requests to its node's load.
+void count_pod(const json& pod, const PodFacts& f,
+               std::map<std::string_view, Group, std::less<>>& groups,
+               std::map<std::string, NodeLoad>& loads) {
+  if (f.on_node) {
+    NodeLoad& load = loads[f.node];
+    api::add(load.requested, f.requests);
+    if (!f.job_key.empty())
+      load.jobs.insert(f.job_key);
+  }
+  const auto it = f.group_key.empty() ? groups.end() : groups.find(f.group_key);
   if (it == groups.end())
     return;
   Group& g = it->second;
@@ -217,40 +546,32 @@ void count_pod(const json& pod, std::map<std::string, Group>& groups,
   // does not count releasing tasks as ready either, and a job created again under the same name
   // must not find its predecessor's terminating pods holding its queue (found once the sandbox
   // deleted pods gracefully, as kube-apiserver does).
-  if (is_deleting(pod))
+  if (f.deleting)
     return;
-  g.running += phase == "Running";
-  g.succeeded += phase == "Succeeded";
-  g.failed += phase == "Failed";
-  if (on_node || phase == "Succeeded")
-    g.bound_names.insert(name_of(pod));
+  g.running += f.phase == "Running";
+  g.succeeded += f.phase == "Succeeded";
+  g.failed += f.phase == "Failed";
+  if (f.on_node || f.phase == "Succeeded")
+    g.bound_names.insert(f.name);
   g.allocated = static_cast<int>(g.bound_names.size());
-  if (on_node) {
-    api::add(g.bound_on[node], requests);  // its pod slot too: the reservation counted it
-    requests.erase(std::string(kPodsResource));
-    api::add(g.bound, requests);
-  }
+  if (!f.on_node)
+    return;
+  api::add(g.bound_on[f.node], f.requests);  // its pod slot too: the reservation counted it
+  for (const auto& [name, value] : f.requests)
+    if (name != kPodsResource)
+      g.bound[name] += value;
 }
 
 /// Whether the group's controller is a training job; sets `g.job` when it is cached under the
 /// uid the ownerReference names. Returns false for a group whose job is gone.
 bool find_job(Group& g, const JobLookup& lookup) {
-  const json& refs = member(object_member(*g.object, "metadata"), "ownerReferences");
-  if (!refs.is_array())
+  const auto& owner = g.facts.job_owner;
+  if (!owner)
     return true;
-  for (const auto& ref : refs) {
-    if (!ref.is_object() || !ref.value("controller", false))
-      continue;
-    const std::string kind = string_member(ref, "kind");
-    if (!api::job_kind_from_name(kind))
-      return true;
-    std::optional<json> job =
-        lookup ? lookup(kind, namespace_of(*g.object), string_member(ref, "name")) : std::nullopt;
-    if (!job || uid_of(*job) != string_member(ref, "uid"))
-      return false;
-    g.job = std::move(job);
-    return true;
-  }
+  std::optional<json> job = lookup ? lookup(owner->kind, g.facts.ns, owner->name) : std::nullopt;
+  if (!job || uid_of(*job) != owner->uid)
+    return false;
+  g.job = std::move(job);
   return true;
 }
 
@@ -347,93 +668,6 @@ std::string reservation_text(const NodeCapacity& nodes,
   return text;
 }
 
-/// What a reservation holds on one node; nothing when a quantity does not parse.
-using NodeReservations = std::vector<std::pair<std::string, ResourceList>>;
-
-/// The members of `{"name":"value",...}` at `text[at]` as reservation_text writes them: names
-/// in increasing order, no escapes or spaces; nullopt for anything else. Moves `at` past it.
-std::optional<std::vector<std::pair<std::string_view, std::string_view>>> plain_members(
-    std::string_view text, std::size_t& at) {
-  const auto eat = [&](char c) {
-    if (at >= text.size() || text[at] != c)
-      return false;
-    ++at;
-    return true;
-  };
-  const auto plain_string = [&]() -> std::optional<std::string_view> {
-    if (!eat('"'))
-      return std::nullopt;
-    const std::size_t start = at;
-    while (at < text.size() && text[at] != '"') {
-      if (text[at] <= ' ' || text[at] >= 0x7f || text[at] == '\\')
-        return std::nullopt;
-      ++at;
-    }
-    if (!eat('"'))
-      return std::nullopt;
-    return text.substr(start, at - start - 1);
-  };
-  std::vector<std::pair<std::string_view, std::string_view>> members;
-  if (!eat('{'))
-    return std::nullopt;
-  if (eat('}'))
-    return members;
-  do {
-    const auto name = plain_string();
-    if (!name || !eat(':') || (!members.empty() && members.back().first >= *name))
-      return std::nullopt;
-    const std::size_t value = at;
-    if (text.substr(at, 1) == "{") {  // a node's resources: kept as text, read by the caller
-      if (!plain_members(text, at))
-        return std::nullopt;
-      members.emplace_back(*name, text.substr(value, at - value));
-    } else if (const auto quantity = plain_string()) {
-      members.emplace_back(*name, *quantity);
-    } else {
-      return std::nullopt;
-    }
-  } while (eat(','));
-  if (!eat('}'))
-    return std::nullopt;
-  return members;
-}
-
-/// The reservation annotation of an admitted group, {node: {resource: quantity}}, node by node in
-/// name order. Read directly in the form reservation_text writes (an admitted gang's annotation
-/// is read on every pass), with the JSON parser otherwise (by hand, say): the same result. Text
-/// that is not an object reserves nothing.
-NodeReservations read_reservations(std::string_view text) {
-  NodeReservations result;
-  std::size_t at = 0;
-  if (const auto nodes = plain_members(text, at); nodes && at == text.size()) {
-    for (const auto& [node, resources] : *nodes) {
-      ResourceList& list = result.emplace_back(std::string(node), ResourceList()).second;
-      std::size_t inner = 0;
-      try {
-        for (const auto& [name, quantity] :
-             plain_members(resources, inner)
-                 .value_or(std::vector<std::pair<std::string_view, std::string_view>>()))
-          list.emplace_hint(list.end(), name, api::parse_quantity_milli(quantity));
-      } catch (const Error&) {
-        list.clear();
-      }
-    }
-    return result;
-  }
-  const json reservations = json::parse(text, nullptr, false);
-  if (!reservations.is_object())
-    return result;
-  for (auto it = reservations.begin(); it != reservations.end(); ++it) {
-    ResourceList list;
-    try {
-      list = api::parse_resource_list(it.value());
-    } catch (const Error&) {
-    }
-    result.emplace_back(it.key(), std::move(list));
-  }
-  return result;
-}
-
 /// `<scope>: <resource> <requested> requested, <free> free of <what> <total>` for each
 /// resource of `need` that `free` does not cover. With `only_named`, resources `total` does not
 /// name are unlimited (a queue's capability); otherwise they count as 0 (the cluster).
@@ -453,13 +687,6 @@ std::vector<std::string> shortages(std::string_view scope, std::string_view of,
                                  api::format_quantity(name, api::amount(total, name))));
   }
   return result;
-}
-
-/// The object's status as `value("status", json::object())` reads it, without copying it.
-const json& status_of(const json& object) {
-  static const json kEmpty = json::object();
-  const auto it = object.find("status");
-  return it == object.end() ? kEmpty : *it;
 }
 
 /// A copy of `object` without its status.
@@ -526,28 +753,25 @@ json involved(const json& object) {
   return result;
 }
 
-/// Whether setting (a value) and removing (nullopt) the annotations `changes` leaves `object` as
-/// it is, decided without a copy of it. False also where only applying them can tell (no
-/// metadata object): the caller then applies them and compares.
+/// Whether setting (a value) and removing (nullopt) the annotations `changes` (of
+/// kWrittenAnnotations) leaves a PodGroup whose annotations are `old` as it is. False also where
+/// only applying them can tell (no metadata object): the caller then applies them and compares.
 using AnnotationChanges = std::map<std::string, std::optional<std::string>>;
 
-bool annotations_unchanged(const json& object, const AnnotationChanges& changes) {
-  const auto meta = object.find("metadata");
-  if (meta == object.end() || !meta->is_object())
+bool annotations_unchanged(const AnnotationFacts& old, const AnnotationChanges& changes) {
+  if (!old.has_metadata)
     return false;
-  const auto annotations = meta->find("annotations");
-  if (annotations == meta->end())  // removals leave none, and none is what it has
+  if (old.shape == AnnotationFacts::Shape::Absent)  // removals leave none, and none is what it has
     return std::none_of(changes.begin(), changes.end(),
                         [](const auto& change) { return change.second.has_value(); });
-  if (!annotations->is_object())
+  if (old.shape == AnnotationFacts::Shape::NotObject)
     return changes.empty();
-  return std::all_of(
-      changes.begin(), changes.end(), [&](const AnnotationChanges::value_type& change) {
-        const auto it = annotations->find(change.first);
-        return change.second ? it != annotations->end() && it->is_string() &&
-                                   it->get_ref<const std::string&>() == *change.second
-                             : it == annotations->end();
-      });
+  return std::all_of(changes.begin(), changes.end(),
+                     [&](const AnnotationChanges::value_type& change) {
+                       const auto it = old.values.find(change.first);
+                       return change.second ? it != old.values.end() && it->second == change.second
+                                            : it == old.values.end();
+                     });
 }
 
 /// A condition the round sets on a PodGroup's status.
@@ -567,13 +791,17 @@ struct GroupStatusChange {
   std::vector<ConditionChange> conditions;  // set in this order
 };
 
+/// Whether the status read says Unschedulable is True (condition_true).
+bool unschedulable_true(const StatusFacts& status) {
+  return status.unschedulable && status.unschedulable->status == "True";
+}
+
 GroupStatusChange status_change(const Group& g) {
-  const json& old = status_of(*g.object);
   GroupStatusChange change{
       .phase = g.phase, .running = g.running, .succeeded = g.succeeded, .failed = g.failed};
   if (!g.blocked.empty()) {
     change.conditions.push_back({kUnschedulable, "True", g.blocked_reason, g.blocked});
-  } else if (condition_true(old, kUnschedulable)) {
+  } else if (unschedulable_true(g.facts.status)) {
     change.conditions.push_back(
         {kUnschedulable, "False", "Enqueued", fmt::format("admitted to queue {}", g.queue)});
   }
@@ -582,45 +810,34 @@ GroupStatusChange status_change(const Group& g) {
   return change;
 }
 
-/// Whether `old` says what `change` would write (applied would return it unchanged), decided
-/// without a copy: once a gang waits, every pass finds its status as the last one left it.
-bool shows(const json& old, const GroupStatusChange& change) {
-  if (!old.is_object())
+/// Whether a status that reads `old` says what `change` would write (applied would return it
+/// unchanged), decided without the object: once a gang waits, every pass finds its status as the
+/// last one left it.
+bool shows(const StatusFacts& old, const GroupStatusChange& change) {
+  if (!old.is_object)
     return false;
-  const auto has_string = [](const json& object, const char* key, std::string_view value) {
-    const auto it = object.find(key);
-    return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == value;
+  const auto same = [](const std::optional<double>& number, int value) {
+    return number && *number == value;
   };
-  const auto has_number = [&](const char* key, int value) {
-    const auto it = old.find(key);
-    return it != old.end() && *it == value;
-  };
-  if (!has_string(old, "phase", change.phase) || !has_number("running", change.running) ||
-      !has_number("succeeded", change.succeeded) || !has_number("failed", change.failed))
+  if (old.phase != change.phase || !same(old.running, change.running) ||
+      !same(old.succeeded, change.succeeded) || !same(old.failed, change.failed))
     return false;
   if (change.conditions.empty())
     return true;
-  const auto conditions = old.find("conditions");
-  if (conditions == old.end() || !conditions->is_array())
+  if (!old.has_conditions)
     return false;
   return std::all_of(change.conditions.begin(), change.conditions.end(), [&](const auto& want) {
     // The condition set_condition would replace stays as it is only if it has exactly the
     // members the new one gets and the same status (its lastTransitionTime is carried over).
-    for (const json& c : *conditions) {
-      if (c.value("type", "") != want.type)
-        continue;
-      return c.size() == 5 && c.contains("lastTransitionTime") &&
-             has_string(c, "status", want.status) && has_string(c, "reason", want.reason) &&
-             has_string(c, "message", want.message);
-    }
-    return false;
+    const auto& c = want.type == kUnschedulable ? old.unschedulable : old.scheduled;
+    return c && c->only_written_members && c->status == want.status && c->reason == want.reason &&
+           c->message == want.message;
   });
 }
 
-/// `old` with `change` written, conditions stamped `now` (format_timestamp of the round's time)
+/// `status` with `change` written, conditions stamped `now` (format_timestamp of the round's time)
 /// unless their status stays.
-json applied(const json& old, const GroupStatusChange& change, const std::string& now) {
-  json status = old;
+json applied(json status, const GroupStatusChange& change, const std::string& now) {
   status["phase"] = change.phase;
   status["running"] = change.running;
   status["succeeded"] = change.succeeded;
@@ -649,14 +866,110 @@ json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
   return status;
 }
 
+}  // namespace
+
+/// Facts by uid: an entry is read again when its resourceVersion changes, and dropped by the
+/// first pass that ends without having used it.
+struct AdmissionCache::Impl {
+  template <class Facts>
+  struct Entry {
+    std::string version;
+    std::shared_ptr<const Facts> facts;
+    std::uint64_t pass = 0;  // the last pass that used it
+  };
+  template <class Facts>
+  using Entries = std::unordered_map<std::string, Entry<Facts>>;
+
+  /// False for the cache of a single pass (admit without one): nothing is kept by uid.
+  bool keeps = true;
+  Entries<GroupFacts> groups;
+  Entries<NodeRead> nodes;
+  Entries<PodFacts> pods;
+  std::uint64_t pass = 0;
+  std::size_t read = 0;  // objects read in this pass
+  std::size_t used = 0;  // entries handed out in this pass
+  /// What objects without a uid or resourceVersion were read into, kept until the pass ends.
+  std::vector<std::shared_ptr<const void>> uncached;
+  /// The node list of the last pass, by the facts read, and what it offers before any pod or
+  /// reservation is taken off it: the same list again is not indexed again.
+  std::vector<std::shared_ptr<const NodeRead>> node_list;
+  std::optional<NodeCapacity> capacity;
+  ResourceList total;  // allocatable of its schedulable nodes
+  bool node_list_reused = false;
+
+  void begin() {
+    ++pass;
+    read = used = 0;
+    uncached.clear();
+  }
+
+  /// Drops what this pass did not use: objects deleted (or no longer listed) since.
+  void end() {
+    if (used == groups.size() + nodes.size() + pods.size())
+      return;  // the common case: nothing deleted, no need to look
+    std::erase_if(groups, [&](const auto& e) { return e.second.pass != pass; });
+    std::erase_if(nodes, [&](const auto& e) { return e.second.pass != pass; });
+    std::erase_if(pods, [&](const auto& e) { return e.second.pass != pass; });
+  }
+
+  /// The facts of `object`: cached under its uid and resourceVersion, else read by `read_object`
+  /// (and cached, unless an object of that uid but another version was read in this pass already).
+  template <class Facts, class Read>
+  std::shared_ptr<const Facts> get(Entries<Facts>& entries, const json& object, Read read_object) {
+    const json& metadata = object_member(object, "metadata");
+    const std::string* uid = string_ref(metadata, "uid");
+    const std::string* version = string_ref(metadata, "resourceVersion");
+    if (keeps && uid != nullptr && version != nullptr && !uid->empty() && !version->empty()) {
+      Entry<Facts>& e = entries[*uid];
+      if (e.facts && e.version == *version) {
+        used += e.pass != pass;
+        e.pass = pass;
+        return e.facts;
+      }
+      if (e.pass != pass) {  // not handed out in this pass: may be replaced
+        ++read;
+        auto facts = std::make_shared<const Facts>(read_object(object));
+        if (!e.facts || !reads_alike(*e.facts, *facts))
+          e.facts = std::move(facts);
+        e.version = *version;
+        e.pass = pass;
+        ++used;
+        return e.facts;
+      }
+    }
+    ++read;
+    auto facts = std::make_shared<const Facts>(read_object(object));
+    uncached.push_back(facts);
+    return facts;
+  }
+};
+
+AdmissionCache::AdmissionCache() : impl_(std::make_unique<Impl>()) {}
+AdmissionCache::~AdmissionCache() = default;
+
+AdmissionCache::Stats AdmissionCache::stats() const {
+  return {.pod_groups = impl_->groups.size(),
+          .nodes = impl_->nodes.size(),
+          .pods = impl_->pods.size(),
+          .read = impl_->read,
+          .node_list_reused = impl_->node_list_reused};
+}
+
+namespace {
+
 /// One admission round's state and decisions.
 class Round {
  public:
   /// `with_view`: keep what view() shows besides what the pass decides by.
-  Round(const AdmissionInput& input, const AdmissionOptions& options, bool with_view)
+  /// `owned_groups`: input.pod_groups when the caller gave the input up (admit with an rvalue),
+  /// else null.
+  Round(const AdmissionInput& input, std::vector<json>* owned_groups,
+        const AdmissionOptions& options, bool with_view, AdmissionCache::Impl& cache)
       : input_(input),
+        owned_groups_(owned_groups),
         options_(options),
         with_view_(with_view),
+        cache_(cache),
         now_text_(api::format_timestamp(input.now)),
         priorities_(input.priority_classes) {}
 
@@ -664,7 +977,7 @@ class Round {
     read_groups();
     read_queues();
     for (const auto& pod : input_.pods)
-      count_pod(pod, groups_, loads_);
+      count_pod(pod, *cache_.get(cache_.pods, pod, read_pod), groups_, loads_);
     for (auto& [key, g] : groups_)
       advance_phase(g);
     read_nodes();
@@ -673,11 +986,15 @@ class Round {
     return write();
   }
 
-  /// The nodes and queues as this round leaves them (a round made with_view).
-  AdmissionView view() const {
+  /// The nodes and queues as this round leaves them (a round made with_view), once it has
+  /// written: the why-not messages move into the view.
+  AdmissionView take_view() {
     AdmissionView v{.schedule_timeouts = timeouts_, .preemptions = preemptions_};
-    v.nodes.reserve(nodes_.size());
-    for (NodeUsage u : nodes_) {
+    v.nodes.reserve(cache_.node_list.size());
+    for (const auto& n : cache_.node_list) {
+      NodeUsage u{.name = n->name,
+                  .schedulable = n->schedulable != nullptr,
+                  .allocatable = n->allocatable.value_or(ResourceList())};
       if (const auto load = loads_.find(u.name); load != loads_.end()) {
         u.requested = load->second.requested;
         u.jobs.assign(load->second.jobs.begin(), load->second.jobs.end());
@@ -686,8 +1003,9 @@ class Round {
         u.reserved = reserved->second;
       v.nodes.push_back(std::move(u));
     }
-    std::sort(v.nodes.begin(), v.nodes.end(),
-              [](const NodeUsage& a, const NodeUsage& b) { return a.name < b.name; });
+    const auto by_name = [](const NodeUsage& a, const NodeUsage& b) { return a.name < b.name; };
+    if (!std::is_sorted(v.nodes.begin(), v.nodes.end(), by_name))  // as an API list returns them
+      std::sort(v.nodes.begin(), v.nodes.end(), by_name);
     for (const auto& [name, q] : queues_) {
       QueueUsage u{.name = name,
                    .state = q.state,
@@ -696,9 +1014,10 @@ class Round {
                    .capability = q.capability,
                    .deserved = q.deserved,
                    .allocated = q.held};
-      for (const Group* g : q.pending) {
+      for (Group* g : q.pending) {
         if (g->phase == kPending)
-          u.pending.push_back({g->key, g->priority.value, g->blocked_reason, g->blocked});
+          u.pending.push_back(
+              {g->key, g->priority.value, std::move(g->blocked_reason), std::move(g->blocked)});
       }
       v.queues.push_back(std::move(u));
     }
@@ -714,23 +1033,17 @@ class Round {
  private:
   void read_groups() {
     for (const auto& object : input_.pod_groups) {
-      const json& metadata = object_member(object, "metadata");
-      std::string name = string_member(metadata, "name");
-      // Read in place: a Group is large to move, and a pass reads thousands.
-      const auto [it, added] =
-          groups_.try_emplace(string_member(metadata, "namespace") + "/" + name);
+      const GroupFacts& facts = *cache_.get(cache_.groups, object, read_group);
+      // Made in place: a Group is large to move, and a pass reads thousands.
+      const auto [it, added] = groups_.try_emplace(facts.key, object, facts);
       if (!added)
         continue;  // two objects of one key: the first counts
       Group& g = it->second;
-      g.name = std::move(name);
-      g.key = it->first;
-      read_group(object, metadata, g);
       if (!find_job(g, input_.job)) {
         groups_.erase(it);
         continue;  // the garbage collector's: it holds nothing
       }
-      g.priority =
-          priorities_.resolve(string_member(object_member(object, "spec"), "priorityClassName"));
+      g.priority = priorities_.resolve(facts.priority_class);
     }
   }
 
@@ -785,7 +1098,7 @@ class Round {
       return;
     }
     g.phase = kInqueue;
-    const auto admitted = annotation_time(*g.object, api::annotations::admitted_at);
+    const auto& admitted = g.facts.admitted_at;
     if (!admitted)
       return;
     const TimePoint deadline = *admitted + timeout_of(g);
@@ -800,7 +1113,7 @@ class Round {
   /// the back-off ends, and its pods deleted in a later round (delete_taken_back_pods).
   void take_back(Group& g) {
     int timeouts = 0;
-    const std::string previous = annotation_of(*g.object, api::annotations::schedule_timeouts);
+    const std::string& previous = g.facts.schedule_timeouts;
     std::from_chars(previous.data(), previous.data() + previous.size(), timeouts);
     ++timeouts;
     const auto backoff = std::min<std::chrono::seconds>(
@@ -845,30 +1158,28 @@ class Round {
   /// Free capacity now (less bound pods and admitted reservations), and in the future (less
   /// admitted reservations only: every running pod has finished).
   void read_nodes() {
-    std::vector<NodeFacts> facts;
-    facts.reserve(input_.nodes.size());  // one allocation: growing it moved thousands of facts
-    if (with_view_)
-      nodes_.reserve(input_.nodes.size());
-    for (const auto& node : input_.nodes) {
-      auto allocatable = allocatable_of(node);
-      std::optional<NodeFacts> f;
-      if (allocatable) {  // an unreadable allocatable offers nothing
-        f = schedulable_node(
-            node, with_view_ ? api::ResourceList(*allocatable) : std::move(*allocatable));
-      }
-      if (with_view_) {
-        nodes_.push_back({.name = name_of(node),
-                          .schedulable = f.has_value(),
-                          .allocatable = allocatable ? std::move(*allocatable) : ResourceList()});
-      }
-      if (f) {
-        for (const auto& [name, value] : f->free)
+    std::vector<std::shared_ptr<const NodeRead>> list;
+    list.reserve(input_.nodes.size());
+    for (const auto& node : input_.nodes)
+      list.push_back(cache_.get(cache_.nodes, node, read_node));
+    cache_.node_list_reused = cache_.capacity && list == cache_.node_list;
+    if (!cache_.node_list_reused) {
+      std::vector<std::shared_ptr<const NodeFacts>> facts;
+      facts.reserve(list.size());
+      cache_.total.clear();
+      for (const auto& n : list) {
+        if (!n->schedulable)
+          continue;
+        for (const auto& [name, value] : n->schedulable->free)
           if (name != kPodsResource)
-            total_[name] += value;
-        facts.push_back(std::move(*f));
+            cache_.total[name] += value;
+        facts.push_back(n->schedulable);
       }
+      cache_.capacity.emplace(std::move(facts));
+      cache_.node_list = std::move(list);
     }
-    now_.emplace(std::move(facts));
+    total_ = cache_.total;
+    now_.emplace(*cache_.capacity);
     for (auto& [key, g] : groups_) {
       if (g.phase != kInqueue && g.phase != kUnknown)
         continue;
@@ -886,8 +1197,7 @@ class Round {
   /// bound there use; a group admitted without one (by hand, or an older controller) is placed
   /// afresh.
   void reserve(Group& g) {
-    const std::string text = annotation_of(*g.object, api::annotations::node_reservations);
-    if (text.empty()) {
+    if (!g.facts.reservations) {
       const std::vector<PodDemand> demands = demands_of(g);
       // When it does not fit, it holds nothing but its bound pods.
       if (const auto placed = now_->place(demands)) {
@@ -896,7 +1206,7 @@ class Round {
       }
       return;
     }
-    for (const auto& [node, reserved] : read_reservations(text)) {
+    for (const auto& [node, reserved] : *g.facts.reservations) {
       const auto index = now_->find(node);
       if (!index)
         continue;
@@ -1207,8 +1517,7 @@ class Round {
   /// PodGroup admitted, and create them again.
   void delete_taken_back_pods() {
     for (const auto& [key, g] : groups_) {
-      if (g.phase != kPending || !taken_back(g) ||
-          string_member(object_member(*g.object, "status"), "phase") != kPending)
+      if (g.phase != kPending || !taken_back(g) || g.facts.phase != kPending)
         continue;
       for (const json* pod : g.pods) {
         // One being deleted already is not asked again: its grace period runs, and a cache that
@@ -1220,6 +1529,13 @@ class Round {
     }
   }
 
+  /// `g`'s object in the input when the pass owns the input (its update is made from it then,
+  /// not from a copy), else null. Nothing reads the object once its update is made.
+  json* owned(const Group& g) const {
+    return owned_groups_ == nullptr ? nullptr
+                                    : &(*owned_groups_)[g.object - input_.pod_groups.data()];
+  }
+
   AdmissionResult write() {
     delete_taken_back_pods();
     result_.actions.reserve(result_.actions.size() + groups_.size() + queues_.size());
@@ -1227,13 +1543,25 @@ class Round {
     const kube::Resource podgroups = kube::resources::podgroups();
     for (auto& [key, g] : groups_) {
       ++counts[g.queue][g.phase];
-      const json& old = status_of(*g.object);
       const GroupStatusChange change = status_change(g);
-      const bool same_status = shows(old, change);
-      if (same_status && annotations_unchanged(*g.object, g.annotations))
-        continue;  // the common case once a gang waits: no copy of it
-      // Its status is replaced: not copied only to be dropped (unless it stays, to compare).
-      json updated = same_status ? *g.object : without_status(*g.object);
+      const bool same_status = shows(g.facts.status, change);
+      if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
+        continue;  // the common case once a gang waits: the object is not even looked at
+      // Its status is replaced: not copied only to be dropped (unless it stays, to compare), and
+      // taken out of the input when the pass owns it.
+      const json* old = &status_of(*g.object);
+      json moved_status;
+      json updated;
+      if (json* own = owned(g); own != nullptr && !same_status) {
+        if (const auto it = own->find("status"); it != own->end()) {
+          moved_status = std::move(*it);
+          old = &moved_status;
+          own->erase(it);
+        }
+        updated = std::move(*own);
+      } else {
+        updated = same_status ? *g.object : without_status(*g.object);
+      }
       for (const auto& [name, value] : g.annotations) {
         json& annotations = ensure_object(updated["metadata"], "annotations");
         if (value)
@@ -1243,18 +1571,19 @@ class Round {
       }
       if (updated["metadata"].contains("annotations") &&
           updated["metadata"]["annotations"].empty() &&
-          !object_member(*g.object, "metadata").contains("annotations"))
+          g.facts.annotations.shape == AnnotationFacts::Shape::Absent)
         updated["metadata"].erase("annotations");
       if (same_status && updated == *g.object)
         continue;
+      const std::string old_phase = old->value("phase", "");
       if (!same_status)
-        updated["status"] = applied(old, change, now_text_);
-      if (g.phase == kInqueue && old.value("phase", "") != kInqueue &&
-          old.value("phase", "") != kRunning) {
+        updated["status"] =
+            applied(old == &moved_status ? std::move(moved_status) : *old, change, now_text_);
+      if (g.phase == kInqueue && old_phase != kInqueue && old_phase != kRunning) {
         result_.events.push_back({"Normal", "Enqueued",
                                   fmt::format("admitted to queue {}", g.queue), involved(updated)});
       }
-      if (!g.blocked.empty() && !condition_true(old, kUnschedulable))
+      if (!g.blocked.empty() && !unschedulable_true(g.facts.status))
         result_.events.push_back(
             {"Warning", std::string(kUnschedulable), g.blocked, involved(updated)});
       result_.actions.push_back({Action::Type::Update, podgroups, namespace_of(updated),
@@ -1273,17 +1602,17 @@ class Round {
   }
 
   const AdmissionInput& input_;
+  std::vector<json>* owned_groups_;
   const AdmissionOptions& options_;
   const bool with_view_;
+  AdmissionCache::Impl& cache_;
   const std::string now_text_;  // input_.now as format_timestamp writes it
   PriorityClasses priorities_;
-  std::map<std::string, Group> groups_;
+  std::map<std::string_view, Group, std::less<>> groups_;  // by key, into the cache's facts
   std::map<std::string, Queue> queues_;
   std::vector<Group*> unqueued_;
   ResourceList total_;  // allocatable of the schedulable nodes
   std::optional<NodeCapacity> now_, future_, open_;
-  /// With a view: every node as read (name, schedulable, allocatable), in input order.
-  std::vector<NodeUsage> nodes_;
   std::map<std::string, NodeLoad> loads_;         // by node name
   std::map<std::string, ResourceList> reserved_;  // by node name, for the view
   int timeouts_ = 0;
@@ -1294,13 +1623,36 @@ class Round {
 
 }  // namespace
 
-AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
-                      AdmissionView* view) {
-  Round round(input, options, view != nullptr);
-  AdmissionResult result = round.run();
-  if (view != nullptr)
-    *view = round.view();
+namespace {
+
+AdmissionResult run_pass(const AdmissionInput& input, std::vector<json>* owned_groups,
+                         const AdmissionOptions& options, AdmissionView* view,
+                         AdmissionCache* cache) {
+  AdmissionCache single_pass;
+  single_pass.impl().keeps = false;
+  AdmissionCache::Impl& facts = (cache != nullptr ? *cache : single_pass).impl();
+  facts.begin();
+  AdmissionResult result;
+  {
+    Round round(input, owned_groups, options, view != nullptr, facts);
+    result = round.run();
+    if (view != nullptr)
+      *view = round.take_view();
+  }
+  facts.end();
   return result;
+}
+
+}  // namespace
+
+AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
+                      AdmissionView* view, AdmissionCache* cache) {
+  return run_pass(input, nullptr, options, view, cache);
+}
+
+AdmissionResult admit(AdmissionInput&& input, const AdmissionOptions& options, AdmissionView* view,
+                      AdmissionCache* cache) {
+  return run_pass(input, &input.pod_groups, options, view, cache);
 }
 
 }  // namespace trainctl::controller

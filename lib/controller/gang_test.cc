@@ -1224,3 +1224,275 @@ TEST(FairShareTest, WeightsThreeToOneGiveThreeToOneGpuTimeUnderContention) {
 
 }  // namespace
 }  // namespace trainctl::controller
+
+namespace trainctl::controller {
+namespace {
+
+// ---- the admission cache ----
+
+json versioned_node(const std::string& name, int gpus, int version, bool ready = true) {
+  json n = node(name, gpus, ready);
+  n["metadata"]["uid"] = "uid-" + name;
+  n["metadata"]["resourceVersion"] = std::to_string(version);
+  return n;
+}
+
+/// `object` as the server returns it after a write: a resourceVersion one higher.
+json bumped(json object) {
+  const std::string version = object["metadata"].value("resourceVersion", "0");
+  object["metadata"]["resourceVersion"] = std::to_string(std::stoi(version) + 1);
+  return object;
+}
+
+/// Everything a round decided, as text: actions (with their objects), events, requeue.
+std::string decided(const AdmissionResult& result) {
+  json out = json::array();
+  for (const auto& a : result.actions)
+    out.push_back(
+        {static_cast<int>(a.type), a.resource.plural, a.namespace_, a.name, a.object, a.uid});
+  for (const auto& e : result.events)
+    out.push_back({e.type, e.reason, e.message, e.involved_object});
+  out.push_back(result.requeue_after ? result.requeue_after->count() : -1);
+  return out.dump();
+}
+
+std::string shown(const AdmissionView& view) {
+  json out = {{"timeouts", view.schedule_timeouts}, {"preemptions", view.preemptions}};
+  for (const NodeUsage& n : view.nodes)
+    out["nodes"].push_back({n.name, n.schedulable, n.allocatable, n.requested, n.reserved, n.jobs});
+  for (const QueueUsage& q : view.queues) {
+    json pending = json::array();
+    for (const PendingGang& g : q.pending)
+      pending.push_back({g.key, g.priority, g.reason, g.why});
+    out["queues"].push_back({q.name, q.state, q.weight, q.reclaimable, q.capability, q.deserved,
+                             q.allocated, q.gangs, pending});
+  }
+  return out.dump();
+}
+
+TEST(AdmissionCacheTest, AnObjectIsReadOncePerResourceVersion) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 8, 1)};
+  std::vector<json> groups = {group("a", "team-a", {{"nvidia.com/gpu", "8"}}),
+                              group("b", "team-a", {{"nvidia.com/gpu", "8"}})};
+  AdmissionCache cache;
+  const auto pass = [&] {
+    return admit({.pod_groups = groups, .queues = queues, .nodes = nodes, .now = kNow}, {}, nullptr,
+                 &cache);
+  };
+  const AdmissionResult first = pass();
+  EXPECT_EQ(cache.stats().read, 4);
+  EXPECT_EQ(cache.stats().pod_groups, 2);
+  EXPECT_EQ(cache.stats().nodes, 2);
+  EXPECT_EQ(phase_of(written_group(first, "b")), "Inqueue");
+
+  // The same objects again: nothing read, the node list's capacity reused.
+  pass();
+  EXPECT_EQ(cache.stats().read, 0);
+  EXPECT_TRUE(cache.stats().node_list_reused);
+
+  // b grows under a new resourceVersion: read again, and decided as it now is.
+  groups[1]["spec"]["minResources"]["nvidia.com/gpu"] = "16";
+  groups[1] = bumped(groups[1]);
+  const AdmissionResult grown = pass();
+  EXPECT_EQ(cache.stats().read, 1);
+  EXPECT_THAT(unschedulable(written_group(grown, "b"))["message"].get<std::string>(),
+              HasSubstr("nvidia.com/gpu 16 requested"));
+
+  // A node that is no longer Ready, under a new resourceVersion: read again, nothing goes there.
+  nodes[1] = bumped(versioned_node("n2", 8, 1, false));
+  groups[1]["spec"]["minResources"]["nvidia.com/gpu"] = "8";
+  groups[1] = bumped(groups[1]);
+  const AdmissionResult cordoned = pass();
+  EXPECT_EQ(cache.stats().read, 2);
+  EXPECT_FALSE(cache.stats().node_list_reused);
+  EXPECT_EQ(phase_of(written_group(cordoned, "a")), "Inqueue");
+  EXPECT_EQ(phase_of(written_group(cordoned, "b")), "Pending");
+}
+
+// A pod that finishes is read again under its new resourceVersion: its gang completes.
+TEST(AdmissionCacheTest, APodsNewVersionIsReadAgain) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const std::vector<json> nodes = {versioned_node("n1", 8, 1)};
+  const std::vector<json> groups = {
+      group("a", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "Running", 1)};
+  json p = pod("a-0", "a", "n1", "Running", 2);
+  p["metadata"]["uid"] = "uid-a-0";
+  p["metadata"]["resourceVersion"] = "1";
+  AdmissionCache cache;
+  const auto pass = [&] {
+    return admit({.pod_groups = groups, .queues = queues, .nodes = nodes, .pods = {p}, .now = kNow},
+                 {}, nullptr, &cache);
+  };
+  EXPECT_EQ(written_group(pass(), "a")["status"]["running"], 1);
+  EXPECT_EQ(cache.stats().pods, 1);
+  pass();
+  EXPECT_EQ(cache.stats().read, 0);
+  p["status"]["phase"] = "Succeeded";
+  p = bumped(p);
+  EXPECT_EQ(phase_of(written_group(pass(), "a")), "Completed");
+  EXPECT_EQ(cache.stats().read, 1);
+}
+
+// A node's status heartbeat gives it a new resourceVersion and changes nothing admission reads:
+// read again, but the node list's capacity is kept. A new label is a change.
+TEST(AdmissionCacheTest, ANodeReadAlikeUnderANewVersionKeepsTheNodeListsCapacity) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const std::vector<json> groups = {group("a", "team-a", {{"nvidia.com/gpu", "8"}})};
+  std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 8, 1)};
+  AdmissionCache cache;
+  const auto pass = [&] {
+    return admit({.pod_groups = groups, .queues = queues, .nodes = nodes, .now = kNow}, {}, nullptr,
+                 &cache);
+  };
+  pass();
+  nodes[1]["status"]["conditions"][0]["lastHeartbeatTime"] = "2024-05-01T11:59:00Z";
+  nodes[1] = bumped(nodes[1]);
+  pass();
+  EXPECT_EQ(cache.stats().read, 1);
+  EXPECT_TRUE(cache.stats().node_list_reused);
+  nodes[1]["metadata"]["labels"]["pool"] = "h100";
+  nodes[1] = bumped(nodes[1]);
+  pass();
+  EXPECT_EQ(cache.stats().read, 1);
+  EXPECT_FALSE(cache.stats().node_list_reused);
+}
+
+TEST(AdmissionCacheTest, ObjectsNoLongerListedAreDroppedAtTheEndOfThePass) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  const json n1 = versioned_node("n1", 8, 1);
+  const json n2 = versioned_node("n2", 8, 1);
+  const json a = group("a", "team-a", {{"nvidia.com/gpu", "8"}});
+  const json b = group("b", "team-a", {{"nvidia.com/gpu", "8"}});
+  AdmissionCache cache;
+  const auto pass = [&](std::vector<json> groups, std::vector<json> nodes) {
+    admit(
+        {.pod_groups = std::move(groups), .queues = queues, .nodes = std::move(nodes), .now = kNow},
+        {}, nullptr, &cache);
+  };
+  pass({a, b}, {n1, n2});
+  pass({a}, {n1});  // b and n2 deleted
+  EXPECT_EQ(cache.stats().pod_groups, 1);
+  EXPECT_EQ(cache.stats().nodes, 1);
+  EXPECT_EQ(cache.stats().read, 0);
+  EXPECT_FALSE(cache.stats().node_list_reused);
+  pass({a, b}, {n1});  // b again, under the version it had: read afresh, it was dropped
+  EXPECT_EQ(cache.stats().read, 1);
+  EXPECT_EQ(cache.stats().pod_groups, 2);
+}
+
+// Objects without a uid or resourceVersion (made by hand, or by tests) are read on every pass.
+TEST(AdmissionCacheTest, ObjectsWithoutUidOrVersionAreReadEveryPass) {
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  json g = group("a", "team-a", {{"nvidia.com/gpu", "8"}});
+  g["metadata"].erase("resourceVersion");
+  AdmissionCache cache;
+  const AdmissionInput input{
+      .pod_groups = {g}, .queues = queues, .nodes = {node("n1", 8)}, .now = kNow};
+  admit(input, {}, nullptr, &cache);
+  admit(input, {}, nullptr, &cache);
+  EXPECT_EQ(cache.stats().read, 2);
+  EXPECT_EQ(cache.stats().pod_groups, 0);
+  EXPECT_EQ(cache.stats().nodes, 0);
+}
+
+// A property: on random clusters that change between passes (writes land under new
+// resourceVersions; nodes fail, grow and go; gangs come, go, get pods), every pass with the
+// cache decides and shows exactly what the same pass without it does, and so does a pass given
+// its input to take apart (admit with an rvalue, as the controller calls it).
+TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters) {
+  std::mt19937 rng(11);
+  const auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
+  for (int cluster = 0; cluster < 30; ++cluster) {
+    AdmissionCache cache;
+    AdmissionOptions options;
+    if (cluster % 3 == 1)
+      options.preemption = Preemption::WithinQueue;
+    if (cluster % 3 == 2)
+      options.order = AdmissionOrder::StrictFifo;
+    std::vector<json> queues = {queue("q0", {{"nvidia.com/gpu", "24"}}),
+                                queue("q1", json::object())};
+    std::vector<json> nodes, groups, pods, classes = {priority_class("high", 1000)};
+    int made = 0;
+    const auto add_node = [&] {
+      nodes.push_back(versioned_node(fmt::format("node-{}", made++), 1 + rng() % 8, 1));
+    };
+    const auto add_group = [&] {
+      json g = group(fmt::format("g{}", made++), fmt::format("q{}", rng() % 2),
+                     {{"nvidia.com/gpu", std::to_string(1 + rng() % 12)}},
+                     fmt::format("2024-05-01T11:{:02}:00Z", rng() % 60), "", 1 + rng() % 4);
+      groups.push_back(chance(20) ? with_priority(g, "high") : g);
+    };
+    for (int i = 0, count = 2 + rng() % 5; i < count; ++i)
+      add_node();
+    for (int i = 0, count = 1 + rng() % 8; i < count; ++i)
+      add_group();
+    for (int pass = 0; pass < 8; ++pass) {
+      const AdmissionInput input{.pod_groups = groups,
+                                 .queues = queues,
+                                 .nodes = nodes,
+                                 .pods = pods,
+                                 .priority_classes = classes,
+                                 .now = kNow + std::chrono::seconds(100 * pass)};
+      AdmissionView with_cache, without;
+      const AdmissionResult cached = admit(input, options, &with_cache, &cache);
+      ASSERT_EQ(decided(cached), decided(admit(input, options, &without)))
+          << "cluster " << cluster << ", pass " << pass;
+      ASSERT_EQ(shown(with_cache), shown(without)) << "cluster " << cluster << ", pass " << pass;
+      // And a pass that may take its input's objects apart for what it writes.
+      AdmissionView given_up;
+      ASSERT_EQ(decided(cached), decided(admit(AdmissionInput(input), options, &given_up)))
+          << "cluster " << cluster << ", pass " << pass;
+      ASSERT_EQ(shown(given_up), shown(without)) << "cluster " << cluster << ", pass " << pass;
+      // What the server does with the writes, and what changes meanwhile.
+      for (const auto& a : cached.actions) {
+        auto& objects = a.resource.plural == "queues" ? queues : groups;
+        for (json& o : objects)
+          if (o["metadata"]["name"] == a.name)
+            o = bumped(a.object);
+        if (a.type == Action::Type::Delete)
+          std::erase_if(pods, [&](const json& p) { return p["metadata"]["name"] == a.name; });
+      }
+      for (const json& g : groups) {
+        const std::string name = g["metadata"]["name"];
+        const std::string reservations = g["metadata"]
+                                             .value("annotations", json::object())
+                                             .value("trainctl.io/node-reservations", "");
+        if (phase_of(g) != "Inqueue" || reservations.empty() || chance(30) ||
+            std::any_of(pods.begin(), pods.end(), [&](const json& p) {
+              return p["metadata"]["name"].get<std::string>().starts_with(name + "-");
+            }))
+          continue;
+        const std::string on = json::parse(reservations).begin().key();
+        for (int i = 0; i < g["spec"]["minMember"].get<int>(); ++i) {
+          json p = pod(fmt::format("{}-{}", name, i), name, on, "Running", 1);
+          p["metadata"]["uid"] = fmt::format("uid-{}-{}", name, i);
+          p["metadata"]["resourceVersion"] = "1";
+          pods.push_back(std::move(p));
+        }
+      }
+      for (json& p : pods) {
+        if (chance(10)) {
+          p["status"]["phase"] = chance(50) ? "Succeeded" : "Failed";
+          p = bumped(p);
+        }
+      }
+      for (json& n : nodes)
+        if (chance(15))
+          n = bumped(versioned_node(n["metadata"]["name"], 1 + rng() % 8,
+                                    std::stoi(n["metadata"]["resourceVersion"].get<std::string>()),
+                                    !chance(25)));
+      if (chance(20) && nodes.size() > 1)
+        nodes.erase(nodes.begin() + rng() % nodes.size());
+      if (chance(20))
+        add_node();
+      if (chance(20) && !groups.empty())
+        groups.erase(groups.begin() + rng() % groups.size());
+      if (chance(40))
+        add_group();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainctl::controller

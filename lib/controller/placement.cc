@@ -97,23 +97,26 @@ std::optional<NodeFacts> schedulable_node(const json& node, api::ResourceList al
 struct NodeCapacity::Impl {
   /// By name; `free` unused (see `free`). Never changed once built, so copies of a NodeCapacity
   /// (the what-if capacities of an admission pass) share it and copy only the numbers.
-  std::shared_ptr<const std::vector<NodeFacts>> nodes;
+  std::shared_ptr<const std::vector<std::shared_ptr<const NodeFacts>>> nodes;
   std::vector<std::string> resources;
   std::map<std::string, std::size_t, std::less<>> resource_index;
   std::vector<std::int64_t> free;        // nodes x resources
   std::vector<std::int64_t> total_free;  // per resource, a node's overflow counted against it
-  std::set<std::string> keys;            // the label keys classes are split by
+  /// total_free by name, made when asked for and dropped by the next change (admission asks
+  /// once per gang, and most gangs of a full cluster change nothing).
+  mutable std::optional<api::ResourceList> total_free_list;
+  std::set<std::string> keys;  // the label keys classes are split by
   std::vector<NodeClass> classes;
   std::vector<std::size_t> class_of, leaf_of;
 
   std::size_t dims() const { return resources.size(); }
-  const NodeFacts& node(std::size_t i) const { return (*nodes)[i]; }
+  const NodeFacts& node(std::size_t i) const { return *(*nodes)[i]; }
   std::int64_t& at(std::size_t node, std::size_t r) { return free[node * dims() + r]; }
 
   void index_resources() {
     std::set<std::string> names;
     for (const auto& n : *nodes)
-      for (const auto& [name, value] : n.free)
+      for (const auto& [name, value] : n->free)
         names.insert(name);
     for (std::string_view leading : kLeadingResources) {
       resource_index.emplace(std::string(leading), resources.size());
@@ -181,6 +184,7 @@ struct NodeCapacity::Impl {
   }
 
   void take(std::size_t node, const std::vector<std::int64_t>& amount, int times) {
+    total_free_list.reset();
     for (std::size_t r = 0; r < dims(); ++r) {
       if (amount[r] == 0)
         continue;
@@ -297,11 +301,27 @@ struct NodeCapacity::Impl {
   }
 };
 
-NodeCapacity::NodeCapacity(std::vector<NodeFacts> nodes) : impl_(std::make_unique<Impl>()) {
-  const auto by_name = [](const NodeFacts& a, const NodeFacts& b) { return a.name < b.name; };
+namespace {
+
+std::vector<std::shared_ptr<const NodeFacts>> shared(std::vector<NodeFacts> nodes) {
+  std::vector<std::shared_ptr<const NodeFacts>> result;
+  result.reserve(nodes.size());
+  for (NodeFacts& n : nodes)
+    result.push_back(std::make_shared<const NodeFacts>(std::move(n)));
+  return result;
+}
+
+}  // namespace
+
+NodeCapacity::NodeCapacity(std::vector<NodeFacts> nodes) : NodeCapacity(shared(std::move(nodes))) {}
+
+NodeCapacity::NodeCapacity(std::vector<std::shared_ptr<const NodeFacts>> nodes)
+    : impl_(std::make_unique<Impl>()) {
+  const auto by_name = [](const auto& a, const auto& b) { return a->name < b->name; };
   if (!std::is_sorted(nodes.begin(), nodes.end(), by_name))  // as an API list returns them
     std::sort(nodes.begin(), nodes.end(), by_name);
-  impl_->nodes = std::make_shared<const std::vector<NodeFacts>>(std::move(nodes));
+  impl_->nodes =
+      std::make_shared<const std::vector<std::shared_ptr<const NodeFacts>>>(std::move(nodes));
   impl_->index_resources();
   impl_->group();
 }
@@ -324,10 +344,9 @@ const std::string& NodeCapacity::name(std::size_t node) const {
 
 std::optional<std::size_t> NodeCapacity::find(const std::string& name) const {
   const auto& nodes = *impl_->nodes;
-  const auto it =
-      std::lower_bound(nodes.begin(), nodes.end(), name,
-                       [](const NodeFacts& n, const std::string& v) { return n.name < v; });
-  if (it == nodes.end() || it->name != name)
+  const auto it = std::lower_bound(nodes.begin(), nodes.end(), name,
+                                   [](const auto& n, const std::string& v) { return n->name < v; });
+  if (it == nodes.end() || (*it)->name != name)
     return std::nullopt;
   return static_cast<std::size_t>(it - nodes.begin());
 }
@@ -339,11 +358,13 @@ api::ResourceList NodeCapacity::free(std::size_t node) const {
   return result;
 }
 
-api::ResourceList NodeCapacity::total_free() const {
-  api::ResourceList result;
-  for (std::size_t r = 0; r < impl_->dims(); ++r)
-    result[impl_->resources[r]] = impl_->total_free[r];
-  return result;
+const api::ResourceList& NodeCapacity::total_free() const {
+  if (!impl_->total_free_list) {
+    api::ResourceList& result = impl_->total_free_list.emplace();
+    for (std::size_t r = 0; r < impl_->dims(); ++r)
+      result[impl_->resources[r]] = impl_->total_free[r];
+  }
+  return *impl_->total_free_list;
 }
 
 void NodeCapacity::take(std::size_t node, const api::ResourceList& amount) {

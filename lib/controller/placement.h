@@ -72,6 +72,8 @@ struct GangPlacement {
 class NodeCapacity {
  public:
   explicit NodeCapacity(std::vector<NodeFacts> nodes);
+  /// The same from facts the caller keeps (an admission cache): they are shared, not copied.
+  explicit NodeCapacity(std::vector<std::shared_ptr<const NodeFacts>> nodes);
   ~NodeCapacity();
   NodeCapacity(const NodeCapacity&);
   NodeCapacity& operator=(const NodeCapacity&);
@@ -85,8 +87,8 @@ class NodeCapacity {
   /// The sum of what is free on every node, a node's overflow (a reservation its node no longer
   /// holds, as when the scheduler bound some of the gang's pods elsewhere) counted against it:
   /// those pods still need room on another node. Admission asks for a gang's whole demand here
-  /// before it places the gang node by node.
-  api::ResourceList total_free() const;
+  /// before it places the gang node by node. Valid until the capacity changes.
+  const api::ResourceList& total_free() const;
 
   /// Takes `amount` off `node`'s free capacity (bound pods, reservations); free may go
   /// negative, which keeps every pod that requests that resource off the node.

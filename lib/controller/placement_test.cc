@@ -147,6 +147,26 @@ TEST(PlacementTest, ACopyPlacesIndependentlyOfItsOriginal) {
   EXPECT_TRUE(copy.place({gpu_pods("w", 1, 8, {{"nodeSelector", {{"pool", "h100"}}}})}));
 }
 
+// total_free is made once and kept until the capacity changes: every change shows in it, a
+// what-if's and a refusal's included (they take nothing), and a copy's change not in the
+// original's.
+TEST(PlacementTest, TotalFreeFollowsEveryChange) {
+  NodeCapacity nodes = capacity_of({gpu_node("a", 4), gpu_node("b", 4)});
+  const auto gpus = [](const NodeCapacity& c) { return c.total_free().at("nvidia.com/gpu"); };
+  EXPECT_EQ(gpus(nodes), 8000);
+  ASSERT_TRUE(nodes.place({gpu_pods("w", 1, 3)}));
+  EXPECT_EQ(gpus(nodes), 5000);
+  nodes.take(1, {{"nvidia.com/gpu", 1000}});
+  EXPECT_EQ(gpus(nodes), 4000);
+  EXPECT_TRUE(nodes.place({gpu_pods("w", 1, 3)}, nullptr, false));
+  EXPECT_FALSE(nodes.place({gpu_pods("w", 2, 3)}));
+  EXPECT_EQ(gpus(nodes), 4000);
+  NodeCapacity copy = nodes;
+  copy.take(0, {{"nvidia.com/gpu", 1000}});
+  EXPECT_EQ(gpus(copy), 3000);
+  EXPECT_EQ(gpus(nodes), 4000);
+}
+
 /// Whether `pods` (GPUs per pod) fit on `free` (GPUs per node) by trying every assignment.
 bool fits_brute_force(const std::vector<int>& pods, std::vector<int> free, std::size_t i = 0) {
   if (i == pods.size())
