@@ -10,10 +10,10 @@
 #include "docs.h"
 #include "duration.h"
 #include "error.h"
-#include "sha256.h"
 #include "render/render.h"
 #include "render/value_schema.h"
 #include "render/values.h"
+#include "sha256.h"
 #include "text.h"
 #include "trainctl/version.h"
 
