@@ -2,6 +2,8 @@
 
 #include <bit>
 
+#include "text.h"
+
 namespace trainctl {
 namespace {
 
@@ -50,7 +52,7 @@ void compress(std::array<std::uint32_t, 8>& state, const unsigned char* block) {
 
 }  // namespace
 
-std::array<std::uint8_t, 32> sha256(std::string_view data) {
+std::array<unsigned char, 32> sha256(std::string_view data) {
   // The first 32 bits of the fractional parts of the square roots of the first 8 primes.
   std::array<std::uint32_t, 8> state = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -70,23 +72,16 @@ std::array<std::uint8_t, 32> sha256(std::string_view data) {
     tail[tail_size - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
   for (std::size_t i = 0; i < tail_size; i += 64)
     compress(state, tail.data() + i);
-  std::array<std::uint8_t, 32> digest;
+  std::array<unsigned char, 32> digest;
   for (int i = 0; i < 8; ++i) {
     for (int j = 0; j < 4; ++j)
-      digest[4 * i + j] = static_cast<std::uint8_t>(state[i] >> (24 - 8 * j));
+      digest[4 * i + j] = static_cast<unsigned char>(state[i] >> (24 - 8 * j));
   }
   return digest;
 }
 
 std::string sha256_hex(std::string_view data) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(64);
-  for (const std::uint8_t byte : sha256(data)) {
-    hex += kDigits[byte >> 4];
-    hex += kDigits[byte & 15];
-  }
-  return hex;
+  return hex_encode(sha256(data));
 }
 
 }  // namespace trainctl

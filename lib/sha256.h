@@ -11,7 +11,7 @@
 namespace trainctl {
 
 /// The SHA-256 digest of `data`.
-std::array<std::uint8_t, 32> sha256(std::string_view data);
+std::array<unsigned char, 32> sha256(std::string_view data);
 
 /// The SHA-256 of `data`, in lower-case hex.
 std::string sha256_hex(std::string_view data);

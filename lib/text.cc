@@ -56,6 +56,17 @@ std::optional<std::string> base64_decode(std::string_view in) {
   return out;
 }
 
+std::string hex_encode(std::span<const unsigned char> in) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * in.size());
+  for (const unsigned char byte : in) {
+    out += kDigits[byte >> 4];
+    out += kDigits[byte & 15];
+  }
+  return out;
+}
+
 std::string base64_encode(std::string_view in) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -9,6 +9,8 @@ namespace trainctl {
 
 /// Standard base64 with padding.
 std::string base64_encode(std::string_view in);
+/// Every byte of `in` as two lower-case hex digits.
+std::string hex_encode(std::span<const unsigned char> in);
 /// Standard base64 as Go's encoding/json reads []byte: whitespace ignored, padding optional;
 /// nullopt for anything else.
 std::optional<std::string> base64_decode(std::string_view in);

@@ -15,6 +15,12 @@ TEST(TextTest, Base64RoundTripsEveryPaddingLength) {
   EXPECT_EQ(base64_encode("fo"), "Zm8=");
 }
 
+TEST(TextTest, HexEncodeWritesTwoLowerCaseDigitsPerByte) {
+  const unsigned char bytes[] = {0x00, 0x0f, 0xa0, 0xff, 0x5c};
+  EXPECT_EQ(hex_encode(bytes), "000fa0ff5c");
+  EXPECT_EQ(hex_encode({}), "");
+}
+
 TEST(TextTest, Base64DecodeIsAsLenientAsGoAndNoMore) {
   EXPECT_EQ(base64_decode("Zm9v\nYmFy\n"), "foobar");  // line-wrapped PEM-style data
   EXPECT_EQ(base64_decode("Zm8"), "fo");               // padding optional

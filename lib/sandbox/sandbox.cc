@@ -57,13 +57,7 @@ std::string random_token() {
   if (RAND_bytes(bytes, sizeof bytes) != 1) {
     throw Error(ErrorKind::Config, "the system random generator failed");
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
+  return hex_encode(bytes);
 }
 
 }  // namespace
