@@ -128,7 +128,7 @@ class AdmissionReconciler : public Runnable {
                          .priority_classes = priority_classes_->list(),
                          .job = job,
                          .now = std::chrono::system_clock::now()};
-    AdmissionView view;
+    AdmissionView view{.with_nodes = false};  // its metrics read only the queues
     const auto started = std::chrono::steady_clock::now();
     const AdmissionResult result = admit(std::move(input), options_, &view, &cache_);
     metrics_.observe(

@@ -57,6 +57,9 @@ struct QueueUsage {
 
 /// What one admission pass saw and decided, nodes and queues by name.
 struct AdmissionView {
+  /// Set by the caller before the pass: whether it fills in `nodes` (`trainctl top nodes`) or
+  /// only the queues and counts (the controller's metrics, on every pass).
+  bool with_nodes = true;
   std::vector<NodeUsage> nodes;
   std::vector<QueueUsage> queues;
   /// Gangs taken back in this pass for not having their pods bound in time.

@@ -33,9 +33,17 @@ constexpr std::string_view kCombined = "(combined from similar events): ";
 
 /// Events with the same key are one Event: client-go's EventAggregator key without the message.
 std::string aggregation_key(const EventRecord& event) {
-  const json& o = event.involved_object;
-  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.value("kind", ""), o.value("namespace", ""),
-                     o.value("name", ""), o.value("uid", ""), event.type, event.reason);
+  const ObjectReference& o = event.involved_object;
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.kind, o.namespace_, o.name, o.uid, event.type,
+                     event.reason);
+}
+
+json involved_object_json(const ObjectReference& o) {
+  return {{"apiVersion", o.api_version},
+          {"kind", o.kind},
+          {"namespace", o.namespace_},
+          {"name", o.name},
+          {"uid", o.uid}};
 }
 
 }  // namespace
@@ -107,7 +115,7 @@ void EventRecorder::send(const Pending& pending) {
   const EventRecord& event = pending.event;
   const auto now = std::chrono::system_clock::now();
   const std::string timestamp = api::format_timestamp(now);
-  const std::string ns = event.involved_object.value("namespace", "");
+  const std::string& ns = event.involved_object.namespace_;
   const std::string key = aggregation_key(event);
   std::string message = event.message;
   if (pending.combined)
@@ -124,13 +132,13 @@ void EventRecorder::send(const Pending& pending) {
     }
     // client-go names events <object>.<unique hex>; the suffix only has to be unique.
     const std::string name = fmt::format(
-        "{}.{:x}{:x}", event.involved_object.value("name", "object"),
+        "{}.{:x}{:x}", event.involved_object.name.empty() ? "object" : event.involved_object.name,
         std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
         sequence++);
     const json object{{"apiVersion", "v1"},
                       {"kind", "Event"},
                       {"metadata", {{"name", name}, {"namespace", ns}}},
-                      {"involvedObject", event.involved_object},
+                      {"involvedObject", involved_object_json(event.involved_object)},
                       {"type", event.type},
                       {"reason", event.reason},
                       {"message", message},

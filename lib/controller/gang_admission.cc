@@ -702,7 +702,7 @@ json without_status(const json& object) {
   return result;
 }
 
-// condition and involved fill their objects member by member, in key order with a hint: an
+// condition fills its object member by member, in key order with a hint: an
 // initializer list builds a json array per pair first, a lookup per member compares keys, and
 // this runs for every PodGroup of a pass.
 
@@ -733,24 +733,6 @@ void set_condition(json& status, json condition) {
     return;
   }
   conditions.push_back(std::move(condition));
-}
-
-json involved(const json& object) {
-  const json& meta = object.at("metadata");
-  json result = json::object();
-  json::object_t& members = result.get_ref<json::object_t&>();
-  // As object.value(key, ""): absent is empty, a value of another type throws.
-  const auto copy = [&](const char* key, const json& from) {
-    const auto it = from.find(key);
-    members.emplace_hint(members.end(), key,
-                         it == from.end() ? std::string() : it->get<std::string>());
-  };
-  copy("apiVersion", object);
-  copy("kind", object);
-  copy("name", meta);
-  copy("namespace", meta);
-  copy("uid", meta);
-  return result;
 }
 
 /// Whether setting (a value) and removing (nullopt) the annotations `changes` (of
@@ -960,15 +942,15 @@ namespace {
 /// One admission round's state and decisions.
 class Round {
  public:
-  /// `with_view`: keep what view() shows besides what the pass decides by.
+  /// `node_view`: keep what take_view() shows of the nodes besides what the pass decides by.
   /// `owned_groups`: input.pod_groups when the caller gave the input up (admit with an rvalue),
   /// else null.
   Round(const AdmissionInput& input, std::vector<json>* owned_groups,
-        const AdmissionOptions& options, bool with_view, AdmissionCache::Impl& cache)
+        const AdmissionOptions& options, bool node_view, AdmissionCache::Impl& cache)
       : input_(input),
         owned_groups_(owned_groups),
         options_(options),
-        with_view_(with_view),
+        node_view_(node_view),
         cache_(cache),
         now_text_(api::format_timestamp(input.now)),
         priorities_(input.priority_classes) {}
@@ -986,26 +968,13 @@ class Round {
     return write();
   }
 
-  /// The nodes and queues as this round leaves them (a round made with_view), once it has
-  /// written: the why-not messages move into the view.
+  /// The queues (and, for a round made with node_view, the nodes) as this round leaves them,
+  /// once it has written: the why-not messages move into the view.
   AdmissionView take_view() {
-    AdmissionView v{.schedule_timeouts = timeouts_, .preemptions = preemptions_};
-    v.nodes.reserve(cache_.node_list.size());
-    for (const auto& n : cache_.node_list) {
-      NodeUsage u{.name = n->name,
-                  .schedulable = n->schedulable != nullptr,
-                  .allocatable = n->allocatable.value_or(ResourceList())};
-      if (const auto load = loads_.find(u.name); load != loads_.end()) {
-        u.requested = load->second.requested;
-        u.jobs.assign(load->second.jobs.begin(), load->second.jobs.end());
-      }
-      if (const auto reserved = reserved_.find(u.name); reserved != reserved_.end())
-        u.reserved = reserved->second;
-      v.nodes.push_back(std::move(u));
-    }
-    const auto by_name = [](const NodeUsage& a, const NodeUsage& b) { return a.name < b.name; };
-    if (!std::is_sorted(v.nodes.begin(), v.nodes.end(), by_name))  // as an API list returns them
-      std::sort(v.nodes.begin(), v.nodes.end(), by_name);
+    AdmissionView v{
+        .with_nodes = node_view_, .schedule_timeouts = timeouts_, .preemptions = preemptions_};
+    if (node_view_)
+      v.nodes = node_usage();
     for (const auto& [name, q] : queues_) {
       QueueUsage u{.name = name,
                    .state = q.state,
@@ -1028,6 +997,28 @@ class Round {
         ++q->gangs[g.phase];
     }
     return v;
+  }
+
+  /// Each node's allocatable, requests and reservations as this round leaves them, by name.
+  std::vector<NodeUsage> node_usage() const {
+    std::vector<NodeUsage> nodes;
+    nodes.reserve(cache_.node_list.size());
+    for (const auto& n : cache_.node_list) {
+      NodeUsage u{.name = n->name,
+                  .schedulable = n->schedulable != nullptr,
+                  .allocatable = n->allocatable.value_or(ResourceList())};
+      if (const auto load = loads_.find(u.name); load != loads_.end()) {
+        u.requested = load->second.requested;
+        u.jobs.assign(load->second.jobs.begin(), load->second.jobs.end());
+      }
+      if (const auto reserved = reserved_.find(u.name); reserved != reserved_.end())
+        u.reserved = reserved->second;
+      nodes.push_back(std::move(u));
+    }
+    const auto by_name = [](const NodeUsage& a, const NodeUsage& b) { return a.name < b.name; };
+    if (!std::is_sorted(nodes.begin(), nodes.end(), by_name))  // as an API list returns them
+      std::sort(nodes.begin(), nodes.end(), by_name);
+    return nodes;
   }
 
  private:
@@ -1151,7 +1142,7 @@ class Round {
     g.bound = {};  // its pods are going
     g.bound_on.clear();
     ++timeouts_;
-    result_.events.push_back({"Warning", "ScheduleTimeout", message, involved(*g.object)});
+    result_.events.push_back({"Warning", "ScheduleTimeout", message, reference_to(*g.object)});
     requeue_in(retry);
   }
 
@@ -1469,11 +1460,11 @@ class Round {
     v.reserved_on.clear();
     ++preemptions_[v.queue];
     result_.events.push_back(
-        {"Warning", "Preempted", message, involved(v.job ? *v.job : *v.object)});
+        {"Warning", "Preempted", message, reference_to(v.job ? *v.job : *v.object)});
     result_.events.push_back(
         {"Normal", "Preempting",
          fmt::format("evicted gang {} (priority {}) of queue {}", v.key, v.priority.value, v.queue),
-         involved(by.job ? *by.job : *by.object)});
+         reference_to(by.job ? *by.job : *by.object)});
   }
 
   void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,
@@ -1484,7 +1475,7 @@ class Round {
       now_->take(node, amount);
       future_->take(node, amount);
       // Only the view reads it: a gang admitted in this round is never a victim of it.
-      if (with_view_)
+      if (node_view_)
         show_reservation(g, now_->name(node), amount);
     }
     g.phase = kInqueue;
@@ -1581,11 +1572,12 @@ class Round {
             applied(old == &moved_status ? std::move(moved_status) : *old, change, now_text_);
       if (g.phase == kInqueue && old_phase != kInqueue && old_phase != kRunning) {
         result_.events.push_back({"Normal", "Enqueued",
-                                  fmt::format("admitted to queue {}", g.queue), involved(updated)});
+                                  fmt::format("admitted to queue {}", g.queue),
+                                  reference_to(updated)});
       }
       if (!g.blocked.empty() && !unschedulable_true(g.facts.status))
         result_.events.push_back(
-            {"Warning", std::string(kUnschedulable), g.blocked, involved(updated)});
+            {"Warning", std::string(kUnschedulable), g.blocked, reference_to(updated)});
       result_.actions.push_back({Action::Type::Update, podgroups, namespace_of(updated),
                                  name_of(updated), std::move(updated), ""});
     }
@@ -1604,7 +1596,7 @@ class Round {
   const AdmissionInput& input_;
   std::vector<json>* owned_groups_;
   const AdmissionOptions& options_;
-  const bool with_view_;
+  const bool node_view_;
   AdmissionCache::Impl& cache_;
   const std::string now_text_;  // input_.now as format_timestamp writes it
   PriorityClasses priorities_;
@@ -1634,7 +1626,7 @@ AdmissionResult run_pass(const AdmissionInput& input, std::vector<json>* owned_g
   facts.begin();
   AdmissionResult result;
   {
-    Round round(input, owned_groups, options, view != nullptr, facts);
+    Round round(input, owned_groups, options, view != nullptr && view->with_nodes, facts);
     result = round.run();
     if (view != nullptr)
       *view = round.take_view();

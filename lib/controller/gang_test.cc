@@ -210,7 +210,7 @@ TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
   EXPECT_EQ(a["spec"]["minMember"], 2);
   ASSERT_EQ(result.events.size(), 1u);
   EXPECT_EQ(result.events[0].reason, "Enqueued");
-  EXPECT_EQ(result.events[0].involved_object["name"], "a");
+  EXPECT_EQ(result.events[0].involved_object.name, "a");
 
   const json q = written_queue(result, "team-a");
   ASSERT_FALSE(q.is_null());
@@ -855,8 +855,10 @@ TEST(AdmissionViewTest, AReservationWrittenByHandReservesWhatAdmissionsOwnWouldR
 
 // What `trainctl top` and the metrics show: per node bound pods' requests, reservations of
 // admitted gangs (less what their bound pods use) and whose they are; per queue its deserved
-// share, what it holds, and its pending gangs in order with why each waits.
-TEST(AdmissionViewTest, NodesShowRequestsReservationsAndJobsQueuesShowSharesAndHeads) {
+// share, what it holds, and its pending gangs in order with why each waits. The controller asks
+// for the queues alone.
+TEST(AdmissionViewTest,
+     NodesShowRequestsReservationsAndJobsQueuesShowSharesAndHeadsTheQueuesAloneOnRequest) {
   json running =
       group("running", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T08:00:00Z", "Running", 1);
   // Admitted on node-2 (3 GPUs, 2 pods), one of its pods bound there already.
@@ -920,6 +922,28 @@ TEST(AdmissionViewTest, NodesShowRequestsReservationsAndJobsQueuesShowSharesAndH
   EXPECT_EQ(b.capability, gpus(4));
   EXPECT_THAT(b.pending, IsEmpty());
   EXPECT_EQ(view.schedule_timeouts, 0);
+
+  // The controller's view (its metrics read the queues only): no nodes, the same queues.
+  AdmissionView queues_only{.with_nodes = false};
+  controller::admit({.pod_groups = {running, admitted, big, later},
+                     .queues = {queue("team-a", json::object()), qb},
+                     .nodes = {node("node-1", 4), node("node-2", 4), node("node-3", 4, false)},
+                     .pods = pods,
+                     .now = kNow},
+                    {}, &queues_only);
+  EXPECT_THAT(queues_only.nodes, IsEmpty());
+  ASSERT_EQ(queues_only.queues.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const QueueUsage& full = view.queues[i];
+    const QueueUsage& only = queues_only.queues[i];
+    EXPECT_EQ(only.name, full.name);
+    EXPECT_EQ(only.allocated, full.allocated);
+    EXPECT_EQ(only.deserved, full.deserved);
+    EXPECT_EQ(only.gangs, full.gangs);
+    ASSERT_EQ(only.pending.size(), full.pending.size());
+    for (std::size_t p = 0; p < only.pending.size(); ++p)
+      EXPECT_EQ(only.pending[p].why, full.pending[p].why);
+  }
 }
 
 // The view shows every node's allocatable as the node writes it (no default pod count), whether
@@ -1053,8 +1077,7 @@ TEST(PreemptionTest, AHigherPriorityGangEvictsAWholeLowerPriorityGangOfItsQueue)
   EXPECT_EQ(phase_of(written_group(on, "urgent")), "Inqueue");
   std::vector<std::string> events;
   for (const auto& e : on.events)
-    events.push_back(
-        fmt::format("{} {} {}", e.type, e.reason, e.involved_object["name"].get<std::string>()));
+    events.push_back(fmt::format("{} {} {}", e.type, e.reason, e.involved_object.name));
   EXPECT_THAT(events,
               ::testing::IsSupersetOf({"Warning Preempted low", "Normal Preempting urgent"}));
 
@@ -1251,7 +1274,9 @@ std::string decided(const AdmissionResult& result) {
     out.push_back(
         {static_cast<int>(a.type), a.resource.plural, a.namespace_, a.name, a.object, a.uid});
   for (const auto& e : result.events)
-    out.push_back({e.type, e.reason, e.message, e.involved_object});
+    out.push_back({e.type, e.reason, e.message, e.involved_object.api_version,
+                   e.involved_object.kind, e.involved_object.namespace_, e.involved_object.name,
+                   e.involved_object.uid});
   out.push_back(result.requeue_after ? result.requeue_after->count() : -1);
   return out.dump();
 }

@@ -48,15 +48,10 @@ std::string JobPlanner::describe(std::string_view what) const {
 }
 
 void JobPlanner::event(bool warning, std::string reason, std::string message) {
-  plan_.events.push_back(
-      {.type = warning ? "Warning" : "Normal",
-       .reason = std::move(reason),
-       .message = std::move(message),
-       .involved_object = {{"apiVersion", job_.value("apiVersion", "")},
-                           {"kind", job_.value("kind", "")},
-                           {"namespace", namespace_},
-                           {"name", name_},
-                           {"uid", object_member(job_, "metadata").value("uid", "")}}});
+  plan_.events.push_back({.type = warning ? "Warning" : "Normal",
+                          .reason = std::move(reason),
+                          .message = std::move(message),
+                          .involved_object = reference_to(job_)});
 }
 
 void JobPlanner::create(const kube::Resource& resource, json object) {

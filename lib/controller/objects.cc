@@ -37,6 +37,14 @@ nlohmann::json managed_labels(std::string_view job_name) {
   return {{std::string(api::labels::job_name), std::string(job_name)}};
 }
 
+ObjectReference reference_to(const nlohmann::json& object) {
+  return {.api_version = string_member(object, "apiVersion"),
+          .kind = string_member(object, "kind"),
+          .namespace_ = namespace_of(object),
+          .name = name_of(object),
+          .uid = uid_of(object)};
+}
+
 nlohmann::json controller_reference(const nlohmann::json& job) {
   return {{"apiVersion", job.value("apiVersion", "")},
           {"kind", job.value("kind", "")},

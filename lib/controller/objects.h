@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "api/job.h"
+#include "controller/plan.h"
 #include "kube/resource.h"
 
 namespace trainctl::controller {
@@ -34,6 +35,10 @@ std::string managed_selector();
 /// Training Operator's pods and services (MPI ConfigMap, Secret, Service and launcher Job, the
 /// HPA) carries only it besides upstream's own labels.
 nlohmann::json managed_labels(std::string_view job_name);
+
+/// A reference to `object` (an Event's involvedObject) from its apiVersion, kind and metadata;
+/// what is absent or not a string reads as "".
+ObjectReference reference_to(const nlohmann::json& object);
 
 /// `{apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true}` for `job`.
 nlohmann::json controller_reference(const nlohmann::json& job);

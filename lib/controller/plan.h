@@ -36,12 +36,23 @@ struct Action {
   std::string uid;        // Delete: precondition uid
 };
 
+/// The object an Event is about: its involvedObject (core/v1 ObjectReference).
+struct ObjectReference {
+  std::string api_version;
+  std::string kind;
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+
+  bool operator==(const ObjectReference&) const = default;
+};
+
 /// A Kubernetes Event the executor records against an object (core/v1 Event).
 struct EventRecord {
   std::string type;    // Normal | Warning
   std::string reason;  // e.g. SuccessfulCreatePod, ExitedWithCode, JobSucceeded
   std::string message;
-  nlohmann::json involved_object;  // {apiVersion, kind, namespace, name, uid}
+  ObjectReference involved_object;
 
   bool operator==(const EventRecord&) const = default;
 };

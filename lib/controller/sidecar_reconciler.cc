@@ -300,12 +300,13 @@ class ProxyTerminator : public Runnable {
       loop_.add_after(key, *delay);
   }
 
-  static json involved(const json& pod) {
-    return {{"apiVersion", "v1"},
-            {"kind", "Pod"},
-            {"namespace", namespace_of(pod)},
-            {"name", name_of(pod)},
-            {"uid", uid_of(pod)}};
+  /// Listed pods carry no apiVersion or kind.
+  static ObjectReference involved(const json& pod) {
+    return {.api_version = "v1",
+            .kind = "Pod",
+            .namespace_ = namespace_of(pod),
+            .name = name_of(pod),
+            .uid = uid_of(pod)};
   }
 
   /// Failed quits of a pod and when the next may be tried.

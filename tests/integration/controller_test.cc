@@ -872,7 +872,7 @@ TEST_F(ControllerTest, EventRecorderSendsInOrderOffTheCallersThreadAndDropsPastI
         .reason = "Tick",
         .message = "tick " + std::to_string(i),
         .involved_object = {
-            {"kind", "TFJob"}, {"namespace", "default"}, {"name", "clock-" + std::to_string(i)}}};
+            .kind = "TFJob", .namespace_ = "default", .name = "clock-" + std::to_string(i)}};
   };
   {
     controller::EventRecorder recorder(controller_client_->config(), metrics_, log_,
@@ -908,8 +908,8 @@ TEST_F(ControllerTest, EventRecorderSendsInOrderOffTheCallersThreadAndDropsPastI
 // gone (expired) is created again. So a job's 16 "Created pod/service" events cost 2 POSTs.
 TEST_F(ControllerTest, EventRecorderAggregatesEventsOnOneObjectAndReasonIntoOneCountedEvent) {
   controller::declare_executor_metrics(metrics_);
-  const json job = {
-      {"kind", "TFJob"}, {"namespace", "default"}, {"name", "agg"}, {"uid", "uid-agg"}};
+  const controller::ObjectReference job = {
+      .kind = "TFJob", .namespace_ = "default", .name = "agg", .uid = "uid-agg"};
   const auto event = [&](std::string reason, std::string message) {
     return controller::EventRecord{.type = "Normal",
                                    .reason = std::move(reason),
@@ -980,12 +980,12 @@ TEST_F(ControllerTest, EventRecorderSendsWithinItsOwnBudgetWhenTheClientIsUnlimi
   controller::EventRecorder recorder(unlimited, metrics_, log_, "test-controller");
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 60; ++i)
-    recorder.record({.type = "Normal",
-                     .reason = "Budget",
-                     .message = "one",
-                     .involved_object = {{"kind", "TFJob"},
-                                         {"namespace", "default"},
-                                         {"name", "budget-" + std::to_string(i)}}});
+    recorder.record(
+        {.type = "Normal",
+         .reason = "Budget",
+         .message = "one",
+         .involved_object = {
+             .kind = "TFJob", .namespace_ = "default", .name = "budget-" + std::to_string(i)}});
   recorder.flush();
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(390));
   EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Budget"}), 60);
