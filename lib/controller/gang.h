@@ -125,6 +125,12 @@ class AdmissionCache {
   };
   Stats stats() const;
 
+  /// Whether the next pass given a node (a pod) of this uid and resourceVersion reads it from
+  /// here: it may then be given as its metadata alone (name, namespace, uid, resourceVersion;
+  /// Informer::list with a DecodeFilter), which is how the controller lists nodes and pods.
+  bool has_node(const std::string& uid, const std::string& resource_version) const;
+  bool has_pod(const std::string& uid, const std::string& resource_version) const;
+
   /// The passes' side of it (gang_admission.cc).
   struct Impl;
   Impl& impl() { return *impl_; }

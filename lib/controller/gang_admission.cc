@@ -395,6 +395,8 @@ NodeRead read_node(const json& node) {
   return read;
 }
 
+struct PodFacts;
+
 /// What the informer caches say about one PodGroup, its job and its pods in this pass: the facts
 /// its object gives (by reference, into the cache) and what the pass finds and decides.
 struct Group {
@@ -427,7 +429,8 @@ struct Group {
   /// What its node reservation still holds per node, beyond its bound pods.
   std::map<std::string, ResourceList> reserved_on;
   bool admitted_now = false;  // admitted in this round: never a victim of it
-  std::vector<const json*> pods;
+  /// Its pods: the object (perhaps its metadata alone: AdmissionCache::has_pod) and its facts.
+  std::vector<std::pair<const json*, const PodFacts*>> pods;
   std::set<std::string> bound_names;  // its pods bound and unfinished, or succeeded
   int allocated = 0;                  // bound_names.size()
   int running = 0;
@@ -496,6 +499,8 @@ struct PodFacts {
   std::string group_key;  // namespace/name of its PodGroup, "" for none
   std::string job_key;    // namespace/name of its gang, or of its job when it has none
   bool deleting = false;
+  /// Its PodScheduled condition's message while it is not bound: what the scheduler last said.
+  std::string scheduler_message;
 };
 
 PodFacts read_pod(const json& pod) {
@@ -520,6 +525,8 @@ PodFacts read_pod(const json& pod) {
           group_name.empty() ? label_of(pod, api::labels::job_name) : group_name;
       !job.empty())
     f.job_key = ns + "/" + job;
+  if (const json* c = find_condition(object_member(pod, "status"), "PodScheduled"); c != nullptr)
+    f.scheduler_message = string_member(*c, "message");
   return f;
 }
 
@@ -541,7 +548,7 @@ void count_pod(const json& pod, const PodFacts& f,
   if (it == groups.end())
     return;
   Group& g = it->second;
-  g.pods.push_back(&pod);
+  g.pods.emplace_back(&pod, &f);
   // A pod being deleted leaves its gang's counts (its node carries it until it is gone): Volcano
   // does not count releasing tasks as ready either, and a job created again under the same name
   // must not find its predecessor's terminating pods holding its queue (found once the sandbox
@@ -894,6 +901,16 @@ struct AdmissionCache::Impl {
     std::erase_if(pods, [&](const auto& e) { return e.second.pass != pass; });
   }
 
+  /// Whether get() finds an object of this uid and resourceVersion here, without reading it.
+  template <class Facts>
+  bool has(const Entries<Facts>& entries, const std::string& uid,
+           const std::string& version) const {
+    if (!keeps || uid.empty() || version.empty())
+      return false;
+    const auto it = entries.find(uid);
+    return it != entries.end() && it->second.facts && it->second.version == version;
+  }
+
   /// The facts of `object`: cached under its uid and resourceVersion, else read by `read_object`
   /// (and cached, unless an object of that uid but another version was read in this pass already).
   template <class Facts, class Read>
@@ -935,6 +952,14 @@ AdmissionCache::Stats AdmissionCache::stats() const {
           .pods = impl_->pods.size(),
           .read = impl_->read,
           .node_list_reused = impl_->node_list_reused};
+}
+
+bool AdmissionCache::has_node(const std::string& uid, const std::string& resource_version) const {
+  return impl_->has(impl_->nodes, uid, resource_version);
+}
+
+bool AdmissionCache::has_pod(const std::string& uid, const std::string& resource_version) const {
+  return impl_->has(impl_->pods, uid, resource_version);
 }
 
 namespace {
@@ -1112,13 +1137,11 @@ class Round {
     const TimePoint retry = input_.now + backoff;
     std::vector<std::string> unbound;
     std::string scheduler_says;
-    for (const json* pod : g.pods) {
-      const std::string phase = string_member(object_member(*pod, "status"), "phase");
-      if (!g.bound_names.contains(name_of(*pod)) && !finished(phase)) {
-        unbound.push_back(name_of(*pod));
-        if (const json* c = find_condition(object_member(*pod, "status"), "PodScheduled");
-            c != nullptr && scheduler_says.empty())
-          scheduler_says = string_member(*c, "message");
+    for (const auto& [pod, facts] : g.pods) {
+      if (!g.bound_names.contains(facts->name) && !finished(facts->phase)) {
+        unbound.push_back(facts->name);
+        if (scheduler_says.empty())
+          scheduler_says = facts->scheduler_message;
       }
     }
     std::sort(unbound.begin(), unbound.end());
@@ -1510,10 +1533,10 @@ class Round {
     for (const auto& [key, g] : groups_) {
       if (g.phase != kPending || !taken_back(g) || g.facts.phase != kPending)
         continue;
-      for (const json* pod : g.pods) {
+      for (const auto& [pod, facts] : g.pods) {
         // One being deleted already is not asked again: its grace period runs, and a cache that
         // lags the delete would otherwise have every pass send it once more.
-        if (!finished(string_member(object_member(*pod, "status"), "phase")) && !is_deleting(*pod))
+        if (!finished(facts->phase) && !facts->deleting)
           result_.actions.push_back({Action::Type::Delete, kube::resources::pods(),
                                      namespace_of(*pod), name_of(*pod), json(), uid_of(*pod)});
       }

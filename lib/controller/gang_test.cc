@@ -1425,8 +1425,76 @@ TEST(AdmissionCacheTest, ObjectsWithoutUidOrVersionAreReadEveryPass) {
 // resourceVersions; nodes fail, grow and go; gangs come, go, get pods), every pass with the
 // cache decides and shows exactly what the same pass without it does, and so does a pass given
 // its input to take apart (admit with an rvalue, as the controller calls it).
+// has_node says which nodes the controller may list as their metadata alone: those read under
+// that very version, by a cache that keeps what it reads.
+TEST(AdmissionCacheTest, HasANodeReadUnderThatVersionOnly) {
+  const std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 8, 3)};
+  const auto pass = [&](AdmissionCache& cache) {
+    admit({.pod_groups = {group("a", "team-a", {{"nvidia.com/gpu", "8"}})},
+           .queues = {queue("team-a", json::object())},
+           .nodes = nodes,
+           .now = kNow},
+          {}, nullptr, &cache);
+  };
+  AdmissionCache cache;
+  EXPECT_FALSE(cache.has_node("uid-n1", "1"));
+  pass(cache);
+  EXPECT_TRUE(cache.has_node("uid-n1", "1"));
+  EXPECT_TRUE(cache.has_node("uid-n2", "3"));
+  EXPECT_FALSE(cache.has_node("uid-n1", "2"));
+  EXPECT_FALSE(cache.has_node("uid-n3", "1"));
+  EXPECT_FALSE(cache.has_node("uid-n1", ""));
+  EXPECT_FALSE(cache.has_pod("uid-n1", "1"));  // nodes and pods apart
+}
+
+// A pod listed as its metadata alone (read before, unchanged) still gives a schedule timeout
+// the scheduler's message and its uid to the delete that follows.
+TEST(AdmissionCacheTest, PodsListedAsMetadataAloneStillExplainTimeoutsAndAreDeleted) {
+  json g = group("slow", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "", 2);
+  const std::vector<json> queues = {queue("default", json::object())};
+  const std::vector<json> nodes = gpu_nodes(2, 1);
+  g = after(admit({g}, queues, nodes, {}, {}, kNow), g);
+  json bound = pod("slow-0", "slow", "node-1", "Running", 1);
+  json stuck = pod("slow-1", "slow", "", "Pending", 1);
+  stuck["status"]["conditions"] = {
+      {{"type", "PodScheduled"}, {"status", "False"}, {"message", "0/2 nodes are available."}}};
+  for (json* p : {&bound, &stuck}) {
+    (*p)["metadata"]["uid"] = "uid-" + (*p)["metadata"]["name"].get<std::string>();
+    (*p)["metadata"]["resourceVersion"] = "4";
+  }
+  const std::vector<json> read = {bound, stuck};
+  std::vector<json> listed;
+  for (const json& p : read)
+    listed.push_back({{"metadata",
+                       {{"name", p["metadata"]["name"]},
+                        {"namespace", p["metadata"]["namespace"]},
+                        {"uid", p["metadata"]["uid"]},
+                        {"resourceVersion", "4"}}}});
+  AdmissionCache cache;
+  const auto pass = [&](const json& group, const std::vector<json>& pods, int seconds) {
+    return controller::admit({.pod_groups = {group},
+                              .queues = queues,
+                              .nodes = nodes,
+                              .pods = pods,
+                              .now = kNow + std::chrono::seconds(seconds)},
+                             {}, nullptr, &cache);
+  };
+  pass(g, read, 299);
+  ASSERT_TRUE(cache.has_pod("uid-slow-1", "4"));
+  const json back = written_group(pass(g, listed, 300), "slow");
+  EXPECT_EQ(unschedulable(back)["message"],
+            "1 of 2 pods not bound within 300s: slow-1; scheduler: 0/2 nodes are available.; "
+            "requeued, next try after 2024-05-01T12:06:00Z");
+  std::vector<std::string> deleted;
+  for (const auto& a : pass(bumped(back), listed, 301).actions)
+    if (a.type == Action::Type::Delete)
+      deleted.push_back(a.namespace_ + "/" + a.name + "/" + a.uid);
+  EXPECT_THAT(deleted, ElementsAre("team-a/slow-0/uid-slow-0", "team-a/slow-1/uid-slow-1"));
+}
+
 TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters) {
   std::mt19937 rng(11);
+  int nodes_listed_as_metadata = 0, pods_listed_as_metadata = 0;
   const auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
   for (int cluster = 0; cluster < 30; ++cluster) {
     AdmissionCache cache;
@@ -1459,8 +1527,25 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
                                  .pods = pods,
                                  .priority_classes = classes,
                                  .now = kNow + std::chrono::seconds(100 * pass)};
+      // As the controller lists them: nodes and pods the cache has read under their version as
+      // their metadata alone.
+      AdmissionInput listed = input;
+      const auto metadata_alone = [](json& object, int& count) {
+        json meta = object["metadata"];
+        meta.erase("labels");
+        meta.erase("annotations");
+        meta.erase("ownerReferences");
+        object = {{"metadata", std::move(meta)}};
+        ++count;
+      };
+      for (json& n : listed.nodes)
+        if (cache.has_node(n["metadata"]["uid"], n["metadata"]["resourceVersion"]))
+          metadata_alone(n, nodes_listed_as_metadata);
+      for (json& p : listed.pods)
+        if (cache.has_pod(p["metadata"]["uid"], p["metadata"]["resourceVersion"]))
+          metadata_alone(p, pods_listed_as_metadata);
       AdmissionView with_cache, without;
-      const AdmissionResult cached = admit(input, options, &with_cache, &cache);
+      const AdmissionResult cached = admit(listed, options, &with_cache, &cache);
       ASSERT_EQ(decided(cached), decided(admit(input, options, &without)))
           << "cluster " << cluster << ", pass " << pass;
       ASSERT_EQ(shown(with_cache), shown(without)) << "cluster " << cluster << ", pass " << pass;
@@ -1517,6 +1602,8 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
         add_group();
     }
   }
+  EXPECT_GT(nodes_listed_as_metadata, 100);
+  EXPECT_GT(pods_listed_as_metadata, 50);
 }
 
 }  // namespace

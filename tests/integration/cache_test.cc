@@ -134,6 +134,33 @@ TEST_F(InformerTest, SyncsThenReportsAddsUpdatesAndDeletes) {
   EXPECT_EQ(informer.list_count(), 1u);
 }
 
+// A list with a filter decodes only the objects it accepts; the others come as their metadata
+// alone (what admission's cache needs to find what it read from them).
+TEST_F(InformerTest, ListWithAFilterHandsOutWhatItDeclinesAsMetadataAlone) {
+  const json a = client().create(resources::configmaps(), "default", config_map("a", "1"));
+  const json b = client().create(resources::configmaps(), "default", config_map("b", "1"));
+  Informer informer(client(), config_maps());
+  RunningInformer running(informer);
+  std::vector<std::pair<std::string, std::string>> asked;
+  const std::vector<json> listed =
+      informer.list([&](const std::string& uid, const std::string& version) {
+        asked.emplace_back(uid, version);
+        return uid == uid_of(a);
+      });
+  EXPECT_THAT(asked,
+              UnorderedElementsAre(
+                  std::pair(uid_of(a), a["metadata"]["resourceVersion"].get<std::string>()),
+                  std::pair(uid_of(b), b["metadata"]["resourceVersion"].get<std::string>())));
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0], *informer.get("default/a"));  // decoded: the object as stored
+  EXPECT_EQ(listed[1], json({{"metadata",
+                              {{"name", "b"},
+                               {"namespace", "default"},
+                               {"uid", uid_of(b)},
+                               {"resourceVersion", b["metadata"]["resourceVersion"]}}}}));
+  EXPECT_EQ(informer.list([](const auto&, const auto&) { return true; }), informer.list());
+}
+
 // The Watcher commands follow objects with: start() returns once the first LIST has been
 // delivered, changes follow on its thread, and an error of the first LIST is thrown, not retried.
 TEST_F(InformerTest, WatcherDeliversTheListBeforeStartReturnsThenChanges) {

@@ -411,6 +411,38 @@ std::vector<json> Informer::list() const {
   return decode_all(encoded);
 }
 
+std::vector<json> Informer::list(const DecodeFilter& decode) const {
+  // The objects to decode, or (empty CBOR) the metadata of one not to.
+  struct Listed {
+    std::vector<std::uint8_t> cbor;
+    json metadata;
+  };
+  std::vector<Listed> listed;
+  {
+    std::lock_guard lock(state_->mu);
+    listed.reserve(state_->objects.size());
+    for (const auto& [key, stored] : state_->objects) {
+      if (decode(stored.uid, stored.resource_version)) {
+        listed.push_back({.cbor = stored.cbor});
+        continue;
+      }
+      auto [ns, name] = split_key(key);
+      json metadata = {{"name", std::move(name)},
+                       {"uid", stored.uid},
+                       {"resourceVersion", stored.resource_version}};
+      if (!ns.empty())
+        metadata["namespace"] = std::move(ns);
+      listed.push_back({.metadata = std::move(metadata)});
+    }
+  }
+  std::vector<json> out;
+  out.reserve(listed.size());
+  for (auto& l : listed)
+    out.push_back(l.cbor.empty() ? json{{"metadata", std::move(l.metadata)}}
+                                 : json::from_cbor(l.cbor));
+  return out;
+}
+
 std::vector<json> Informer::by_index(std::string_view index, std::string_view value) const {
   std::vector<std::vector<std::uint8_t>> encoded;
   {

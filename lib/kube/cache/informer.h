@@ -50,6 +50,10 @@ struct EventHandlers {
   std::function<void(const nlohmann::json&)> on_delete;
 };
 
+/// Whether Informer::list decodes the object of this uid and resourceVersion.
+using DecodeFilter =
+    std::function<bool(const std::string& uid, const std::string& resource_version)>;
+
 /// Maps an object to the index values it is filed under (e.g. its controller owner's uid).
 using IndexFunction = std::function<std::vector<std::string>(const nlohmann::json&)>;
 
@@ -108,6 +112,11 @@ class Informer {
 
   std::optional<nlohmann::json> get(std::string_view key) const;
   std::vector<nlohmann::json> list() const;
+  /// As list(), except that an object `decode` declines is handed out as its metadata alone
+  /// (name, namespace, uid, resourceVersion), not decoded: for a caller that keeps what it read
+  /// from each version of an object (admission's cache of nodes) and needs the whole object only
+  /// when it is new or has changed. Decoding is most of what a list costs: a node is ~40 us.
+  std::vector<nlohmann::json> list(const DecodeFilter& decode) const;
   std::vector<nlohmann::json> by_index(std::string_view index, std::string_view value) const;
   std::size_t size() const;
   /// The resourceVersion of the last LIST or watch event applied.
