@@ -4,6 +4,8 @@
 // Each size runs a cold pass (nothing cached: every object parsed, every gang written with its
 // Unschedulable condition) and then the steady state (the objects as the cold pass wrote them,
 // parsed facts cached by resourceVersion: the pass the controller runs on every later change).
+// Every gang belongs to a TFJob the pass looks up as the controller does: a job the cache read
+// under its resourceVersion comes as its metadata alone.
 // Arguments, when given, are the numbers of pending gangs to run the pass with (to profile one).
 #include <fmt/format.h>
 
@@ -16,7 +18,9 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,29 +55,80 @@ std::vector<json> cluster(int nodes) {
   return result;
 }
 
-/// Pending gangs of 1-64 pods of 1, 2, 4 or 8 GPUs each, in three queues.
-std::vector<json> gangs(int count, std::mt19937& random) {
-  std::vector<json> result;
+/// Pending gangs of 1-64 pods of 1, 2, 4 or 8 GPUs each, in three queues, and their TFJobs
+/// (by name): each PodGroup is controlled by a job of that many workers, as the controller's are.
+struct Gangs {
+  std::vector<json> pod_groups;
+  std::unordered_map<std::string, json> jobs;
+};
+
+Gangs gangs(int count, std::mt19937& random) {
+  Gangs result;
   for (int i = 0; i < count; ++i) {
     const int pods = 1 + static_cast<int>(random() % 64);
     const int gpus = 1 << (random() % 4);
-    result.push_back({{"apiVersion", "scheduling.volcano.sh/v1beta1"},
-                      {"kind", "PodGroup"},
-                      {"metadata",
-                       {{"name", fmt::format("job-{}", i)},
-                        {"namespace", "team"},
-                        {"uid", fmt::format("group-uid-{}", i)},
-                        {"resourceVersion", "1"},
-                        {"creationTimestamp", fmt::format("2024-05-01T{:02}:{:02}:{:02}Z",
-                                                          i / 3600 % 24, i / 60 % 60, i % 60)}}},
-                      {"spec",
-                       {{"minMember", pods},
-                        {"queue", fmt::format("team-{}", i % 3)},
-                        {"minResources",
-                         {{"nvidia.com/gpu", std::to_string(pods * gpus)},
-                          {"cpu", std::to_string(pods * gpus * 8)}}}}}});
+    const std::string name = fmt::format("job-{}", i);
+    const std::string job_uid = fmt::format("job-uid-{}", i);
+    const json worker = {{"name", "tensorflow"},
+                         {"image", "registry.example.com/team/train:1.0"},
+                         {"resources",
+                          {{"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}},
+                           {"requests", {{"cpu", std::to_string(gpus * 8)}, {"memory", "64Gi"}}}}}};
+    result.jobs[name] = {
+        {"apiVersion", "kubeflow.org/v1"},
+        {"kind", "TFJob"},
+        {"metadata",
+         {{"name", name}, {"namespace", "team"}, {"uid", job_uid}, {"resourceVersion", "1"}}},
+        {"spec",
+         {{"tfReplicaSpecs",
+           {{"Worker",
+             {{"replicas", pods},
+              {"template", {{"spec", {{"containers", json::array({worker})}}}}}}}}}}}};
+    result.pod_groups.push_back(
+        {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+         {"kind", "PodGroup"},
+         {"metadata",
+          {{"name", name},
+           {"namespace", "team"},
+           {"uid", fmt::format("group-uid-{}", i)},
+           {"resourceVersion", "1"},
+           {"creationTimestamp",
+            fmt::format("2024-05-01T{:02}:{:02}:{:02}Z", i / 3600 % 24, i / 60 % 60, i % 60)},
+           {"ownerReferences",
+            {{{"apiVersion", "kubeflow.org/v1"},
+              {"kind", "TFJob"},
+              {"name", name},
+              {"uid", job_uid},
+              {"controller", true},
+              {"blockOwnerDeletion", true}}}}}},
+         {"spec",
+          {{"minMember", pods},
+           {"queue", fmt::format("team-{}", i % 3)},
+           {"minResources",
+            {{"nvidia.com/gpu", std::to_string(pods * gpus)},
+             {"cpu", std::to_string(pods * gpus * 8)}}}}}});
   }
   return result;
+}
+
+/// The controller's job lookup over `jobs`: a job the pass's cache read under its version comes
+/// as its metadata alone, any other as a copy (the informer decodes one; a copy costs less).
+trainctl::controller::JobLookup job_lookup(const std::unordered_map<std::string, json>& jobs,
+                                           trainctl::controller::AdmissionCache*& cache) {
+  return [&jobs, &cache](std::string_view, std::string_view,
+                         std::string_view name) -> std::optional<json> {
+    const auto it = jobs.find(std::string(name));
+    if (it == jobs.end())
+      return std::nullopt;
+    const json& meta = it->second["metadata"];
+    if (cache != nullptr && cache->has_job(meta["uid"], meta["resourceVersion"]))
+      return json{{"metadata",
+                   {{"name", meta["name"]},
+                    {"namespace", meta["namespace"]},
+                    {"uid", meta["uid"]},
+                    {"resourceVersion", meta["resourceVersion"]}}}};
+    return it->second;
+  };
 }
 
 /// The reference: `gangs` gangs of `pods` 1-GPU pods placed first-fit by a linear scan over the
@@ -172,15 +227,24 @@ int main(int argc, char** argv) {
                       {"spec", {{"weight", q + 1}}},
                       {"status", {{"state", "Open"}}}});
   fmt::print(
-      "admission pass over 7,500 nodes x 8 GPUs (60,000 GPUs), gangs of 1-64 pods, CPU time,\n"
+      "admission pass over 7,500 nodes x 8 GPUs (60,000 GPUs), gangs of 1-64 pods (each a "
+      "TFJob's),\n"
+      "CPU time, "
       "with the view the controller asks for (its queues' metrics):\n");
   std::optional<double> steady_10k, cold_10k;
   for (const int count : *counts) {
-    AdmissionInput input{
-        .pod_groups = gangs(count, random), .queues = queues, .nodes = nodes, .now = kNow};
+    Gangs made = gangs(count, random);
+    // The cache the pass at hand uses, for the job lookup to ask (null: none).
+    AdmissionCache* pass_cache = nullptr;
+    AdmissionInput input{.pod_groups = std::move(made.pod_groups),
+                         .queues = queues,
+                         .nodes = nodes,
+                         .job = job_lookup(made.jobs, pass_cache),
+                         .now = kNow};
     // Cold: nothing cached yet, every gang gets its Unschedulable condition written. Counted:
     // the pass and freeing its result (as before the cache), shown apart too.
     AdmissionCache cache;
+    pass_cache = &cache;
     AdmissionView view{.with_nodes = false};  // the controller's: the queues, for its metrics
     std::optional<trainctl::controller::Plan> first;
     // The controller gives its pass the copies its caches listed: this one gets a copy too.
@@ -202,6 +266,7 @@ int main(int argc, char** argv) {
     }
     std::size_t steady_writes = 0;
     const auto pass = [&](AdmissionCache* with) {
+      pass_cache = with;
       return median_of_3([&] {
         return seconds_of([&] { steady_writes = admit(input, {}, &view, with).actions.size(); });
       });

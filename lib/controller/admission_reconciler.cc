@@ -119,7 +119,10 @@ class AdmissionReconciler : public Runnable {
       const auto informer = job_kind ? jobs_.find(*job_kind) : jobs_.end();
       if (informer == jobs_.end())
         return std::nullopt;
-      return informer->second->get(fmt::format("{}/{}", ns, name));
+      return informer->second->get(fmt::format("{}/{}", ns, name),
+                                   [this](const std::string& uid, const std::string& version) {
+                                     return !cache_.has_job(uid, version);
+                                   });
     };
     AdmissionInput input{
         .pod_groups = pod_groups_->list(),

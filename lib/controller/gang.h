@@ -67,7 +67,8 @@ bool pods_may_start(GangScheduler scheduler, const nlohmann::json* pod_group);
 /// the result is empty.
 using AdmissionResult = Plan;
 
-/// The cached training job `kind` `namespace`/`name`, or nullopt.
+/// The cached training job `kind` `namespace`/`name`, or nullopt. Its metadata alone will do
+/// (uid, resourceVersion) where AdmissionCache::has_job says the pass's cache read it.
 using JobLookup = std::function<std::optional<nlohmann::json>(
     std::string_view kind, std::string_view ns, std::string_view name)>;
 
@@ -99,9 +100,10 @@ struct AdmissionOptions {
 /// The first back-off after a gang timeout; each further timeout doubles it, up to an hour.
 inline constexpr std::chrono::seconds kRequeueBackoffBase{60};
 
-/// What admission passes read from PodGroups, nodes and pods (queue, minMember, minResources,
-/// times, reservations; labels, taints, allocatable, and the indexed capacity of the whole node
-/// list; phase, node, requests, gang),
+/// What admission passes read from PodGroups, nodes, pods and training jobs (queue, minMember,
+/// minResources, times, reservations; labels, taints, allocatable, and the indexed capacity of
+/// the whole node list; phase, node, requests, gang, the scheduler's message; each replica
+/// type's pod demand and the schedule timeout),
 /// kept by uid and resourceVersion: an object whose resourceVersion is unchanged is not read
 /// again, one whose resourceVersion changed is read afresh, and one no longer in a pass's input
 /// is dropped at the end of that pass (a node read again that says the same as before, as after
@@ -120,6 +122,7 @@ class AdmissionCache {
     std::size_t pod_groups = 0;     // PodGroups cached after it
     std::size_t nodes = 0;          // nodes cached after it
     std::size_t pods = 0;           // pods cached after it
+    std::size_t jobs = 0;           // training jobs cached after it
     std::size_t read = 0;           // objects it read (not found, or changed)
     bool node_list_reused = false;  // every node as in the pass before: capacity not rebuilt
   };
@@ -130,6 +133,8 @@ class AdmissionCache {
   /// Informer::list with a DecodeFilter), which is how the controller lists nodes and pods.
   bool has_node(const std::string& uid, const std::string& resource_version) const;
   bool has_pod(const std::string& uid, const std::string& resource_version) const;
+  /// The same for a training job a JobLookup finds (Informer::get with a DecodeFilter).
+  bool has_job(const std::string& uid, const std::string& resource_version) const;
 
   /// The passes' side of it (gang_admission.cc).
   struct Impl;

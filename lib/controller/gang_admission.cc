@@ -395,6 +395,42 @@ NodeRead read_node(const json& node) {
   return read;
 }
 
+/// What a pass reads from a gang's training job, once per resourceVersion (AdmissionCache).
+struct JobFacts {
+  ObjectReference reference;
+  /// Per replica type, in the order of the spec: one pod of it (named `<job>-<type>`, count its
+  /// replicas), or, when its template does not read (a quantity that does not parse), why.
+  struct Replica {
+    PodDemand pods;
+    std::exception_ptr unreadable;
+  };
+  std::vector<Replica> replicas;
+  std::optional<std::int64_t> schedule_timeout_seconds;
+};
+
+JobFacts read_job(const json& job) {
+  JobFacts f{.reference = reference_to(job)};
+  const api::JobView view(job);
+  for (const api::ReplicaSpecView& replica : view.replica_specs()) {
+    JobFacts::Replica r{
+        .pods = {.name = fmt::format("{}-{}", f.reference.name, to_lower(replica.type)),
+                 .count = replica.replicas}};
+    try {
+      r.pods = pod_demand(std::move(r.pods.name), 0, replica.replicas,
+                          member(object_member(*replica.spec, "template"), "spec"));
+    } catch (const Error&) {
+      r.unreadable = std::current_exception();
+    }
+    f.replicas.push_back(std::move(r));
+  }
+  f.schedule_timeout_seconds = view.run_policy().scheduling.schedule_timeout_seconds;
+  return f;
+}
+
+bool reads_alike(const JobFacts&, const JobFacts&) {
+  return false;
+}
+
 struct PodFacts;
 
 /// What the informer caches say about one PodGroup, its job and its pods in this pass: the facts
@@ -440,7 +476,7 @@ struct Group {
   /// Its trainctl.io/preempted-by and requeue-at annotations as the cache shows them.
   const std::string& preempted_by;
   const std::optional<TimePoint>& requeue_at;
-  std::optional<json> job;  // the cached training job that controls it
+  std::shared_ptr<const JobFacts> job;  // what the cached training job that controls it says
   Priority priority;
   /// The Unschedulable condition of this round; empty message when nothing blocks the group.
   std::string blocked;
@@ -569,19 +605,6 @@ void count_pod(const json& pod, const PodFacts& f,
       g.bound[name] += value;
 }
 
-/// Whether the group's controller is a training job; sets `g.job` when it is cached under the
-/// uid the ownerReference names. Returns false for a group whose job is gone.
-bool find_job(Group& g, const JobLookup& lookup) {
-  const auto& owner = g.facts.job_owner;
-  if (!owner)
-    return true;
-  std::optional<json> job = lookup ? lookup(owner->kind, g.facts.ns, owner->name) : std::nullopt;
-  if (!job || uid_of(*job) != owner->uid)
-    return false;
-  g.job = std::move(job);
-  return true;
-}
-
 /// The pods the group still needs placed: the job's first minMember pods in replica-type order
 /// less those bound, or minMember - bound pods of minResources/minMember each without a job.
 std::vector<PodDemand> demands_of(const Group& g) {
@@ -597,16 +620,17 @@ std::vector<PodDemand> demands_of(const Group& g) {
         {.name = g.name, .first_index = g.allocated, .count = count, .requests = std::move(each)});
     return demands;
   }
-  const api::JobView view(*g.job);
   int left = g.min_member;
-  for (const api::ReplicaSpecView& replica : view.replica_specs()) {
-    const int count = std::min(left, replica.replicas);
+  for (const JobFacts::Replica& replica : g.job->replicas) {
+    const int count = std::min(left, replica.pods.count);
     if (count <= 0)
       break;
     left -= count;
-    PodDemand d = pod_demand(fmt::format("{}-{}", name_of(*g.job), to_lower(replica.type)), 0,
-                             count, member(object_member(*replica.spec, "template"), "spec"));
-    for (int i = 0; i < count; ++i)
+    if (replica.unreadable)
+      std::rethrow_exception(replica.unreadable);
+    PodDemand d = replica.pods;
+    d.count = count;
+    for (int i = 0; i < count && !g.bound_names.empty(); ++i)
       d.count -= g.bound_names.contains(fmt::format("{}-{}", d.name, i));
     demands.push_back(std::move(d));
   }
@@ -874,6 +898,7 @@ struct AdmissionCache::Impl {
   Entries<GroupFacts> groups;
   Entries<NodeRead> nodes;
   Entries<PodFacts> pods;
+  Entries<JobFacts> jobs;
   std::uint64_t pass = 0;
   std::size_t read = 0;  // objects read in this pass
   std::size_t used = 0;  // entries handed out in this pass
@@ -894,11 +919,12 @@ struct AdmissionCache::Impl {
 
   /// Drops what this pass did not use: objects deleted (or no longer listed) since.
   void end() {
-    if (used == groups.size() + nodes.size() + pods.size())
+    if (used == groups.size() + nodes.size() + pods.size() + jobs.size())
       return;  // the common case: nothing deleted, no need to look
     std::erase_if(groups, [&](const auto& e) { return e.second.pass != pass; });
     std::erase_if(nodes, [&](const auto& e) { return e.second.pass != pass; });
     std::erase_if(pods, [&](const auto& e) { return e.second.pass != pass; });
+    std::erase_if(jobs, [&](const auto& e) { return e.second.pass != pass; });
   }
 
   /// Whether get() finds an object of this uid and resourceVersion here, without reading it.
@@ -950,6 +976,7 @@ AdmissionCache::Stats AdmissionCache::stats() const {
   return {.pod_groups = impl_->groups.size(),
           .nodes = impl_->nodes.size(),
           .pods = impl_->pods.size(),
+          .jobs = impl_->jobs.size(),
           .read = impl_->read,
           .node_list_reused = impl_->node_list_reused};
 }
@@ -960,6 +987,10 @@ bool AdmissionCache::has_node(const std::string& uid, const std::string& resourc
 
 bool AdmissionCache::has_pod(const std::string& uid, const std::string& resource_version) const {
   return impl_->has(impl_->pods, uid, resource_version);
+}
+
+bool AdmissionCache::has_job(const std::string& uid, const std::string& resource_version) const {
+  return impl_->has(impl_->jobs, uid, resource_version);
 }
 
 namespace {
@@ -1055,7 +1086,7 @@ class Round {
       if (!added)
         continue;  // two objects of one key: the first counts
       Group& g = it->second;
-      if (!find_job(g, input_.job)) {
+      if (!find_job(g)) {
         groups_.erase(it);
         continue;  // the garbage collector's: it holds nothing
       }
@@ -1079,9 +1110,23 @@ class Round {
     }
   }
 
+  /// Whether the group's controller is a training job; sets `g.job` when it is cached under the
+  /// uid the ownerReference names. Returns false for a group whose job is gone.
+  bool find_job(Group& g) {
+    const auto& owner = g.facts.job_owner;
+    if (!owner)
+      return true;
+    const std::optional<json> job =
+        input_.job ? input_.job(owner->kind, g.facts.ns, owner->name) : std::nullopt;
+    if (!job || uid_of(*job) != owner->uid)
+      return false;
+    g.job = cache_.get(cache_.jobs, *job, read_job);
+    return true;
+  }
+
   std::chrono::seconds timeout_of(const Group& g) const {
     if (g.job) {
-      const auto seconds = api::JobView(*g.job).run_policy().scheduling.schedule_timeout_seconds;
+      const auto& seconds = g.job->schedule_timeout_seconds;
       if (seconds && *seconds > 0)
         return std::chrono::seconds(*seconds);
     }
@@ -1483,11 +1528,11 @@ class Round {
     v.reserved_on.clear();
     ++preemptions_[v.queue];
     result_.events.push_back(
-        {"Warning", "Preempted", message, reference_to(v.job ? *v.job : *v.object)});
+        {"Warning", "Preempted", message, v.job ? v.job->reference : reference_to(*v.object)});
     result_.events.push_back(
         {"Normal", "Preempting",
          fmt::format("evicted gang {} (priority {}) of queue {}", v.key, v.priority.value, v.queue),
-         reference_to(by.job ? *by.job : *by.object)});
+         by.job ? by.job->reference : reference_to(*by.object)});
   }
 
   void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,

@@ -1492,6 +1492,70 @@ TEST(AdmissionCacheTest, PodsListedAsMetadataAloneStillExplainTimeoutsAndAreDele
   EXPECT_THAT(deleted, ElementsAre("team-a/slow-0/uid-slow-0", "team-a/slow-1/uid-slow-1"));
 }
 
+// A training job is read once per resourceVersion; the lookup may then hand it out as its
+// metadata alone (as the controller's does), and the pass decides as with the whole job: its
+// pods' demands and its schedule timeout come from what was read.
+TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndMayThenBeLookedUpAsItsMetadataAlone) {
+  const json four_gpus = container("tensorflow", {{"limits", {{"nvidia.com/gpu", 4}}}});
+  json job = tf_job_of({{"Chief", replica(1, {four_gpus})}, {"Worker", replica(2, {four_gpus})}},
+                       {{"scheduleTimeoutSeconds", 50}});
+  job["metadata"]["resourceVersion"] = "5";
+  json g = pod_group(job);
+  g["metadata"]["uid"] = "uid-group";
+  g["metadata"]["resourceVersion"] = "1";
+  g["metadata"]["creationTimestamp"] = "2024-05-01T11:00:00Z";
+  const std::vector<json> queues = {queue("default", json::object())};
+  const std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 4, 1)};
+  AdmissionCache cache;
+  int whole = 0;
+  const JobLookup lookup = [&](std::string_view, std::string_view,
+                               std::string_view) -> std::optional<json> {
+    const json& meta = job["metadata"];
+    if (cache.has_job(meta["uid"], meta["resourceVersion"]))
+      return json{{"metadata",
+                   {{"name", meta["name"]},
+                    {"namespace", meta["namespace"]},
+                    {"uid", meta["uid"]},
+                    {"resourceVersion", meta["resourceVersion"]}}}};
+    ++whole;
+    return job;
+  };
+  const JobLookup whole_job = [&](std::string_view, std::string_view,
+                                  std::string_view) -> std::optional<json> { return job; };
+  const auto pass = [&](const json& group, const JobLookup& jobs, AdmissionCache* with,
+                        int seconds) {
+    return controller::admit({.pod_groups = {group},
+                              .queues = queues,
+                              .nodes = nodes,
+                              .job = jobs,
+                              .now = kNow + std::chrono::seconds(seconds)},
+                             {}, nullptr, with);
+  };
+
+  const AdmissionResult first = pass(g, lookup, &cache, 0);
+  EXPECT_EQ(decided(first), decided(pass(g, whole_job, nullptr, 0)));
+  EXPECT_EQ(phase_of(written_group(first, "mnist")), "Inqueue");  // 4 + 2 x 4 GPUs on n1, n2
+  EXPECT_EQ(whole, 1);
+  EXPECT_EQ(cache.stats().jobs, 1);
+
+  // Its pods are not bound within the job's 50 s: taken back, the job read from the cache.
+  const json admitted = bumped(written_group(first, "mnist"));
+  const AdmissionResult timed_out = pass(admitted, lookup, &cache, 51);
+  EXPECT_EQ(decided(timed_out), decided(pass(admitted, whole_job, nullptr, 51)));
+  EXPECT_THAT(unschedulable(written_group(timed_out, "mnist"))["message"].get<std::string>(),
+              HasSubstr("3 of 3 pods not bound within 50s"));
+  EXPECT_EQ(whole, 1);
+
+  // A new version of the job is read again: its workers now need 8 GPUs, which n2 has not.
+  job["spec"]["tfReplicaSpecs"]["Worker"] =
+      replica(2, {container("tensorflow", {{"limits", {{"nvidia.com/gpu", 8}}}})});
+  job["metadata"]["resourceVersion"] = "6";
+  const AdmissionResult changed = pass(g, lookup, &cache, 0);
+  EXPECT_EQ(decided(changed), decided(pass(g, whole_job, nullptr, 0)));
+  EXPECT_EQ(phase_of(written_group(changed, "mnist")), "Pending");
+  EXPECT_EQ(whole, 2);
+}
+
 TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters) {
   std::mt19937 rng(11);
   int nodes_listed_as_metadata = 0, pods_listed_as_metadata = 0;

@@ -29,6 +29,15 @@ std::string resource_version_of(const json& object) {
   return string_member(object_member(object, "metadata"), "resourceVersion");
 }
 
+/// What Informer::get and list hand out for an object a DecodeFilter declines.
+json metadata_alone(std::string_view key, const std::string& uid, const std::string& version) {
+  auto [ns, name] = split_key(key);
+  json metadata = {{"name", std::move(name)}, {"uid", uid}, {"resourceVersion", version}};
+  if (!ns.empty())
+    metadata["namespace"] = std::move(ns);
+  return {{"metadata", std::move(metadata)}};
+}
+
 /// Objects copied out of the store (in CBOR, under its lock) and decoded outside the lock.
 std::vector<json> decode_all(const std::vector<std::vector<std::uint8_t>>& encoded) {
   std::vector<json> out;
@@ -400,6 +409,21 @@ std::optional<json> Informer::get(std::string_view key) const {
   return json::from_cbor(cbor);
 }
 
+std::optional<json> Informer::get(std::string_view key, const DecodeFilter& decode) const {
+  std::vector<std::uint8_t> cbor;
+  {
+    std::lock_guard lock(state_->mu);
+    const auto it = state_->objects.find(key);
+    if (it == state_->objects.end())
+      return std::nullopt;
+    const State::Stored& stored = it->second;
+    if (!decode(stored.uid, stored.resource_version))
+      return metadata_alone(key, stored.uid, stored.resource_version);
+    cbor = stored.cbor;
+  }
+  return json::from_cbor(cbor);
+}
+
 std::vector<json> Informer::list() const {
   std::vector<std::vector<std::uint8_t>> encoded;
   {
@@ -412,10 +436,10 @@ std::vector<json> Informer::list() const {
 }
 
 std::vector<json> Informer::list(const DecodeFilter& decode) const {
-  // The objects to decode, or (empty CBOR) the metadata of one not to.
+  // The objects to decode, or (empty CBOR) one not to.
   struct Listed {
     std::vector<std::uint8_t> cbor;
-    json metadata;
+    json metadata_alone;
   };
   std::vector<Listed> listed;
   {
@@ -426,20 +450,14 @@ std::vector<json> Informer::list(const DecodeFilter& decode) const {
         listed.push_back({.cbor = stored.cbor});
         continue;
       }
-      auto [ns, name] = split_key(key);
-      json metadata = {{"name", std::move(name)},
-                       {"uid", stored.uid},
-                       {"resourceVersion", stored.resource_version}};
-      if (!ns.empty())
-        metadata["namespace"] = std::move(ns);
-      listed.push_back({.metadata = std::move(metadata)});
+      listed.push_back(
+          {.metadata_alone = metadata_alone(key, stored.uid, stored.resource_version)});
     }
   }
   std::vector<json> out;
   out.reserve(listed.size());
   for (auto& l : listed)
-    out.push_back(l.cbor.empty() ? json{{"metadata", std::move(l.metadata)}}
-                                 : json::from_cbor(l.cbor));
+    out.push_back(l.cbor.empty() ? std::move(l.metadata_alone) : json::from_cbor(l.cbor));
   return out;
 }
 

@@ -111,6 +111,8 @@ class Informer {
   bool wait_for_sync(std::stop_token stop) const;
 
   std::optional<nlohmann::json> get(std::string_view key) const;
+  /// As get(), the object as its metadata alone where `decode` declines it (see list below).
+  std::optional<nlohmann::json> get(std::string_view key, const DecodeFilter& decode) const;
   std::vector<nlohmann::json> list() const;
   /// As list(), except that an object `decode` declines is handed out as its metadata alone
   /// (name, namespace, uid, resourceVersion), not decoded: for a caller that keeps what it read
