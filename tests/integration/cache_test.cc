@@ -134,9 +134,9 @@ TEST_F(InformerTest, SyncsThenReportsAddsUpdatesAndDeletes) {
   EXPECT_EQ(informer.list_count(), 1u);
 }
 
-// A list with a filter decodes only the objects it accepts; the others come as their metadata
-// alone (what admission's cache needs to find what it read from them).
-TEST_F(InformerTest, ListWithAFilterHandsOutWhatItDeclinesAsMetadataAlone) {
+// A list (or get) with a filter decodes only the objects it accepts; the others come as their
+// metadata alone (what admission's cache needs to find what it read from them).
+TEST_F(InformerTest, ListAndGetWithAFilterHandOutWhatItDeclinesAsMetadataAlone) {
   const json a = client().create(resources::configmaps(), "default", config_map("a", "1"));
   const json b = client().create(resources::configmaps(), "default", config_map("b", "1"));
   Informer informer(client(), config_maps());
@@ -159,6 +159,12 @@ TEST_F(InformerTest, ListWithAFilterHandsOutWhatItDeclinesAsMetadataAlone) {
                                {"uid", uid_of(b)},
                                {"resourceVersion", b["metadata"]["resourceVersion"]}}}}));
   EXPECT_EQ(informer.list([](const auto&, const auto&) { return true; }), informer.list());
+  // get() the same, one object.
+  const auto decline = [](const std::string&, const std::string&) { return false; };
+  EXPECT_EQ(informer.get("default/b", decline), listed[1]);
+  EXPECT_EQ(informer.get("default/a", [](const auto&, const auto&) { return true; }),
+            informer.get("default/a"));
+  EXPECT_EQ(informer.get("default/gone", decline), std::nullopt);
 }
 
 // The Watcher commands follow objects with: start() returns once the first LIST has been
