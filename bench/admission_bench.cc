@@ -5,7 +5,7 @@
 // Unschedulable condition) and then the steady state (the objects as the cold pass wrote them,
 // parsed facts cached by resourceVersion: the pass the controller runs on every later change).
 // Every gang belongs to a TFJob the pass looks up as the controller does: a job the cache read
-// under its resourceVersion comes as its metadata alone.
+// under its resourceVersion comes without the object.
 // Arguments, when given, are the numbers of pending gangs to run the pass with (to profile one).
 #include <fmt/format.h>
 
@@ -111,23 +111,16 @@ Gangs gangs(int count, std::mt19937& random) {
   return result;
 }
 
-/// The controller's job lookup over `jobs`: a job the pass's cache read under its version comes
-/// as its metadata alone, any other as a copy (the informer decodes one; a copy costs less).
-trainctl::controller::JobLookup job_lookup(const std::unordered_map<std::string, json>& jobs,
-                                           trainctl::controller::AdmissionCache*& cache) {
-  return [&jobs, &cache](std::string_view, std::string_view,
-                         std::string_view name) -> std::optional<json> {
+/// The controller's job lookup over `jobs`: a job the pass read under its version comes without
+/// the object, any other with a copy (the informer decodes one; a copy costs less).
+trainctl::controller::JobLookup job_lookup(const std::unordered_map<std::string, json>& jobs) {
+  return [&jobs](std::string_view, std::string_view, std::string_view name,
+                 const trainctl::kube::cache::DecodeFilter& decode)
+             -> std::optional<trainctl::kube::cache::Versioned> {
     const auto it = jobs.find(std::string(name));
     if (it == jobs.end())
       return std::nullopt;
-    const json& meta = it->second["metadata"];
-    if (cache != nullptr && cache->has_job(meta["uid"], meta["resourceVersion"]))
-      return json{{"metadata",
-                   {{"name", meta["name"]},
-                    {"namespace", meta["namespace"]},
-                    {"uid", meta["uid"]},
-                    {"resourceVersion", meta["resourceVersion"]}}}};
-    return it->second;
+    return trainctl::controller::found_job(it->second, decode);
   };
 }
 
@@ -234,17 +227,14 @@ int main(int argc, char** argv) {
   std::optional<double> steady_10k, cold_10k;
   for (const int count : *counts) {
     Gangs made = gangs(count, random);
-    // The cache the pass at hand uses, for the job lookup to ask (null: none).
-    AdmissionCache* pass_cache = nullptr;
     AdmissionInput input{.pod_groups = std::move(made.pod_groups),
                          .queues = queues,
                          .nodes = nodes,
-                         .job = job_lookup(made.jobs, pass_cache),
+                         .job = job_lookup(made.jobs),
                          .now = kNow};
     // Cold: nothing cached yet, every gang gets its Unschedulable condition written. Counted:
     // the pass and freeing its result (as before the cache), shown apart too.
     AdmissionCache cache;
-    pass_cache = &cache;
     AdmissionView view{.with_nodes = false};  // the controller's: the queues, for its metrics
     std::optional<trainctl::controller::Plan> first;
     // The controller gives its pass the copies its caches listed: this one gets a copy too.
@@ -266,7 +256,6 @@ int main(int argc, char** argv) {
     }
     std::size_t steady_writes = 0;
     const auto pass = [&](AdmissionCache* with) {
-      pass_cache = with;
       return median_of_3([&] {
         return seconds_of([&] { steady_writes = admit(input, {}, &view, with).actions.size(); });
       });

@@ -103,9 +103,12 @@ controller::AdmissionView read_admission_view(kube::Client& client) {
                      .pods = items(client, kube::resources::pods()),
                      .priority_classes = items(client, kube::resources::priority_classes()),
                      .job = [&jobs](std::string_view kind, std::string_view ns,
-                                    std::string_view name) -> std::optional<json> {
+                                    std::string_view name, const kube::cache::DecodeFilter& decode)
+                         -> std::optional<kube::cache::Versioned> {
                        const auto it = jobs.find(fmt::format("{}/{}/{}", kind, ns, name));
-                       return it == jobs.end() ? std::nullopt : std::optional<json>(it->second);
+                       if (it == jobs.end())
+                         return std::nullopt;
+                       return controller::found_job(it->second, decode);
                      },
                      .now = std::chrono::system_clock::now()},
                     {}, &view);

@@ -113,16 +113,14 @@ class AdmissionReconciler : public Runnable {
     }
     ensure_default_queue();
     // Only the jobs PodGroups name are read, not a copy of every cached job.
-    const JobLookup job = [this](std::string_view kind, std::string_view ns,
-                                 std::string_view name) -> std::optional<json> {
+    const JobLookup job =
+        [this](std::string_view kind, std::string_view ns, std::string_view name,
+               const kube::cache::DecodeFilter& decode) -> std::optional<kube::cache::Versioned> {
       const auto job_kind = api::job_kind_from_name(kind);
       const auto informer = job_kind ? jobs_.find(*job_kind) : jobs_.end();
       if (informer == jobs_.end())
         return std::nullopt;
-      return informer->second->get(fmt::format("{}/{}", ns, name),
-                                   [this](const std::string& uid, const std::string& version) {
-                                     return !cache_.has_job(uid, version);
-                                   });
+      return informer->second->get(fmt::format("{}/{}", ns, name), decode);
     };
     AdmissionInput input{
         .pod_groups = pod_groups_->list(),

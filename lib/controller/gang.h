@@ -18,6 +18,7 @@
 
 #include "controller/admission_view.h"
 #include "controller/plan.h"
+#include "kube/cache/versioned.h"
 #include "kube/resource.h"
 
 namespace trainctl::controller {
@@ -67,10 +68,16 @@ bool pods_may_start(GangScheduler scheduler, const nlohmann::json* pod_group);
 /// the result is empty.
 using AdmissionResult = Plan;
 
-/// The cached training job `kind` `namespace`/`name`, or nullopt. Its metadata alone will do
-/// (uid, resourceVersion) where AdmissionCache::has_job says the pass's cache read it.
-using JobLookup = std::function<std::optional<nlohmann::json>(
-    std::string_view kind, std::string_view ns, std::string_view name)>;
+/// The cached training job `kind` `namespace`/`name` with its uid and resourceVersion, or
+/// nullopt. The object itself only where `decode` accepts it: the pass reads a job once per
+/// resourceVersion.
+using JobLookup = std::function<std::optional<kube::cache::Versioned>(
+    std::string_view kind, std::string_view ns, std::string_view name,
+    const kube::cache::DecodeFilter& decode)>;
+
+/// A JobLookup's answer from a job object at hand (a copy of it where `decode` asks for it).
+kube::cache::Versioned found_job(const nlohmann::json& job,
+                                 const kube::cache::DecodeFilter& decode);
 
 /// What one admission round reads: the informer caches and the time.
 struct AdmissionInput {
@@ -133,8 +140,6 @@ class AdmissionCache {
   /// Informer::list with a DecodeFilter), which is how the controller lists nodes and pods.
   bool has_node(const std::string& uid, const std::string& resource_version) const;
   bool has_pod(const std::string& uid, const std::string& resource_version) const;
-  /// The same for a training job a JobLookup finds (Informer::get with a DecodeFilter).
-  bool has_job(const std::string& uid, const std::string& resource_version) const;
 
   /// The passes' side of it (gang_admission.cc).
   struct Impl;

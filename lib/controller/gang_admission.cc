@@ -942,8 +942,24 @@ struct AdmissionCache::Impl {
   template <class Facts, class Read>
   std::shared_ptr<const Facts> get(Entries<Facts>& entries, const json& object, Read read_object) {
     const json& metadata = object_member(object, "metadata");
-    const std::string* uid = string_ref(metadata, "uid");
-    const std::string* version = string_ref(metadata, "resourceVersion");
+    return get<Facts>(entries, string_ref(metadata, "uid"), string_ref(metadata, "resourceVersion"),
+                      [&] { return read_object(object); });
+  }
+
+  /// The same for an object found with its version (its facts read from `object` when not
+  /// cached: present unless this cache has that version).
+  template <class Facts, class Read>
+  std::shared_ptr<const Facts> get(Entries<Facts>& entries, const kube::cache::Versioned& found,
+                                   Read read_object) {
+    return get<Facts>(entries, &found.uid, &found.resource_version,
+                      [&] { return read_object(found.object.value()); });
+  }
+
+  /// The facts of the object of `uid` and `version` (null: it has none), cached, else
+  /// `read_facts()`.
+  template <class Facts, class Read>
+  std::shared_ptr<const Facts> get(Entries<Facts>& entries, const std::string* uid,
+                                   const std::string* version, Read read_facts) {
     if (keeps && uid != nullptr && version != nullptr && !uid->empty() && !version->empty()) {
       Entry<Facts>& e = entries[*uid];
       if (e.facts && e.version == *version) {
@@ -953,7 +969,7 @@ struct AdmissionCache::Impl {
       }
       if (e.pass != pass) {  // not handed out in this pass: may be replaced
         ++read;
-        auto facts = std::make_shared<const Facts>(read_object(object));
+        auto facts = std::make_shared<const Facts>(read_facts());
         if (!e.facts || !reads_alike(*e.facts, *facts))
           e.facts = std::move(facts);
         e.version = *version;
@@ -963,7 +979,7 @@ struct AdmissionCache::Impl {
       }
     }
     ++read;
-    auto facts = std::make_shared<const Facts>(read_object(object));
+    auto facts = std::make_shared<const Facts>(read_facts());
     uncached.push_back(facts);
     return facts;
   }
@@ -981,16 +997,21 @@ AdmissionCache::Stats AdmissionCache::stats() const {
           .node_list_reused = impl_->node_list_reused};
 }
 
+kube::cache::Versioned found_job(const json& job, const kube::cache::DecodeFilter& decode) {
+  kube::cache::Versioned found{
+      .uid = uid_of(job),
+      .resource_version = string_member(member(job, "metadata"), "resourceVersion")};
+  if (decode(found.uid, found.resource_version))
+    found.object = job;
+  return found;
+}
+
 bool AdmissionCache::has_node(const std::string& uid, const std::string& resource_version) const {
   return impl_->has(impl_->nodes, uid, resource_version);
 }
 
 bool AdmissionCache::has_pod(const std::string& uid, const std::string& resource_version) const {
   return impl_->has(impl_->pods, uid, resource_version);
-}
-
-bool AdmissionCache::has_job(const std::string& uid, const std::string& resource_version) const {
-  return impl_->has(impl_->jobs, uid, resource_version);
 }
 
 namespace {
@@ -1116,9 +1137,12 @@ class Round {
     const auto& owner = g.facts.job_owner;
     if (!owner)
       return true;
-    const std::optional<json> job =
-        input_.job ? input_.job(owner->kind, g.facts.ns, owner->name) : std::nullopt;
-    if (!job || uid_of(*job) != owner->uid)
+    const auto not_read = [this](const std::string& uid, const std::string& version) {
+      return !cache_.has(cache_.jobs, uid, version);
+    };
+    std::optional<kube::cache::Versioned> job =
+        input_.job ? input_.job(owner->kind, g.facts.ns, owner->name, not_read) : std::nullopt;
+    if (!job || job->uid != owner->uid)
       return false;
     g.job = cache_.get(cache_.jobs, *job, read_job);
     return true;

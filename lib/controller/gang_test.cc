@@ -21,6 +21,8 @@ using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using trainctl::kube::cache::DecodeFilter;
+using trainctl::kube::cache::Versioned;
 
 const auto kNow = *api::parse_timestamp("2024-05-01T12:00:00Z");
 
@@ -528,12 +530,12 @@ TEST(AdmitTest, GroupsOfJobsThatAreGoneHoldNothingAndAreNotAdmitted) {
                                   cached_job("PyTorchJob", "live", "uid-live"),
                                   // same name and uid, another kind: not the orphan's job
                                   cached_job("PyTorchJob", "orphan", "uid-orphan")};
-  const JobLookup job_uid = [&](std::string_view kind, std::string_view ns,
-                                std::string_view name) -> std::optional<json> {
+  const JobLookup job_uid = [&](std::string_view kind, std::string_view ns, std::string_view name,
+                                const DecodeFilter& decode) -> std::optional<Versioned> {
     for (const json& job : jobs) {
       if (job["kind"] == kind && job["metadata"]["namespace"] == ns &&
           job["metadata"]["name"] == name)
-        return job;
+        return found_job(job, decode);
     }
     return std::nullopt;
   };
@@ -1492,10 +1494,10 @@ TEST(AdmissionCacheTest, PodsListedAsMetadataAloneStillExplainTimeoutsAndAreDele
   EXPECT_THAT(deleted, ElementsAre("team-a/slow-0/uid-slow-0", "team-a/slow-1/uid-slow-1"));
 }
 
-// A training job is read once per resourceVersion; the lookup may then hand it out as its
-// metadata alone (as the controller's does), and the pass decides as with the whole job: its
-// pods' demands and its schedule timeout come from what was read.
-TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndMayThenBeLookedUpAsItsMetadataAlone) {
+// A training job is read once per resourceVersion: the pass asks its lookup for the object only
+// then, and decides as with the whole job every time: its pods' demands and its schedule timeout
+// come from what was read.
+TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndTheLookupAskedForItOnlyThen) {
   const json four_gpus = container("tensorflow", {{"limits", {{"nvidia.com/gpu", 4}}}});
   json job = tf_job_of({{"Chief", replica(1, {four_gpus})}, {"Worker", replica(2, {four_gpus})}},
                        {{"scheduleTimeoutSeconds", 50}});
@@ -1507,21 +1509,17 @@ TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndMayThenBeLookedUpAsItsMetada
   const std::vector<json> queues = {queue("default", json::object())};
   const std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 4, 1)};
   AdmissionCache cache;
-  int whole = 0;
-  const JobLookup lookup = [&](std::string_view, std::string_view,
-                               std::string_view) -> std::optional<json> {
-    const json& meta = job["metadata"];
-    if (cache.has_job(meta["uid"], meta["resourceVersion"]))
-      return json{{"metadata",
-                   {{"name", meta["name"]},
-                    {"namespace", meta["namespace"]},
-                    {"uid", meta["uid"]},
-                    {"resourceVersion", meta["resourceVersion"]}}}};
-    ++whole;
-    return job;
+  int whole = 0;  // lookups asked for the object
+  const JobLookup lookup = [&](std::string_view, std::string_view, std::string_view,
+                               const DecodeFilter& decode) -> std::optional<Versioned> {
+    Versioned found = found_job(job, decode);
+    whole += found.object.has_value();
+    return found;
   };
-  const JobLookup whole_job = [&](std::string_view, std::string_view,
-                                  std::string_view) -> std::optional<json> { return job; };
+  const JobLookup whole_job = [&](std::string_view, std::string_view, std::string_view,
+                                  const DecodeFilter&) -> std::optional<Versioned> {
+    return found_job(job, [](const auto&, const auto&) { return true; });
+  };
   const auto pass = [&](const json& group, const JobLookup& jobs, AdmissionCache* with,
                         int seconds) {
     return controller::admit({.pod_groups = {group},

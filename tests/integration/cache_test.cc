@@ -159,12 +159,19 @@ TEST_F(InformerTest, ListAndGetWithAFilterHandOutWhatItDeclinesAsMetadataAlone) 
                                {"uid", uid_of(b)},
                                {"resourceVersion", b["metadata"]["resourceVersion"]}}}}));
   EXPECT_EQ(informer.list([](const auto&, const auto&) { return true; }), informer.list());
-  // get() the same, one object.
+  // get() gives one object's uid and resourceVersion, and the object where the filter accepts.
   const auto decline = [](const std::string&, const std::string&) { return false; };
-  EXPECT_EQ(informer.get("default/b", decline), listed[1]);
-  EXPECT_EQ(informer.get("default/a", [](const auto&, const auto&) { return true; }),
-            informer.get("default/a"));
-  EXPECT_EQ(informer.get("default/gone", decline), std::nullopt);
+  const std::optional<Versioned> declined = informer.get("default/b", decline);
+  ASSERT_TRUE(declined);
+  EXPECT_EQ(declined->uid, uid_of(b));
+  EXPECT_EQ(declined->resource_version, b["metadata"]["resourceVersion"]);
+  EXPECT_EQ(declined->object, std::nullopt);
+  const std::optional<Versioned> accepted =
+      informer.get("default/a", [](const auto&, const auto&) { return true; });
+  ASSERT_TRUE(accepted);
+  EXPECT_EQ(accepted->uid, uid_of(a));
+  EXPECT_EQ(accepted->object, informer.get("default/a"));
+  EXPECT_FALSE(informer.get("default/gone", decline));
 }
 
 // The Watcher commands follow objects with: start() returns once the first LIST has been

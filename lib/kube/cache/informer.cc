@@ -29,7 +29,7 @@ std::string resource_version_of(const json& object) {
   return string_member(object_member(object, "metadata"), "resourceVersion");
 }
 
-/// What Informer::get and list hand out for an object a DecodeFilter declines.
+/// What Informer::list hands out for an object a DecodeFilter declines.
 json metadata_alone(std::string_view key, const std::string& uid, const std::string& version) {
   auto [ns, name] = split_key(key);
   json metadata = {{"name", std::move(name)}, {"uid", uid}, {"resourceVersion", version}};
@@ -409,7 +409,8 @@ std::optional<json> Informer::get(std::string_view key) const {
   return json::from_cbor(cbor);
 }
 
-std::optional<json> Informer::get(std::string_view key, const DecodeFilter& decode) const {
+std::optional<Versioned> Informer::get(std::string_view key, const DecodeFilter& decode) const {
+  Versioned found;
   std::vector<std::uint8_t> cbor;
   {
     std::lock_guard lock(state_->mu);
@@ -417,11 +418,14 @@ std::optional<json> Informer::get(std::string_view key, const DecodeFilter& deco
     if (it == state_->objects.end())
       return std::nullopt;
     const State::Stored& stored = it->second;
+    found.uid = stored.uid;
+    found.resource_version = stored.resource_version;
     if (!decode(stored.uid, stored.resource_version))
-      return metadata_alone(key, stored.uid, stored.resource_version);
+      return found;
     cbor = stored.cbor;
   }
-  return json::from_cbor(cbor);
+  found.object = json::from_cbor(cbor);
+  return found;
 }
 
 std::vector<json> Informer::list() const {

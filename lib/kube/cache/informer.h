@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "error.h"
+#include "kube/cache/versioned.h"
 #include "kube/client.h"
 #include "kube/resource.h"
 
@@ -49,10 +50,6 @@ struct EventHandlers {
   std::function<void(const nlohmann::json& old_object, const nlohmann::json& new_object)> on_update;
   std::function<void(const nlohmann::json&)> on_delete;
 };
-
-/// Whether Informer::list decodes the object of this uid and resourceVersion.
-using DecodeFilter =
-    std::function<bool(const std::string& uid, const std::string& resource_version)>;
 
 /// Maps an object to the index values it is filed under (e.g. its controller owner's uid).
 using IndexFunction = std::function<std::vector<std::string>(const nlohmann::json&)>;
@@ -111,8 +108,8 @@ class Informer {
   bool wait_for_sync(std::stop_token stop) const;
 
   std::optional<nlohmann::json> get(std::string_view key) const;
-  /// As get(), the object as its metadata alone where `decode` declines it (see list below).
-  std::optional<nlohmann::json> get(std::string_view key, const DecodeFilter& decode) const;
+  /// The object `key` with its uid and resourceVersion, decoded only where `decode` accepts it.
+  std::optional<Versioned> get(std::string_view key, const DecodeFilter& decode) const;
   std::vector<nlohmann::json> list() const;
   /// As list(), except that an object `decode` declines is handed out as its metadata alone
   /// (name, namespace, uid, resourceVersion), not decoded: for a caller that keeps what it read
