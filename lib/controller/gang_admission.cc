@@ -1301,20 +1301,20 @@ class Round {
     }
   }
 
-  /// Remembers what `g` holds on `node`, for preemption (give_back) and for the view; `pods` is
-  /// shown where the gang's pods are not bound yet.
+  /// Remembers what `g` holds on `node`, for preemption (give_back) and for a view of the nodes;
+  /// `pods` is shown where the gang's pods are not bound yet.
   void record_reservation(Group& g, const std::string& node, const ResourceList& amount) {
-    if (show_reservation(g, node, amount))
-      api::add(g.reserved_on[node], amount);
+    if (std::none_of(amount.begin(), amount.end(), [](const auto& r) { return r.second > 0; }))
+      return;
+    api::add(g.reserved_on[node], amount);
+    if (node_view_)
+      show_reservation(g, node, amount);
   }
 
-  /// The view's part of record_reservation; false when `amount` holds nothing.
-  bool show_reservation(const Group& g, const std::string& node, const ResourceList& amount) {
-    if (std::none_of(amount.begin(), amount.end(), [](const auto& r) { return r.second > 0; }))
-      return false;
+  /// What a view of the nodes shows of a reservation.
+  void show_reservation(const Group& g, const std::string& node, const ResourceList& amount) {
     api::add(reserved_[node], amount);
     loads_[node].jobs.insert(g.key);
-    return true;
   }
 
   void order_queues() {
