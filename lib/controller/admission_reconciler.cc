@@ -124,10 +124,12 @@ class AdmissionReconciler : public Runnable {
       return informer->second->get(fmt::format("{}/{}", ns, name), decode);
     };
     AdmissionInput input{
-        .pod_groups = pod_groups_->list(),
+        // Decoding is most of what a list costs: the PodGroups, nodes and pods the cache has
+        // read under their resourceVersion come as their metadata alone.
+        .pod_groups = pod_groups_->list([this](const std::string& uid, const std::string& version) {
+          return !cache_.has_pod_group(uid, version);
+        }),
         .queues = queues_->list(),
-        // Decoding is most of what a list costs: the nodes and pods the cache has read under
-        // their resourceVersion come as their metadata alone.
         .nodes = nodes_->list([this](const std::string& uid, const std::string& version) {
           return !cache_.has_node(uid, version);
         }),
@@ -136,6 +138,7 @@ class AdmissionReconciler : public Runnable {
         }),
         .priority_classes = priority_classes_->list(),
         .job = job,
+        .pod_group = [this](const std::string& key) { return pod_groups_->get(key); },
         .now = std::chrono::system_clock::now()};
     AdmissionView view{.with_nodes = false};  // its metrics read only the queues
     const AdmissionResult result = admit(std::move(input), options_, &view, &cache_);

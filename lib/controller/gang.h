@@ -87,6 +87,9 @@ struct AdmissionInput {
   std::vector<nlohmann::json> pods;
   std::vector<nlohmann::json> priority_classes;  // scheduling.k8s.io/v1
   JobLookup job;                                 // an empty function caches nothing
+  /// The whole PodGroup `namespace/name`, for one `pod_groups` holds as its metadata alone and
+  /// the pass writes (an empty function: none is).
+  std::function<std::optional<nlohmann::json>(const std::string& key)> pod_group;
   std::chrono::system_clock::time_point now;
 };
 
@@ -140,6 +143,9 @@ class AdmissionCache {
   /// Informer::list with a DecodeFilter), which is how the controller lists nodes and pods.
   bool has_node(const std::string& uid, const std::string& resource_version) const;
   bool has_pod(const std::string& uid, const std::string& resource_version) const;
+  /// The same for a PodGroup; the pass then fetches the whole object of one it writes
+  /// (AdmissionInput::pod_group).
+  bool has_pod_group(const std::string& uid, const std::string& resource_version) const;
 
   /// The passes' side of it (gang_admission.cc).
   struct Impl;

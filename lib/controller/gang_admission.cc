@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -283,6 +284,7 @@ NodeReservations read_reservations(std::string_view text) {
 
 /// What one PodGroup object says, read once per resourceVersion (AdmissionCache).
 struct GroupFacts {
+  ObjectReference reference;  // what its Events name
   std::string name;
   std::string ns;
   std::string key;  // namespace/name
@@ -314,7 +316,7 @@ struct GroupFacts {
 /// Reads a PodGroup; each member is looked up once (a pass reads every PodGroup it has not
 /// cached).
 GroupFacts read_group(const json& object) {
-  GroupFacts f;
+  GroupFacts f{.reference = reference_to(object)};
   const json& metadata = object_member(object, "metadata");
   f.name = string_member(metadata, "name");
   f.ns = string_member(metadata, "namespace");
@@ -452,7 +454,10 @@ struct Group {
       block("InvalidMinResources", facts.invalid);
   }
 
+  /// Its object: from the input, or fetched whole (AdmissionInput::pod_group) when the input
+  /// held its metadata alone and the pass writes it (then `fetched` too: the pass owns it).
   const json* object;
+  json* fetched = nullptr;
   const GroupFacts& facts;
   const std::string& name;
   const std::string& key;  // namespace/name
@@ -1014,6 +1019,11 @@ bool AdmissionCache::has_pod(const std::string& uid, const std::string& resource
   return impl_->has(impl_->pods, uid, resource_version);
 }
 
+bool AdmissionCache::has_pod_group(const std::string& uid,
+                                   const std::string& resource_version) const {
+  return impl_->has(impl_->groups, uid, resource_version);
+}
+
 namespace {
 
 /// One admission round's state and decisions.
@@ -1234,7 +1244,7 @@ class Round {
     g.bound = {};  // its pods are going
     g.bound_on.clear();
     ++timeouts_;
-    result_.events.push_back({"Warning", "ScheduleTimeout", message, reference_to(*g.object)});
+    result_.events.push_back({"Warning", "ScheduleTimeout", message, g.facts.reference});
     requeue_in(retry);
   }
 
@@ -1552,11 +1562,11 @@ class Round {
     v.reserved_on.clear();
     ++preemptions_[v.queue];
     result_.events.push_back(
-        {"Warning", "Preempted", message, v.job ? v.job->reference : reference_to(*v.object)});
+        {"Warning", "Preempted", message, v.job ? v.job->reference : v.facts.reference});
     result_.events.push_back(
         {"Normal", "Preempting",
          fmt::format("evicted gang {} (priority {}) of queue {}", v.key, v.priority.value, v.queue),
-         by.job ? by.job->reference : reference_to(*by.object)});
+         by.job ? by.job->reference : by.facts.reference});
   }
 
   void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,
@@ -1612,11 +1622,30 @@ class Round {
     }
   }
 
-  /// `g`'s object in the input when the pass owns the input (its update is made from it then,
-  /// not from a copy), else null. Nothing reads the object once its update is made.
+  /// `g`'s object when the pass owns it (fetched, or in an input the caller gave up): its update
+  /// is made from it then, not from a copy. Else null. Nothing reads the object once its update
+  /// is made.
   json* owned(const Group& g) const {
+    if (g.fetched != nullptr)
+      return g.fetched;
     return owned_groups_ == nullptr ? nullptr
                                     : &(*owned_groups_)[g.object - input_.pod_groups.data()];
+  }
+
+  /// Makes `g.object` its whole object: the input's, or, where that is its metadata alone, the
+  /// one AdmissionInput::pod_group finds. False when that one is gone or is another version
+  /// than the facts the pass decided by: the change that made it brings another pass.
+  bool whole_object(Group& g) {
+    const json& listed = *g.object;
+    if (!listed.is_object() || listed.size() != 1 || !listed.contains("metadata"))
+      return true;
+    std::optional<json> found = input_.pod_group ? input_.pod_group(g.key) : std::nullopt;
+    if (!found || string_member(member(*found, "metadata"), "resourceVersion") !=
+                      string_member(member(listed, "metadata"), "resourceVersion"))
+      return false;
+    g.fetched = &fetched_.emplace_back(std::move(*found));
+    g.object = g.fetched;
+    return true;
   }
 
   AdmissionResult write() {
@@ -1630,6 +1659,8 @@ class Round {
       const bool same_status = shows(g.facts.status, change);
       if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
         continue;  // the common case once a gang waits: the object is not even looked at
+      if (!whole_object(g))
+        continue;
       // Its status is replaced: not copied only to be dropped (unless it stays, to compare), and
       // taken out of the input when the pass owns it.
       const json* old = &status_of(*g.object);
@@ -1702,6 +1733,7 @@ class Round {
   int timeouts_ = 0;
   std::map<std::string, int> preemptions_;  // by the victim's queue
   const Group* first_head_ = nullptr;
+  std::deque<json> fetched_;  // PodGroups fetched whole to be written (whole_object)
   AdmissionResult result_;
 };
 

@@ -734,6 +734,17 @@ TEST(AdmitTest, TheQueueFurthestBelowItsDeservedShareGoesFirst) {
   EXPECT_EQ(phase_of(written_group(result, "a-next")), "Pending");
 }
 
+// No node Ready and schedulable (a cluster whose nodes all went NotReady): gangs wait and say
+// why. The pass threw std::out_of_range before, so nothing was written at all.
+TEST(AdmitTest, WithoutASchedulableNodeGangsWaitAndSayWhy) {
+  const AdmissionResult result =
+      admit({group("a", "team-a", {{"nvidia.com/gpu", "2"}}, "2024-05-01T11:00:00Z", "", 2)},
+            {queue("team-a", json::object())}, {node("n1", 8, false)}, {}, {}, kNow);
+  const json a = written_group(result, "a");
+  EXPECT_EQ(phase_of(a), "Pending");
+  EXPECT_EQ(unschedulable(a)["message"], "cluster: nvidia.com/gpu 2 requested, 0 free of 0");
+}
+
 // A gang whose pods are not all bound within the schedule timeout is taken back: pods deleted,
 // Pending with the reason and the unbound pods named, requeued after a back-off that doubles.
 TEST(AdmitTest, ScheduleTimeoutDeletesThePodsAndRequeuesWithBackoff) {
@@ -1554,9 +1565,47 @@ TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndTheLookupAskedForItOnlyThen)
   EXPECT_EQ(whole, 2);
 }
 
+// A PodGroup listed as its metadata alone is fetched whole when the pass writes it, and not
+// written when what is fetched is another version than the one the pass decided by.
+TEST(AdmissionCacheTest, APodGroupListedAsItsMetadataAloneIsWrittenFromTheSameVersionOnly) {
+  const json g = group("a", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:00:00Z", "", 1);
+  const json alone = {{"metadata",
+                       {{"name", "a"},
+                        {"namespace", "team-a"},
+                        {"uid", g["metadata"]["uid"]},
+                        {"resourceVersion", g["metadata"]["resourceVersion"]}}}};
+  const std::vector<json> queues = {queue("team-a", json::object())};
+  AdmissionCache cache;
+  // No node yet: it waits, and the cache has read it.
+  admit({.pod_groups = {g}, .queues = queues, .now = kNow}, {}, nullptr, &cache);
+  ASSERT_TRUE(cache.has_pod_group(g["metadata"]["uid"], g["metadata"]["resourceVersion"]));
+  json fetched = g;
+  int fetches = 0;
+  const auto pass = [&] {
+    return admit({.pod_groups = {alone},
+                  .queues = queues,
+                  .nodes = {node("n1", 8)},
+                  .pod_group = [&](const std::string& key) -> std::optional<json> {
+                    ++fetches;
+                    EXPECT_EQ(key, "team-a/a");
+                    return fetched;
+                  },
+                  .now = kNow},
+                 {}, nullptr, &cache);
+  };
+  fetched["metadata"]["resourceVersion"] = "8";  // changed since it was listed
+  EXPECT_TRUE(written_group(pass(), "a").is_null());
+  EXPECT_EQ(fetches, 1);
+  fetched = g;
+  const json admitted = written_group(pass(), "a");
+  EXPECT_EQ(phase_of(admitted), "Inqueue");
+  EXPECT_EQ(admitted["spec"], g["spec"]);  // made from the whole object
+  EXPECT_EQ(fetches, 2);
+}
+
 TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters) {
   std::mt19937 rng(11);
-  int nodes_listed_as_metadata = 0, pods_listed_as_metadata = 0;
+  int groups_listed_as_metadata = 0, nodes_listed_as_metadata = 0, pods_listed_as_metadata = 0;
   const auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
   for (int cluster = 0; cluster < 30; ++cluster) {
     AdmissionCache cache;
@@ -1589,25 +1638,38 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
                                  .pods = pods,
                                  .priority_classes = classes,
                                  .now = kNow + std::chrono::seconds(100 * pass)};
-      // As the controller lists them: nodes and pods the cache has read under their version as
-      // their metadata alone.
+      // As the controller lists them: PodGroups, nodes and pods the cache has read under their
+      // version as their metadata alone, the PodGroups it writes fetched whole.
       AdmissionInput listed = input;
       const auto metadata_alone = [](json& object, int& count) {
-        json meta = object["metadata"];
-        meta.erase("labels");
-        meta.erase("annotations");
-        meta.erase("ownerReferences");
-        object = {{"metadata", std::move(meta)}};
+        const json& meta = object["metadata"];
+        json alone = {{"name", meta["name"]},
+                      {"uid", meta["uid"]},
+                      {"resourceVersion", meta["resourceVersion"]}};
+        if (meta.contains("namespace"))
+          alone["namespace"] = meta["namespace"];
+        object = {{"metadata", std::move(alone)}};
         ++count;
       };
+      for (json& g : listed.pod_groups)
+        if (cache.has_pod_group(g["metadata"]["uid"], g["metadata"]["resourceVersion"]))
+          metadata_alone(g, groups_listed_as_metadata);
       for (json& n : listed.nodes)
         if (cache.has_node(n["metadata"]["uid"], n["metadata"]["resourceVersion"]))
           metadata_alone(n, nodes_listed_as_metadata);
       for (json& p : listed.pods)
         if (cache.has_pod(p["metadata"]["uid"], p["metadata"]["resourceVersion"]))
           metadata_alone(p, pods_listed_as_metadata);
+      listed.pod_group = [&](const std::string& key) -> std::optional<json> {
+        for (const json& g : input.pod_groups)
+          if (g["metadata"]["namespace"].get<std::string>() + "/" +
+                  g["metadata"]["name"].get<std::string>() ==
+              key)
+            return g;
+        return std::nullopt;
+      };
       AdmissionView with_cache, without;
-      const AdmissionResult cached = admit(listed, options, &with_cache, &cache);
+      const AdmissionResult cached = admit(std::move(listed), options, &with_cache, &cache);
       ASSERT_EQ(decided(cached), decided(admit(input, options, &without)))
           << "cluster " << cluster << ", pass " << pass;
       ASSERT_EQ(shown(with_cache), shown(without)) << "cluster " << cluster << ", pass " << pass;
@@ -1664,6 +1726,7 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
         add_group();
     }
   }
+  EXPECT_GT(groups_listed_as_metadata, 100);
   EXPECT_GT(nodes_listed_as_metadata, 100);
   EXPECT_GT(pods_listed_as_metadata, 50);
 }

@@ -114,7 +114,8 @@ struct NodeCapacity::Impl {
   std::int64_t& at(std::size_t node, std::size_t r) { return free[node * dims() + r]; }
 
   void index_resources() {
-    std::set<std::string> names;
+    // Every node has `pods` (schedulable_node's default): indexed with no node too.
+    std::set<std::string> names = {std::string(kPodsResource)};
     for (const auto& n : *nodes)
       for (const auto& [name, value] : n->free)
         names.insert(name);
@@ -258,6 +259,8 @@ struct NodeCapacity::Impl {
   std::string why_not(const PodDemand& demand, int pod, const std::vector<std::size_t>& eligible,
                       const std::vector<std::int64_t>& need) const {
     const std::string name = fmt::format("{}-{}", demand.name, demand.first_index + pod);
+    if (nodes->empty())
+      return fmt::format("no node fits pod {}: no node is Ready and schedulable", name);
     if (eligible.empty()) {
       std::map<std::string, std::size_t> reasons;
       for (const auto& c : classes)

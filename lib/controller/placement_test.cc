@@ -122,6 +122,19 @@ TEST(PlacementTest, ExtendedResourcesAndThePodCountLimitAreCapacityToo) {
   EXPECT_EQ(why, "no node fits pod r-0: needs 1 rdma/hca, no node has any");
 }
 
+// A cluster with no schedulable node (all NotReady or cordoned) fits no pod, and says so: the
+// pass threw std::out_of_range here before (its `pods` was not indexed without a node).
+TEST(PlacementTest, WithoutNodesNoPodFits) {
+  NodeCapacity none(std::vector<NodeFacts>{});
+  json spec = {
+      {"containers", {{{"name", "m"}, {"resources", {{"limits", {{"nvidia.com/gpu", 1}}}}}}}}};
+  std::string why;
+  EXPECT_FALSE(none.place({pod_demand("w", 0, 1, spec)}, &why));
+  EXPECT_EQ(why, "no node fits pod w-0: no node is Ready and schedulable");
+  EXPECT_FALSE(none.place({pod_demand("p", 0, 1, {{"containers", {{{"name", "m"}}}}})}, &why));
+  EXPECT_EQ(why, "no node fits pod p-0: no node is Ready and schedulable");
+}
+
 TEST(PlacementTest, AWhatIfTakesNothing) {
   NodeCapacity nodes = capacity_of({gpu_node("a", 4)});
   EXPECT_TRUE(nodes.place({gpu_pods("w", 1, 4)}, nullptr, false));
