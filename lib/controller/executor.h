@@ -13,6 +13,7 @@
 #include "error.h"
 #include "kube/client.h"
 #include "log.h"
+#include "parallel.h"
 
 namespace trainctl::controller {
 
@@ -53,7 +54,8 @@ class Executor {
   /// apply()'s writes, each action's answer into `results` as it completes.
   void apply_actions(const std::vector<Action>& actions, std::vector<nlohmann::json>& results);
   nlohmann::json perform(const Action& action);
-  /// perform() of actions [first, last) in slow-start batches, each batch concurrently.
+  /// perform() of actions [first, last) in slow-start batches, each batch concurrently on the
+  /// calling thread and `writers_`.
   void perform_batched(const std::vector<Action>& actions, std::size_t first, std::size_t last,
                        std::vector<nlohmann::json>& results);
   /// Sends an Update, UpdateStatus or Patch.
@@ -64,6 +66,9 @@ class Executor {
   MetricsRegistry& metrics_;
   Logger& log_;
   EventRecorder events_;
+  /// Threads that send a batch's writes beside the worker that applies the plan, shared by all the
+  /// reconciler's workers.
+  WorkerPool writers_;
 };
 
 }  // namespace trainctl::controller

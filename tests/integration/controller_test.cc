@@ -861,6 +861,69 @@ TEST_F(ControllerTest, ExecutorSendsCreatesInSlowStartBatchesAndStopsAtTheFirstE
     EXPECT_EQ(results[i]["metadata"]["name"], "good-" + std::to_string(i));  // in action order
 }
 
+// Two writes of one batch fail (pods 3 and 5 of the batch {3, 4, 5, 6}): the error is the first
+// in action order whichever answer came first, the batch's other writes went through and are in
+// the results at their own places, and nothing after the batch is sent. Workers sharing the
+// executor (and its threads) each get their own plan's answers, in their plan's order.
+TEST_F(ControllerTest, ExecutorReportsTheFirstFailureInActionOrderAndKeepsEachPlansResults) {
+  controller::declare_executor_metrics(metrics_);
+  controller::Executor executor(*controller_client_, metrics_, log_, "test-controller");
+  const auto pod = [](const std::string& name, bool valid) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}}},
+                {"spec",
+                 {{"containers",
+                   valid ? json::array({{{"name", "c"}, {"image", "busybox"}}}) : json::array()}}}};
+  };
+  const auto creates = [&](const std::string& prefix) {
+    controller::Plan plan;
+    for (int i = 0; i < 8; ++i) {
+      plan.actions.push_back({.type = controller::Action::Type::Create,
+                              .resource = kube::resources::pods(),
+                              .namespace_ = i == 5 ? "no-such-namespace" : "default",
+                              .object = pod(prefix + std::to_string(i), i != 3)});
+    }
+    return plan;
+  };
+  try {
+    executor.apply(creates("mixed-"));
+    ADD_FAILURE() << "pods mixed-3 and mixed-5 must fail";
+  } catch (const controller::ApplyError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Invalid) << "pod 3's error, not pod 5's: " << e.what();
+    ASSERT_EQ(e.results().size(), 8u);
+    for (int i : {0, 1, 2, 4, 6})
+      EXPECT_EQ(e.results()[i]["metadata"]["name"], "mixed-" + std::to_string(i));
+    for (int i : {3, 5, 7})
+      EXPECT_TRUE(e.results()[i].is_null()) << i;
+  }
+  EXPECT_EQ(metrics_.value("trainctl_api_writes_total", {"create", "pods"}), 7);
+  EXPECT_THROW(client().get(kube::resources::pods(), "default", "mixed-7"), Error);
+
+  // Eight workers apply plans of eight creates each at once.
+  std::vector<std::vector<json>> results(8);
+  {
+    std::vector<std::jthread> workers;
+    for (int w = 0; w < 8; ++w) {
+      workers.emplace_back([&, w] {
+        controller::Plan plan;
+        for (int i = 0; i < 8; ++i) {
+          plan.actions.push_back({.type = controller::Action::Type::Create,
+                                  .resource = kube::resources::pods(),
+                                  .namespace_ = "default",
+                                  .object = pod(fmt::format("w{}-{}", w, i), true)});
+        }
+        results[w] = executor.apply(plan);
+      });
+    }
+  }
+  for (int w = 0; w < 8; ++w) {
+    ASSERT_EQ(results[w].size(), 8u) << w;
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(results[w][i]["metadata"]["name"], fmt::format("w{}-{}", w, i));
+  }
+}
+
 // Events leave the reconcile path: record() returns at once, flush() waits until they are sent,
 // in order; past the queue's capacity they are dropped and counted, never blocking a worker.
 TEST_F(ControllerTest, EventRecorderSendsInOrderOffTheCallersThreadAndDropsPastItsCapacity) {
