@@ -135,6 +135,24 @@ void create_namespace(kube::Client& client, const std::string& ns) {
   }
 }
 
+/// Deletes `ns` and waits (up to 5 minutes) until it is gone: deleting its thousands of pods and
+/// services costs the server as much CPU as making them, and must not overlap the next run.
+void delete_namespace(kube::Client& client, const std::string& ns) {
+  client.remove(kube::resources::namespaces(), "", ns);
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  while (Clock::now() < deadline) {
+    try {
+      client.get(kube::resources::namespaces(), "", ns);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::NotFound)
+        return;
+      throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  fmt::print("namespace {} still exists 5 minutes after its delete; going on\n", ns);
+}
+
 /// The raw client's run: `objects` / 2 pods and as many services by 8 threads; objects per second.
 double raw_client_rate(kube::Client& client, const std::string& ns, int objects,
                        const PodShape& shape) {
@@ -338,7 +356,7 @@ int main(int argc, char** argv) {
     const bool last = round == o.rounds;
     const std::string ref_ns = fmt::format("ctlbench-ref-{}-{}", suffix, round);
     raw_rates.push_back(raw_client_rate(client, ref_ns, objects, shape));
-    client.remove(kube::resources::namespaces(), "", ref_ns);
+    delete_namespace(client, ref_ns);
     fmt::print("round {}: raw client (8 threads): {} pods + {} services at {:.0f} objects/s\n",
                round, objects / 2, objects / 2, raw_rates.back());
 
@@ -383,7 +401,7 @@ int main(int argc, char** argv) {
            : std::string());
     if (!last) {
       bench::stop(controller, SIGTERM);
-      client.remove(kube::resources::namespaces(), "", ns);
+      delete_namespace(client, ns);
       continue;
     }
 
