@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <regex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -250,11 +252,19 @@ struct Options {
   int jobs = 1000, replicas = 8, nodes = 500;
 };
 
-Options parse(int argc, char** argv) {
+constexpr std::string_view kUsage =
+    "usage: controller_bench [--kubeconfig FILE] [--kube-api-qps Q|default] [--workers N]\n"
+    "                        [--rounds N] [--trainctl PATH] [jobs] [replicas] [nodes]\n";
+
+/// The options, or nullopt (after printing why) when an argument is not one of them: a mistyped
+/// flag must not run a benchmark of 0 jobs.
+std::optional<Options> parse(int argc, char** argv) {
   Options o;
   std::vector<int> numbers;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    int number = 0;
+    const auto [end, error] = std::from_chars(arg.data(), arg.data() + arg.size(), number);
     if (arg == "--kubeconfig" && i + 1 < argc)
       o.kubeconfig = argv[++i];
     else if (arg == "--kube-api-qps" && i + 1 < argc)
@@ -265,8 +275,10 @@ Options parse(int argc, char** argv) {
       o.workers = argv[++i];
     else if (arg == "--rounds" && i + 1 < argc)
       o.rounds = std::max(1, std::atoi(argv[++i]));
+    else if (error == std::errc() && end == arg.data() + arg.size() && number > 0)
+      numbers.push_back(number);
     else
-      numbers.push_back(std::atoi(argv[i]));
+      return std::nullopt;
   }
   if (!o.kubeconfig.empty())
     o.jobs = 100;
@@ -317,7 +329,16 @@ void print_metrics(const std::string& page, int jobs, int replicas) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  if (argc == 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h")) {
+    fmt::print("{}", kUsage);
+    return 0;
+  }
+  const std::optional<Options> parsed = parse(argc, argv);
+  if (!parsed) {
+    fmt::print(stderr, "{}", kUsage);
+    return 2;
+  }
+  const Options& o = *parsed;
   const int objects = 2 * o.jobs * o.replicas;
   const std::string suffix = std::to_string(::getpid());
 
