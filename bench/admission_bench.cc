@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "controller/gang.h"
+#include "controller/objects.h"
 #include "controller/placement.h"
 
 namespace {
@@ -68,7 +69,6 @@ Gangs gangs(int count, std::mt19937& random) {
     const int pods = 1 + static_cast<int>(random() % 64);
     const int gpus = 1 << (random() % 4);
     const std::string name = fmt::format("job-{}", i);
-    const std::string job_uid = fmt::format("job-uid-{}", i);
     const json worker = {{"name", "tensorflow"},
                          {"image", "registry.example.com/team/train:1.0"},
                          {"resources",
@@ -78,7 +78,10 @@ Gangs gangs(int count, std::mt19937& random) {
         {"apiVersion", "kubeflow.org/v1"},
         {"kind", "TFJob"},
         {"metadata",
-         {{"name", name}, {"namespace", "team"}, {"uid", job_uid}, {"resourceVersion", "1"}}},
+         {{"name", name},
+          {"namespace", "team"},
+          {"uid", fmt::format("job-uid-{}", i)},
+          {"resourceVersion", "1"}}},
         {"spec",
          {{"tfReplicaSpecs",
            {{"Worker",
@@ -95,12 +98,7 @@ Gangs gangs(int count, std::mt19937& random) {
            {"creationTimestamp",
             fmt::format("2024-05-01T{:02}:{:02}:{:02}Z", i / 3600 % 24, i / 60 % 60, i % 60)},
            {"ownerReferences",
-            {{{"apiVersion", "kubeflow.org/v1"},
-              {"kind", "TFJob"},
-              {"name", name},
-              {"uid", job_uid},
-              {"controller", true},
-              {"blockOwnerDeletion", true}}}}}},
+            json::array({trainctl::controller::controller_reference(result.jobs[name])})}}},
          {"spec",
           {{"minMember", pods},
            {"queue", fmt::format("team-{}", i % 3)},

@@ -889,13 +889,14 @@ TEST(AdmissionViewTest,
   json qb = queue("team-b", {{"nvidia.com/gpu", "4"}});
   qb["spec"]["weight"] = 3;
   qb["spec"]["reclaimable"] = false;
+  const AdmissionInput input{
+      .pod_groups = {running, admitted, big, later},
+      .queues = {queue("team-a", json::object()), qb},
+      .nodes = {node("node-1", 4), node("node-2", 4), node("node-3", 4, false)},
+      .pods = pods,
+      .now = kNow};
   AdmissionView view;
-  controller::admit({.pod_groups = {running, admitted, big, later},
-                     .queues = {queue("team-a", json::object()), qb},
-                     .nodes = {node("node-1", 4), node("node-2", 4), node("node-3", 4, false)},
-                     .pods = pods,
-                     .now = kNow},
-                    {}, &view);
+  controller::admit(input, {}, &view);
 
   ASSERT_EQ(view.nodes.size(), 3u);
   const NodeUsage& n1 = view.nodes[0];
@@ -938,12 +939,7 @@ TEST(AdmissionViewTest,
 
   // The controller's view (its metrics read the queues only): no nodes, the same queues.
   AdmissionView queues_only{.with_nodes = false};
-  controller::admit({.pod_groups = {running, admitted, big, later},
-                     .queues = {queue("team-a", json::object()), qb},
-                     .nodes = {node("node-1", 4), node("node-2", 4), node("node-3", 4, false)},
-                     .pods = pods,
-                     .now = kNow},
-                    {}, &queues_only);
+  controller::admit(input, {}, &queues_only);
   EXPECT_THAT(queues_only.nodes, IsEmpty());
   ASSERT_EQ(queues_only.queues.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
