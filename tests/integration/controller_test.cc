@@ -1438,7 +1438,10 @@ class LaggingCacheTest : public ControllerTest {
   /// Each PodGroup's phase, as the server has it now ("" for none yet).
   std::map<std::string, std::string> pod_group_phases() {
     std::map<std::string, std::string> phases;
-    for (const json& g : client().list_all(kube::resources::podgroups(), "default")["items"])
+    // The list is kept while its items are read: a range over list_all(...)["items"] would read
+    // a destroyed temporary (AddressSanitizer found it).
+    const json list = client().list_all(kube::resources::podgroups(), "default");
+    for (const json& g : list["items"])
       phases[name_of(g)] = g.value("status", json::object()).value("phase", "");
     return phases;
   }
