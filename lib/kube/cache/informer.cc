@@ -398,15 +398,9 @@ bool Informer::wait_for_sync(std::stop_token stop) const {
 }
 
 std::optional<json> Informer::get(std::string_view key) const {
-  std::vector<std::uint8_t> cbor;
-  {
-    std::lock_guard lock(state_->mu);
-    const auto it = state_->objects.find(key);
-    if (it == state_->objects.end())
-      return std::nullopt;
-    cbor = it->second.cbor;
-  }
-  return json::from_cbor(cbor);
+  std::optional<Versioned> found =
+      get(key, [](const std::string&, const std::string&) { return true; });
+  return found ? std::move(found->object) : std::nullopt;
 }
 
 std::optional<Versioned> Informer::get(std::string_view key, const DecodeFilter& decode) const {
@@ -429,14 +423,7 @@ std::optional<Versioned> Informer::get(std::string_view key, const DecodeFilter&
 }
 
 std::vector<json> Informer::list() const {
-  std::vector<std::vector<std::uint8_t>> encoded;
-  {
-    std::lock_guard lock(state_->mu);
-    encoded.reserve(state_->objects.size());
-    for (const auto& [key, stored] : state_->objects)
-      encoded.push_back(stored.cbor);
-  }
-  return decode_all(encoded);
+  return list([](const std::string&, const std::string&) { return true; });
 }
 
 std::vector<json> Informer::list(const DecodeFilter& decode) const {
