@@ -20,8 +20,8 @@
 
 namespace {
 
-trainctl::LazyLibrary libssl("libssl.so.3", "TLS needs");
-trainctl::LazyLibrary libcrypto("libcrypto.so.3", "TLS and keys need");
+constinit trainctl::LazyLibrary libssl("libssl.so.3", "TLS needs");
+constinit trainctl::LazyLibrary libcrypto("libcrypto.so.3", "TLS and keys need");
 
 }  // namespace
 

@@ -12,7 +12,12 @@
 
 namespace {
 
-trainctl::LazyLibrary libcurl("libcurl.so.4", "every request needs");
+constinit trainctl::LazyLibrary libcurl("libcurl.so.4", "every request needs");
+constinit trainctl::LazyLibrary::Symbol easy_setopt(libcurl, "curl_easy_setopt");
+constinit trainctl::LazyLibrary::Symbol easy_getinfo(libcurl, "curl_easy_getinfo");
+constinit trainctl::LazyLibrary::Symbol multi_setopt(libcurl, "curl_multi_setopt");
+[[maybe_unused]] const bool added =
+    libcurl.add(easy_setopt) && libcurl.add(easy_getinfo) && libcurl.add(multi_setopt);
 
 }  // namespace
 
@@ -42,7 +47,7 @@ TRAINCTL_FORWARD1(libcurl, curl_multi_strerror)
 
 // The option's number says the type of its argument, as libcurl's own curl_easy_setopt reads it.
 CURLcode curl_easy_setopt(CURL* curl, CURLoption option, ...) {
-  static auto* f = libcurl.resolve<CURLcode(CURL*, CURLoption, ...)>("curl_easy_setopt");
+  auto* f = easy_setopt.get<CURLcode(CURL*, CURLoption, ...)>();
   va_list args;
   va_start(args, option);
   CURLcode result;
@@ -60,7 +65,7 @@ CURLcode curl_easy_setopt(CURL* curl, CURLoption option, ...) {
 
 // Every CURLINFO is read through a pointer to where the value goes.
 CURLcode curl_easy_getinfo(CURL* curl, CURLINFO info, ...) {
-  static auto* f = libcurl.resolve<CURLcode(CURL*, CURLINFO, ...)>("curl_easy_getinfo");
+  auto* f = easy_getinfo.get<CURLcode(CURL*, CURLINFO, ...)>();
   va_list args;
   va_start(args, info);
   void* out = va_arg(args, void*);
@@ -70,7 +75,7 @@ CURLcode curl_easy_getinfo(CURL* curl, CURLINFO info, ...) {
 
 // Every multi option trainctl sets takes a long.
 CURLMcode curl_multi_setopt(CURLM* multi, CURLMoption option, ...) {
-  static auto* f = libcurl.resolve<CURLMcode(CURLM*, CURLMoption, ...)>("curl_multi_setopt");
+  auto* f = multi_setopt.get<CURLMcode(CURLM*, CURLMoption, ...)>();
   va_list args;
   va_start(args, option);
   const long value = va_arg(args, long);
