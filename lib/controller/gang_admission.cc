@@ -497,6 +497,66 @@ struct Group {
   }
 };
 
+/// A round's groups: made in place in one block (a Group is large to move, and a pass reads
+/// thousands), found by key, visited in key order.
+class Groups {
+ public:
+  void reserve(std::size_t n) {
+    groups_.reserve(n);
+    by_key_.reserve(n);
+    ordered_.reserve(n);
+  }
+  /// A group made of the object, or null when one of its key is here (the first counts). Never
+  /// more than reserved.
+  Group* add(const json& object, const GroupFacts& facts) {
+    const auto [it, added] = by_key_.try_emplace(facts.key, nullptr);
+    if (!added)
+      return nullptr;
+    it->second = &groups_.emplace_back(object, facts);
+    ordered_.push_back(it->second);
+    return it->second;
+  }
+  /// Takes back the group add made last.
+  void drop_last() {
+    by_key_.erase(groups_.back().key);
+    ordered_.pop_back();
+    groups_.pop_back();
+  }
+  /// Puts the groups in key order, once all are added.
+  void sort() {
+    const auto by_key = [](const Group* a, const Group* b) { return a->key < b->key; };
+    if (!std::is_sorted(ordered_.begin(), ordered_.end(), by_key))
+      std::sort(ordered_.begin(), ordered_.end(), by_key);
+  }
+  Group* find(std::string_view key) const {
+    const auto it = by_key_.find(key);
+    return it == by_key_.end() ? nullptr : it->second;
+  }
+  std::size_t size() const { return ordered_.size(); }
+
+  /// Visits the groups in key order.
+  class Iterator {
+   public:
+    explicit Iterator(std::vector<Group*>::const_iterator at) : at_(at) {}
+    Group& operator*() const { return **at_; }
+    Iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    bool operator==(const Iterator&) const = default;
+
+   private:
+    std::vector<Group*>::const_iterator at_;
+  };
+  Iterator begin() const { return Iterator(ordered_.begin()); }
+  Iterator end() const { return Iterator(ordered_.end()); }
+
+ private:
+  std::vector<Group> groups_;
+  std::unordered_map<std::string_view, Group*> by_key_;
+  std::vector<Group*> ordered_;
+};
+
 /// Groups compared by priority, creation time and key, the key not copied (a pass sorts
 /// thousands of groups).
 using GroupOrder = std::tuple<std::int64_t, const std::optional<TimePoint>&, const std::string&>;
@@ -576,8 +636,7 @@ bool reads_alike(const PodFacts&, const PodFacts&) {
 }
 
 /// Adds a pod to its group, and its requests to its node's load.
-void count_pod(const json& pod, const PodFacts& f,
-               std::map<std::string_view, Group, std::less<>>& groups,
+void count_pod(const json& pod, const PodFacts& f, const Groups& groups,
                std::map<std::string, NodeLoad>& loads) {
   if (f.on_node) {
     NodeLoad& load = loads[f.node];
@@ -585,10 +644,10 @@ void count_pod(const json& pod, const PodFacts& f,
     if (!f.job_key.empty())
       load.jobs.insert(f.job_key);
   }
-  const auto it = f.group_key.empty() ? groups.end() : groups.find(f.group_key);
-  if (it == groups.end())
+  Group* const found = f.group_key.empty() ? nullptr : groups.find(f.group_key);
+  if (found == nullptr)
     return;
-  Group& g = it->second;
+  Group& g = *found;
   g.pods.emplace_back(&pod, &f);
   // A pod being deleted leaves its gang's counts (its node carries it until it is gone): Volcano
   // does not count releasing tasks as ready either, and a job created again under the same name
@@ -1047,7 +1106,7 @@ class Round {
     read_queues();
     for (const auto& pod : input_.pods)
       count_pod(pod, *cache_.get(cache_.pods, pod, read_pod), groups_, loads_);
-    for (auto& [key, g] : groups_)
+    for (Group& g : groups_)
       advance_phase(g);
     read_nodes();
     order_queues();
@@ -1077,7 +1136,7 @@ class Round {
       }
       v.queues.push_back(std::move(u));
     }
-    for (const auto& [key, g] : groups_) {
+    for (const Group& g : groups_) {
       const auto q = std::find_if(v.queues.begin(), v.queues.end(),
                                   [&](const QueueUsage& u) { return u.name == g.queue; });
       if (q != v.queues.end())
@@ -1110,19 +1169,19 @@ class Round {
 
  private:
   void read_groups() {
+    groups_.reserve(input_.pod_groups.size());
     for (const auto& object : input_.pod_groups) {
       const GroupFacts& facts = *cache_.get(cache_.groups, object, read_group);
-      // Made in place: a Group is large to move, and a pass reads thousands.
-      const auto [it, added] = groups_.try_emplace(facts.key, object, facts);
-      if (!added)
+      Group* const g = groups_.add(object, facts);
+      if (g == nullptr)
         continue;  // two objects of one key: the first counts
-      Group& g = it->second;
-      if (!find_job(g)) {
-        groups_.erase(it);
+      if (!find_job(*g)) {
+        groups_.drop_last();
         continue;  // the garbage collector's: it holds nothing
       }
-      g.priority = priorities_.resolve(facts.priority_class);
+      g->priority = priorities_.resolve(facts.priority_class);
     }
+    groups_.sort();
   }
 
   void read_queues() {
@@ -1273,7 +1332,7 @@ class Round {
     }
     total_ = cache_.total;
     now_.emplace(*cache_.capacity);
-    for (auto& [key, g] : groups_) {
+    for (Group& g : groups_) {
       if (g.phase != kInqueue && g.phase != kUnknown)
         continue;
       reserve(g);
@@ -1328,7 +1387,7 @@ class Round {
   }
 
   void order_queues() {
-    for (auto& [key, g] : groups_) {
+    for (Group& g : groups_) {
       const auto q = queues_.find(g.queue);
       if (q == queues_.end())
         continue;
@@ -1338,7 +1397,7 @@ class Round {
         api::add(q->second.held, g.bound);  // a gang below minMember still holds its pods
     }
     std::vector<QueueFigures> figures;
-    for (auto& [key, g] : groups_) {
+    for (Group& g : groups_) {
       if (g.phase != kPending)
         continue;
       const auto q = queues_.find(g.queue);
@@ -1487,7 +1546,7 @@ class Round {
     if (options_.preemption != Preemption::WithinQueue)
       return false;
     std::vector<Group*> candidates;
-    for (auto& [key, v] : groups_)
+    for (Group& v : groups_)
       candidates.push_back(&v);
     std::sort(candidates.begin(), candidates.end(), [](const Group* a, const Group* b) {
       return GroupOrder(a->priority.value, b->created, b->key) <
@@ -1609,7 +1668,7 @@ class Round {
   /// takes them back: the job reconciler would see its pods go while its cache still shows the
   /// PodGroup admitted, and create them again.
   void delete_taken_back_pods() {
-    for (const auto& [key, g] : groups_) {
+    for (const Group& g : groups_) {
       if (g.phase != kPending || !taken_back(g) || g.facts.phase != kPending)
         continue;
       for (const auto& [pod, facts] : g.pods) {
@@ -1653,7 +1712,7 @@ class Round {
     result_.actions.reserve(result_.actions.size() + groups_.size() + queues_.size());
     std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
     const kube::Resource podgroups = kube::resources::podgroups();
-    for (auto& [key, g] : groups_) {
+    for (Group& g : groups_) {
       ++counts[g.queue][g.phase];
       const GroupStatusChange change = status_change(g);
       const bool same_status = shows(g.facts.status, change);
@@ -1723,7 +1782,7 @@ class Round {
   AdmissionCache::Impl& cache_;
   const std::string now_text_;  // input_.now as format_timestamp writes it
   PriorityClasses priorities_;
-  std::map<std::string_view, Group, std::less<>> groups_;  // by key, into the cache's facts
+  Groups groups_;  // into the cache's facts
   std::map<std::string, Queue> queues_;
   std::vector<Group*> unqueued_;
   ResourceList total_;  // allocatable of the schedulable nodes
