@@ -49,16 +49,33 @@ json involved_object_json(const ObjectReference& o) {
 }  // namespace
 
 EventRecorder::EventRecorder(const kube::RestConfig& config, MetricsRegistry& metrics, Logger& log,
-                             std::string component, std::size_t capacity)
+                             std::string component, std::size_t capacity,
+                             std::chrono::milliseconds stop_grace)
     : client_(with_event_budget(config)),
       metrics_(metrics),
       log_(log),
       component_(std::move(component)),
       capacity_(capacity),
+      stop_grace_(stop_grace),
       sender_([this](std::stop_token stop) { send_loop(stop); }) {}
 
 EventRecorder::~EventRecorder() {
-  flush();
+  {
+    std::unique_lock lock(mu_);
+    if (!idle_.wait_for(lock, stop_grace_, [this] { return queue_.empty() && !sending_; })) {
+      int dropped = 0;
+      for (const auto& [key, pending] : pending_) {
+        metrics_.increment("trainctl_events_dropped_total",
+                           {pending.event.type, pending.event.reason}, pending.count);
+        dropped += pending.count;
+      }
+      queue_.clear();
+      pending_.clear();
+      log_.warning("stopping: events not sent within the stop grace were dropped",
+                   {{"events", std::to_string(dropped)},
+                    {"grace", fmt::format("{}ms", stop_grace_.count())}});
+    }
+  }
   sender_.request_stop();
   queued_.notify_all();
 }

@@ -1054,6 +1054,34 @@ TEST_F(ControllerTest, EventRecorderSendsWithinItsOwnBudgetWhenTheClientIsUnlimi
   EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Budget"}), 60);
 }
 
+// A stopping controller sends what is queued for its stop grace at most, then drops the rest
+// (counted, logged): 25 Events/s would keep a full queue's controller up for minutes after it
+// said "stopped", until its pod's grace period ended in a SIGKILL.
+TEST_F(ControllerTest, EventRecorderStopsWithinItsGraceAndCountsWhatItDidNotSend) {
+  controller::declare_executor_metrics(metrics_);
+  const auto start = std::chrono::steady_clock::now();
+  {
+    controller::EventRecorder recorder(controller_client_->config(), metrics_, log_,
+                                       "test-controller", /*capacity=*/10'000,
+                                       /*stop_grace=*/std::chrono::milliseconds(300));
+    // 50 go at once (the burst), the other 150 would take 6 s at 25/s.
+    for (int i = 0; i < 200; ++i)
+      recorder.record(
+          {.type = "Normal",
+           .reason = "Stopping",
+           .message = "one",
+           .involved_object = {
+               .kind = "TFJob", .namespace_ = "default", .name = "stopping-" + std::to_string(i)}});
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  const double sent = metrics_.value("trainctl_events_total", {"Normal", "Stopping"});
+  const double dropped = metrics_.value("trainctl_events_dropped_total", {"Normal", "Stopping"});
+  EXPECT_GE(sent, 1);
+  EXPECT_GE(dropped, 100);
+  EXPECT_EQ(sent + dropped, 200);
+  EXPECT_THAT(log_text_.str(), ::testing::HasSubstr("events not sent within the stop grace"));
+}
+
 // A finished job's PodGroup may be deleted (and re-created) while admission still holds the old
 // object: writes carrying its uid then fail NotFound or with a uid-precondition Conflict. The
 // object they meant is gone, so they count as done; a stale resourceVersion still fails.
