@@ -32,6 +32,10 @@ kube::cache::InformerOptions Manager::informer_options(kube::Resource resource, 
   return {.resource = std::move(resource),
           .namespace_ = std::move(ns),
           .label_selector = std::move(label_selector),
+          // A real API server records every writer's fields there (~40 % of a pod the controller
+          // made: 1.9-2.6 KB of 5-6 KB); no reconciler reads them, and each reconcile decodes its
+          // job's pods and services from the cache.
+          .transform = kube::cache::strip_managed_fields,
           .on_error =
               [this, name](const Error& e) {
                 log_.debug(2, "list or watch failed", {{"resource", name}, {"error", e.what()}});
