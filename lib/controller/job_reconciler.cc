@@ -1,9 +1,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <compare>
 #include <map>
 #include <set>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "api/job.h"
@@ -157,11 +160,19 @@ class JobReconciler : public Runnable {
 
   Observed observe(const json& job) const {
     const std::string uid = uid_of(job);
-    const auto owned_by = [&](const std::string& plural) {
-      return owned_.at(plural)->by_index(kube::cache::by_controller_uid, uid);
+    const auto owned_by = [&](const std::string& plural,
+                              std::span<const std::string_view> members = {}) {
+      return owned_.at(plural)->by_index(kube::cache::by_controller_uid, uid, members);
     };
-    Observed observed{.pods = owned_by("pods"),
-                      .services = owned_by("services"),
+    // A planner reads its pods' metadata and status and its services' metadata only (names,
+    // labels, phases, container states), so their specs (most of a pod: containers, env,
+    // volumes) are not decoded on every reconcile.
+    static constexpr std::array<std::string_view, 4> pod_members = {"apiVersion", "kind",
+                                                                    "metadata", "status"};
+    static constexpr std::array<std::string_view, 3> service_members = {"apiVersion", "kind",
+                                                                        "metadata"};
+    Observed observed{.pods = owned_by("pods", pod_members),
+                      .services = owned_by("services", service_members),
                       .config_maps = owned_by("configmaps"),
                       .secrets = owned_by("secrets"),
                       .batch_jobs = owned_by("jobs"),

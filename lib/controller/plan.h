@@ -60,8 +60,8 @@ struct EventRecord {
 /// What the informer caches hold for one job: every object it owns (by controller
 /// ownerReference uid), plus the queue state gang admission needs.
 struct Observed {
-  std::vector<nlohmann::json> pods;
-  std::vector<nlohmann::json> services;
+  std::vector<nlohmann::json> pods;      // apiVersion, kind, metadata and status only: no spec
+  std::vector<nlohmann::json> services;  // apiVersion, kind and metadata only
   std::vector<nlohmann::json> config_maps;
   std::vector<nlohmann::json> secrets;
   std::vector<nlohmann::json> batch_jobs;   // MPI launcher Jobs

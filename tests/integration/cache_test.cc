@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -468,6 +469,41 @@ TEST_F(InformerTest, IndexesObjectsByControllerOwner) {
   const Error e = testing::expect_error([&] { informer.by_index("by-node", "x"); });
   EXPECT_EQ(e.kind(), ErrorKind::Usage);
   EXPECT_THAT(e.message(), ::testing::HasSubstr("no index \"by-node\""));
+}
+
+// by_index with members: each object has those top-level members only, decoded as they are,
+// however deeply the others nest (they are skipped while decoding).
+TEST_F(InformerTest, ByIndexWithMembersHandsOutThoseAlone) {
+  client().create(resources::services(), "default",
+                  {{"metadata", {{"name", "projected"}, {"labels", {{"app", "x"}}}}},
+                   {"spec",
+                    {{"ports",
+                      {{{"name", "http"}, {"port", 80}, {"targetPort", 8080}},
+                       {{"name", "grpc"}, {"port", 81}}}},
+                     {"selector", {{"app", "x"}}}}}});
+  Informer informer(client(), {.resource = resources::services(), .namespace_ = "default"});
+  informer.add_index("by-name",
+                     [](const json& o) { return std::vector<std::string>{trainctl::name_of(o)}; });
+  RunningInformer running(informer);
+  ASSERT_TRUE(wait_until([&] { return !informer.by_index("by-name", "projected").empty(); }));
+  const json whole = informer.by_index("by-name", "projected").at(0);
+  ASSERT_TRUE(whole.contains("spec") && whole.contains("status")) << whole.dump();
+
+  constexpr std::array<std::string_view, 1> metadata = {"metadata"};
+  const json only_metadata = informer.by_index("by-name", "projected", metadata).at(0);
+  EXPECT_EQ(only_metadata, json({{"metadata", whole["metadata"]}}));
+
+  // Members kept after skipped ones (spec comes before status), in any order asked.
+  constexpr std::array<std::string_view, 3> some = {"status", "kind", "metadata"};
+  const json three = informer.by_index("by-name", "projected", some).at(0);
+  EXPECT_EQ(three, json({{"kind", whole["kind"]},
+                         {"metadata", whole["metadata"]},
+                         {"status", whole["status"]}}));
+
+  constexpr std::array<std::string_view, 1> spec = {"spec"};
+  EXPECT_EQ(informer.by_index("by-name", "projected", spec).at(0), json({{"spec", whole["spec"]}}));
+  constexpr std::array<std::string_view, 1> none = {"nothing"};
+  EXPECT_EQ(informer.by_index("by-name", "projected", none).at(0), json::object());
 }
 
 TEST_F(InformerTest, StopsPromptly) {

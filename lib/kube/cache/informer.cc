@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -18,6 +19,8 @@ namespace trainctl::kube::cache {
 
 using nlohmann::json;
 using ObjectPtr = std::shared_ptr<const json>;
+/// An object as the store keeps it: CBOR, a seventh of the memory of a parsed json.
+using Encoded = std::shared_ptr<const std::vector<std::uint8_t>>;
 
 namespace {
 
@@ -39,11 +42,82 @@ json metadata_alone(std::string_view key, const std::string& uid, const std::str
 }
 
 /// Objects copied out of the store (in CBOR, under its lock) and decoded outside the lock.
-std::vector<json> decode_all(const std::vector<std::vector<std::uint8_t>>& encoded) {
+/// Builds an object from CBOR with only the top-level members named: the SAX events of the
+/// others are consumed without building anything.
+class ProjectedDecoder {
+ public:
+  ProjectedDecoder(json& out, std::span<const std::string_view> members)
+      : dom_(out), members_(members) {}
+
+  bool null() { return skipped() || dom_.null(); }
+  bool boolean(bool v) { return skipped() || dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return skipped() || dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return skipped() || dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return skipped() || dom_.number_float(v, s);
+  }
+  bool string(json::string_t& v) { return skipped() || dom_.string(v); }
+  bool binary(json::binary_t& v) { return skipped() || dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    ++depth_;
+    return skipping_ || dom_.start_object(n);
+  }
+  bool end_object() {
+    --depth_;
+    return skipped() || dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    ++depth_;
+    return skipping_ || dom_.start_array(n);
+  }
+  bool end_array() {
+    --depth_;
+    return skipped() || dom_.end_array();
+  }
+  bool key(json::string_t& k) {
+    if (skipping_)
+      return true;
+    if (depth_ == 1 && std::find(members_.begin(), members_.end(), k) == members_.end()) {
+      skipping_ = true;  // until its value ends, back at the top level
+      return true;
+    }
+    return dom_.key(k);
+  }
+  bool parse_error(std::size_t at, const std::string& token, const nlohmann::detail::exception& e) {
+    return dom_.parse_error(at, token, e);
+  }
+
+ private:
+  /// Whether the event belongs to a skipped value; its last one (back at the top level) ends it.
+  bool skipped() {
+    if (!skipping_)
+      return false;
+    if (depth_ == 1)
+      skipping_ = false;
+    return true;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::span<const std::string_view> members_;
+  int depth_ = 0;  // 1 inside the object itself
+  bool skipping_ = false;
+};
+
+json decode(const std::vector<std::uint8_t>& cbor, std::span<const std::string_view> members) {
+  if (members.empty())
+    return json::from_cbor(cbor);
+  json out;
+  ProjectedDecoder decoder(out, members);
+  json::sax_parse(cbor, &decoder, json::input_format_t::cbor);
+  return out;
+}
+
+std::vector<json> decode_all(const std::vector<Encoded>& encoded,
+                             std::span<const std::string_view> members = {}) {
   std::vector<json> out;
   out.reserve(encoded.size());
   for (const auto& cbor : encoded)
-    out.push_back(json::from_cbor(cbor));
+    out.push_back(decode(*cbor, members));
   return out;
 }
 
@@ -79,7 +153,7 @@ void strip_managed_fields(json& object) {
 /// once), or deleted (`gone` only: its last state).
 struct Informer::Change {
   ObjectPtr object;
-  std::optional<std::vector<std::uint8_t>> old_cbor;
+  Encoded old_cbor;  // null: none
   ObjectPtr gone;
   mutable ObjectPtr old_object;  // old_cbor decoded, on first use
 
@@ -111,26 +185,30 @@ struct Informer::State {
   struct Stored {
     std::string uid;
     std::string resource_version;
-    std::vector<std::uint8_t> cbor;
+    Encoded cbor;  // never null; shared, so a reader copies no bytes under the lock
     /// What each index filed it under, in `indexes` order: removal needs no decoding.
     std::vector<std::vector<std::string>> filed;
   };
 
   /// Stores `object` under `key`, keeping the indexes current; returns what it replaced, encoded.
-  std::optional<std::vector<std::uint8_t>> put(const std::string& key, const json& object) {
-    auto old = erase(key);
-    Stored stored{uid_of(object), resource_version_of(object), json::to_cbor(object), {}};
+  Encoded put(const std::string& key, const json& object) {
+    Encoded old = erase(key);
+    Stored stored{uid_of(object),
+                  resource_version_of(object),
+                  std::make_shared<const std::vector<std::uint8_t>>(json::to_cbor(object)),
+                  {}};
     for (auto& [name, index] : indexes)
       stored.filed.push_back(index.file(key, object));
     objects.emplace(key, std::move(stored));
     return old;
   }
 
-  /// Removes `key` from the store and the indexes; returns what was stored, encoded.
-  std::optional<std::vector<std::uint8_t>> erase(const std::string& key) {
+  /// Removes `key` from the store and the indexes; returns what was stored, encoded (null:
+  /// nothing was).
+  Encoded erase(const std::string& key) {
     const auto it = objects.find(key);
     if (it == objects.end())
-      return std::nullopt;
+      return nullptr;
     Stored old = std::move(it->second);
     objects.erase(it);
     std::size_t i = 0;
@@ -174,7 +252,7 @@ void Informer::add_index(std::string name, IndexFunction function) {
   state_->indexes.insert_or_assign(name, State::Index{std::move(function), {}});
   // The indexes' order may have changed: every stored object's values are taken again.
   for (auto& [key, stored] : state_->objects) {
-    const json object = json::from_cbor(stored.cbor);
+    const json object = json::from_cbor(*stored.cbor);
     stored.filed.clear();
     for (auto& [index_name, index] : state_->indexes)
       stored.filed.push_back(index_name == name ? index.file(key, object) : index.function(object));
@@ -405,7 +483,7 @@ std::optional<json> Informer::get(std::string_view key) const {
 
 std::optional<Versioned> Informer::get(std::string_view key, const DecodeFilter& decode) const {
   Versioned found;
-  std::vector<std::uint8_t> cbor;
+  Encoded cbor;
   {
     std::lock_guard lock(state_->mu);
     const auto it = state_->objects.find(key);
@@ -418,7 +496,7 @@ std::optional<Versioned> Informer::get(std::string_view key, const DecodeFilter&
       return found;
     cbor = stored.cbor;
   }
-  found.object = json::from_cbor(cbor);
+  found.object = json::from_cbor(*cbor);
   return found;
 }
 
@@ -427,9 +505,9 @@ std::vector<json> Informer::list() const {
 }
 
 std::vector<json> Informer::list(const DecodeFilter& decode) const {
-  // The objects to decode, or (empty CBOR) one not to.
+  // The objects to decode, or (null) one not to.
   struct Listed {
-    std::vector<std::uint8_t> cbor;
+    Encoded cbor;
     json metadata_alone;
   };
   std::vector<Listed> listed;
@@ -448,12 +526,13 @@ std::vector<json> Informer::list(const DecodeFilter& decode) const {
   std::vector<json> out;
   out.reserve(listed.size());
   for (auto& l : listed)
-    out.push_back(l.cbor.empty() ? std::move(l.metadata_alone) : json::from_cbor(l.cbor));
+    out.push_back(l.cbor ? json::from_cbor(*l.cbor) : std::move(l.metadata_alone));
   return out;
 }
 
-std::vector<json> Informer::by_index(std::string_view index, std::string_view value) const {
-  std::vector<std::vector<std::uint8_t>> encoded;
+std::vector<json> Informer::by_index(std::string_view index, std::string_view value,
+                                     std::span<const std::string_view> members) const {
+  std::vector<Encoded> encoded;
   {
     std::lock_guard lock(state_->mu);
     const auto it = state_->indexes.find(index);
@@ -467,7 +546,7 @@ std::vector<json> Informer::by_index(std::string_view index, std::string_view va
         encoded.push_back(state_->objects.at(key).cbor);
     }
   }
-  return decode_all(encoded);
+  return decode_all(encoded, members);
 }
 
 std::size_t Informer::size() const {

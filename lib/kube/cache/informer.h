@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -116,7 +117,11 @@ class Informer {
   /// from each version of an object (admission's cache of nodes) and needs the whole object only
   /// when it is new or has changed. Decoding is most of what a list costs: a node is ~40 us.
   std::vector<nlohmann::json> list(const DecodeFilter& decode) const;
-  std::vector<nlohmann::json> by_index(std::string_view index, std::string_view value) const;
+  /// The objects whose `index` holds `value`. With `members`, each has only those top-level
+  /// members (the rest is skipped while decoding, not decoded and dropped): for a caller that
+  /// never reads the others, as the job reconciler reads no pod's spec on every reconcile.
+  std::vector<nlohmann::json> by_index(std::string_view index, std::string_view value,
+                                       std::span<const std::string_view> members = {}) const;
   std::size_t size() const;
   /// The resourceVersion of the last LIST or watch event applied.
   std::string last_resource_version() const;
