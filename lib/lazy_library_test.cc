@@ -4,7 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <string>
+
+#include "tests/support/expect_error.h"
 
 namespace trainctl {
 namespace {
@@ -33,25 +34,16 @@ TEST(LazyLibraryTest, ASymbolNotAddedIsFoundOnItsFirstCall) {
 
 TEST(LazyLibraryTest, AFunctionTheLibraryLacksFailsWhenCalledNotWhenLoaded) {
   EXPECT_NO_THROW(libm.load());
-  try {
-    missing.get<void()>();
-    FAIL() << "a missing function was found";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Connection);
-    EXPECT_THAT(std::string(e.what()),
-                ::testing::HasSubstr("libm.so.6 has no trainctl_no_such_function"));
-  }
+  const Error e = testing::expect_error([] { missing.get<void()>(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Connection);
+  EXPECT_THAT(e.message(), ::testing::HasSubstr("libm.so.6 has no trainctl_no_such_function"));
 }
 
 TEST(LazyLibraryTest, AMissingLibrarySaysWhatNeedsIt) {
-  try {
-    in_absent.get<void()>();
-    FAIL() << "a missing library was loaded";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Connection);
-    EXPECT_THAT(std::string(e.what()),
-                ::testing::HasSubstr("cannot load libtrainctl-absent.so.9, which nothing needs"));
-  }
+  const Error e = testing::expect_error([] { in_absent.get<void()>(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Connection);
+  EXPECT_THAT(e.message(),
+              ::testing::HasSubstr("cannot load libtrainctl-absent.so.9, which nothing needs"));
 }
 
 }  // namespace

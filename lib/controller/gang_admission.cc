@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -507,8 +508,10 @@ class Groups {
     ordered_.reserve(n);
   }
   /// A group made of the object, or null when one of its key is here (the first counts). Never
-  /// more than reserved.
+  /// more than reserved: the index, the order and the queues point into the block.
   Group* add(const json& object, const GroupFacts& facts) {
+    if (groups_.size() == groups_.capacity())
+      throw std::logic_error("admission: more groups than reserved");
     const auto [it, added] = by_key_.try_emplace(facts.key, nullptr);
     if (!added)
       return nullptr;

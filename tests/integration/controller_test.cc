@@ -1034,6 +1034,14 @@ TEST_F(ControllerTest, EventRecorderAggregatesEventsOnOneObjectAndReasonIntoOneC
   EXPECT_EQ(writes("create"), 3);
 }
 
+/// A Normal event with `reason` on the TFJob default/`name`.
+controller::EventRecord job_event(std::string reason, std::string name) {
+  return {.type = "Normal",
+          .reason = std::move(reason),
+          .message = "one",
+          .involved_object = {.kind = "TFJob", .namespace_ = "default", .name = std::move(name)}};
+}
+
 // Events have a budget of their own (25/s, bursts of 50) even when the controller's client is
 // unlimited, so they cannot crowd out pod creates: 60 Events on 60 objects take at least the
 // 10 / 25 s that the ten past the burst wait. (A lower bound: a busy machine only adds to it.)
@@ -1044,12 +1052,7 @@ TEST_F(ControllerTest, EventRecorderSendsWithinItsOwnBudgetWhenTheClientIsUnlimi
   controller::EventRecorder recorder(unlimited, metrics_, log_, "test-controller");
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 60; ++i)
-    recorder.record(
-        {.type = "Normal",
-         .reason = "Budget",
-         .message = "one",
-         .involved_object = {
-             .kind = "TFJob", .namespace_ = "default", .name = "budget-" + std::to_string(i)}});
+    recorder.record(job_event("Budget", "budget-" + std::to_string(i)));
   recorder.flush();
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(390));
   EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Budget"}), 60);
@@ -1100,12 +1103,7 @@ TEST_F(ControllerTest, EventRecorderStopsWithinItsGraceAndCountsWhatItDidNotSend
                                        /*stop_grace=*/std::chrono::milliseconds(300));
     // 50 go at once (the burst), the other 150 would take 6 s at 25/s.
     for (int i = 0; i < 200; ++i)
-      recorder.record(
-          {.type = "Normal",
-           .reason = "Stopping",
-           .message = "one",
-           .involved_object = {
-               .kind = "TFJob", .namespace_ = "default", .name = "stopping-" + std::to_string(i)}});
+      recorder.record(job_event("Stopping", "stopping-" + std::to_string(i)));
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   const double sent = metrics_.value("trainctl_events_total", {"Normal", "Stopping"});

@@ -41,9 +41,9 @@ json metadata_alone(std::string_view key, const std::string& uid, const std::str
   return {{"metadata", std::move(metadata)}};
 }
 
-/// Objects copied out of the store (in CBOR, under its lock) and decoded outside the lock.
 /// Builds an object from CBOR with only the top-level members named: the SAX events of the
-/// others are consumed without building anything.
+/// others are consumed without building anything. What it builds with is nlohmann's own DOM
+/// builder for its SAX interface (from `detail`: json::from_cbor uses the same).
 class ProjectedDecoder {
  public:
   ProjectedDecoder(json& out, std::span<const std::string_view> members)
@@ -58,22 +58,10 @@ class ProjectedDecoder {
   }
   bool string(json::string_t& v) { return skipped() || dom_.string(v); }
   bool binary(json::binary_t& v) { return skipped() || dom_.binary(v); }
-  bool start_object(std::size_t n) {
-    ++depth_;
-    return skipping_ || dom_.start_object(n);
-  }
-  bool end_object() {
-    --depth_;
-    return skipped() || dom_.end_object();
-  }
-  bool start_array(std::size_t n) {
-    ++depth_;
-    return skipping_ || dom_.start_array(n);
-  }
-  bool end_array() {
-    --depth_;
-    return skipped() || dom_.end_array();
-  }
+  bool start_object(std::size_t n) { return enter() || dom_.start_object(n); }
+  bool end_object() { return leave() || dom_.end_object(); }
+  bool start_array(std::size_t n) { return enter() || dom_.start_array(n); }
+  bool end_array() { return leave() || dom_.end_array(); }
   bool key(json::string_t& k) {
     if (skipping_)
       return true;
@@ -88,6 +76,16 @@ class ProjectedDecoder {
   }
 
  private:
+  /// An object or array starts: whether it is inside a skipped value.
+  bool enter() {
+    ++depth_;
+    return skipping_;
+  }
+  /// An object or array ends: whether it was inside (or was) a skipped value.
+  bool leave() {
+    --depth_;
+    return skipped();
+  }
   /// Whether the event belongs to a skipped value; its last one (back at the top level) ends it.
   bool skipped() {
     if (!skipping_)
@@ -112,6 +110,7 @@ json decode(const std::vector<std::uint8_t>& cbor, std::span<const std::string_v
   return out;
 }
 
+/// Objects taken out of the store (shared CBOR, under its lock) and decoded outside the lock.
 std::vector<json> decode_all(const std::vector<Encoded>& encoded,
                              std::span<const std::string_view> members = {}) {
   std::vector<json> out;
