@@ -3,7 +3,8 @@
 //   --kubeconfig FILE: the same against a real API server, in namespaces of its own that are
 //   deleted afterwards; pods carry a nodeSelector no node matches, so nothing runs.
 // Both print the write rates of two runs on the same server: a raw client (8 threads, qps
-// unlimited) creating J x R pods and J x R services, then `trainctl controller` (its own
+// unlimited) creating the J x R pods and J x R services the controller makes for J such jobs
+// (its own planner's, from jobs no controller manages), then `trainctl controller` (its own
 // process, qps unlimited unless --kube-api-qps is given) materialising the J jobs created before
 // it starts. A rate is objects / the time from the first object's ADDED watch event to the
 // last's, seen by the same watches in both runs; the ratio is controller / raw client. The
@@ -35,6 +36,7 @@
 
 #include "api/status.h"
 #include "bench/bench_support.h"
+#include "controller/job_plan.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 #include "sandbox/sandbox.h"
@@ -155,29 +157,34 @@ void delete_namespace(kube::Client& client, const std::string& ns) {
   fmt::print("namespace {} still exists 5 minutes after its delete; going on\n", ns);
 }
 
-/// The raw client's run: `objects` / 2 pods and as many services by 8 threads; objects per second.
-double raw_client_rate(kube::Client& client, const std::string& ns, int objects,
+/// The raw client's run: the pods and services the controller makes for `jobs` TFJobs of
+/// `replicas` workers (planned by its own planner from the jobs as created, so objects of the
+/// same size and content, owner references included), created by 8 threads; objects per second.
+/// The jobs are made first, untimed, with a managedBy no controller answers to.
+double raw_client_rate(kube::Client& client, const std::string& ns, int jobs, int replicas,
                        const PodShape& shape) {
   create_namespace(client, ns);
-  Appearances appearances(client, ns);
-  parallel_for(objects / 2, 8, [&](int i) {
-    const std::string name = fmt::format("ref-{}", i);
-    client.create(kube::resources::services(), ns,
-                  {{"apiVersion", "v1"},
-                   {"kind", "Service"},
-                   {"metadata", {{"name", name}}},
-                   {"spec", {{"clusterIP", "None"}, {"ports", {{{"port", 2222}}}}}}});
-    json spec = {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}};
-    if (!shape.node_selector.empty())
-      spec["nodeSelector"] = shape.node_selector;
-    client.create(kube::resources::pods(), ns,
-                  {{"apiVersion", "v1"},
-                   {"kind", "Pod"},
-                   {"metadata", {{"name", name}, {"annotations", shape.annotations}}},
-                   {"spec", spec}});
+  std::mutex mu;
+  std::vector<controller::Action> creates;
+  parallel_for(jobs, 8, [&](int i) {
+    json job = tfjob(fmt::format("ref-{}", i), ns, replicas, shape);
+    job["spec"]["runPolicy"]["managedBy"] = "bench.trainctl.io/none";
+    job = client.create(kube::resources::job(api::JobKind::TFJob), ns, job);
+    job["spec"]["runPolicy"].erase("managedBy");  // planned as the controller's own
+    controller::Plan plan =
+        controller::plan_job(job, {},
+                             {.now = std::chrono::system_clock::now(),
+                              .gang_scheduler = controller::GangScheduler::None});
+    std::lock_guard lock(mu);
+    for (controller::Action& a : plan.actions)
+      if (a.type == controller::Action::Type::Create)
+        creates.push_back(std::move(a));
   });
-  const auto span = appearances.span(objects, std::chrono::seconds(60));
-  return span && *span > 0 ? objects / *span : 0;
+  Appearances appearances(client, ns);
+  parallel_for(static_cast<int>(creates.size()), 8,
+               [&](int i) { client.create(creates[i].resource, ns, creates[i].object); });
+  const auto span = appearances.span(creates.size(), std::chrono::seconds(60));
+  return span && *span > 0 ? static_cast<double>(creates.size()) / *span : 0;
 }
 
 // `name{labels} value` lines of a Prometheus text page.
@@ -376,7 +383,7 @@ int main(int argc, char** argv) {
   for (int round = 1; round <= o.rounds; ++round) {
     const bool last = round == o.rounds;
     const std::string ref_ns = fmt::format("ctlbench-ref-{}-{}", suffix, round);
-    raw_rates.push_back(raw_client_rate(client, ref_ns, objects, shape));
+    raw_rates.push_back(raw_client_rate(client, ref_ns, o.jobs, o.replicas, shape));
     delete_namespace(client, ref_ns);
     fmt::print("round {}: raw client (8 threads): {} pods + {} services at {:.0f} objects/s\n",
                round, objects / 2, objects / 2, raw_rates.back());

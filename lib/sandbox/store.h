@@ -114,6 +114,9 @@ struct SerializedWatchEvent {
   std::shared_ptr<const std::string> line;
 };
 
+/// A watch event's line as kube-apiserver frames it: type first, then the object (no newline).
+std::string watch_event_line(kube::WatchEventType type, const nlohmann::json& object);
+
 struct StoreCore;
 class ResourceStrategy;
 struct EncodedEvent;

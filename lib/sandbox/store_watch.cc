@@ -136,6 +136,10 @@ std::optional<WatchStream::Item> WatchStream::pop(std::chrono::milliseconds time
   }
 }
 
+std::string watch_event_line(kube::WatchEventType type, const json& object) {
+  return fmt::format("{{\"type\":\"{}\",\"object\":{}}}", kube::to_string(type), object.dump());
+}
+
 std::optional<SharedWatchEvent> WatchStream::next_shared(std::chrono::milliseconds timeout) {
   auto item = pop(timeout);
   if (!item)
@@ -148,10 +152,7 @@ std::optional<SerializedWatchEvent> WatchStream::next_serialized(
   auto item = pop(timeout);
   if (!item)
     return std::nullopt;
-  auto encode = [&] {
-    return fmt::format("{{\"type\":\"{}\",\"object\":{}}}", kube::to_string(item->type),
-                       item->object->dump());
-  };
+  auto encode = [&] { return watch_event_line(item->type, *item->object); };
   if (!item->encoded) {
     auto own = std::make_shared<const std::string>(encode());
     return SerializedWatchEvent{item->type, std::move(own)};

@@ -669,6 +669,43 @@ TEST_F(ApiListTest, AVersionNotReachedIsWaitedForThenRefusedAsTheWatchCacheDoes)
 
 // --- watch ------------------------------------------------------------------------------------
 
+// kube-apiserver's framing: one event per line, `type` before `object`; a burst of events may
+// share a write (the server flushes once it has none at hand), and every watcher of a resource
+// read as stored gets the same bytes (the watch cache encodes an event once for all of them).
+TEST_F(ApiWatchTest, EventsGoOutOnePerLineTypeFirstAndTheSameBytesToEveryWatcher) {
+  const std::string start =
+      client().list(resources::configmaps(), ns())["metadata"]["resourceVersion"];
+  for (const char* name : {"a", "b", "c"})
+    client().create(resources::configmaps(), ns(), configmap(name));
+  RawSandboxHttp http(config());
+  const std::string path = "/api/v1/namespaces/" + ns() +
+                           "/configmaps?watch=true&timeoutSeconds=1&resourceVersion=" + start;
+  const auto lines_of = [&](const std::vector<std::pair<std::string, std::string>>& headers) {
+    const kube::HttpResponse response = http.send("GET", path, {}, {}, headers);
+    EXPECT_EQ(response.status, 200);
+    std::vector<std::string> lines;
+    for (std::size_t at = 0, end; (end = response.body.find('\n', at)) != std::string::npos;
+         at = end + 1)
+      lines.push_back(response.body.substr(at, end - at));
+    return lines;
+  };
+  const std::vector<std::string> first = lines_of({});
+  ASSERT_THAT(first, SizeIs(3));
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_THAT(first[i], ::testing::StartsWith(R"({"type":"ADDED","object":{)")) << first[i];
+    EXPECT_EQ(json::parse(first[i])["object"]["metadata"]["name"], std::string(1, 'a' + i));
+  }
+  EXPECT_EQ(lines_of({}), first);
+  // As kubectl get -w reads it (Table rows, for this watch alone): framed the same way.
+  const std::vector<std::string> rows =
+      lines_of({{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}});
+  ASSERT_THAT(rows, SizeIs(3));
+  for (const std::string& row : rows) {
+    EXPECT_THAT(row, ::testing::StartsWith(R"({"type":"ADDED","object":{)")) << row;
+    EXPECT_EQ(json::parse(row)["object"]["kind"], "Table");
+  }
+}
+
 TEST_F(ApiWatchTest, FromAResourceVersionEveryLaterEventArrivesInOrder) {
   client().create(resources::configmaps(), ns(), configmap("before"));
   const std::string start =
