@@ -154,7 +154,7 @@ void SimulatedCluster::Impl::run_loop() {
           std::lock_guard lock(mu);
           rv = resync();
         }
-        watch = store.watch(kPods, "", LabelSelector{}, FieldSelector{}, rv, false);
+        watch = store.watch(kPods, WatchRequest{.resource_version = rv, .unbounded = true});
         std::lock_guard lock(loop_mu);
         active_watch = watch;
         if (stopping)
@@ -166,7 +166,7 @@ void SimulatedCluster::Impl::run_loop() {
         std::lock_guard lock(mu);
         due = reconcile(now);
       }
-      std::optional<kube::WatchEvent> event = watch->next(until(now, due));
+      std::optional<SharedWatchEvent> event = watch->next_shared(until(now, due));
       std::lock_guard lock(mu);
       while (event) {
         if (event->type == kube::WatchEventType::Error) {
@@ -174,10 +174,10 @@ void SimulatedCluster::Impl::run_loop() {
           break;
         }
         if (event->type == kube::WatchEventType::Deleted)
-          erase_pod(key_of(event->object));
+          erase_pod(key_of(*event->object));
         else if (event->type != kube::WatchEventType::Bookmark)
-          upsert_pod(event->object);
-        event = watch->next(std::chrono::milliseconds(0));
+          upsert_pod(*event->object);
+        event = watch->next_shared(std::chrono::milliseconds(0));
       }
     } catch (const std::exception& e) {
       report(fmt::format("simulated cluster: {}", e.what()));

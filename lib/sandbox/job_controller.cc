@@ -509,10 +509,11 @@ void JobController::run() {
       // Wait for a change to either, or until a job is due, then drain what else arrived.
       bool changed = false;
       while (!changed && !stopping_ && !(due && store_.now() >= *due)) {
-        changed = pods->next(std::chrono::milliseconds(100)).has_value() ||
-                  jobs->next(std::chrono::milliseconds(0)).has_value();
+        changed = pods->next_shared(std::chrono::milliseconds(100)).has_value() ||
+                  jobs->next_shared(std::chrono::milliseconds(0)).has_value();
       }
-      while (jobs->next(std::chrono::milliseconds(0)) || pods->next(std::chrono::milliseconds(0))) {
+      while (jobs->next_shared(std::chrono::milliseconds(0)) ||
+             pods->next_shared(std::chrono::milliseconds(0))) {
       }
     } catch (const std::exception&) {
       jobs.reset();  // watch again from now; the next pass reads the whole state anyway

@@ -99,6 +99,10 @@ struct WatchRequest {
   /// with bookmarks, ends it with a BOOKMARK annotated `k8s.io/initial-events-end: "true"`;
   /// false never sends it.
   std::optional<bool> send_initial_events;
+  /// For the sandbox's own loops (the simulated scheduler and kubelets), not API clients: never
+  /// closed for falling behind. Such a loop catches up with a burst event by event; closed, it
+  /// would relist every object, which costs it more than the burst and puts it further behind.
+  bool unbounded = false;
 };
 
 /// A watch event whose object is shared with the store (no copy); the object is immutable.

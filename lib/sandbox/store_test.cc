@@ -1210,6 +1210,21 @@ TEST_F(StoreTest, SlowWatchersAreDropped) {
   EXPECT_EQ(w->resource_version(), "12");
 }
 
+TEST_F(StoreTest, TheSandboxsOwnLoopsWatchWithoutALimit) {
+  StoreOptions o = options();
+  o.max_watch_queue = 10;
+  Store store(o);
+  store.register_resource(kPods);
+  store.ensure_namespace("default");
+  auto w = store.watch("pods", WatchRequest{.resource_version = store.current_resource_version(),
+                                            .unbounded = true});
+  for (int i = 0; i < 15; ++i)
+    store.create("pods", pod("p" + std::to_string(i)));
+  EXPECT_FALSE(w->overflowed());
+  EXPECT_EQ(drain(*w).size(), 15u);
+  EXPECT_FALSE(w->closed());
+}
+
 TEST_F(StoreTest, ClosingAndUnregisteringEndWatches) {
   auto w = watch("pods", "");
   w->close();

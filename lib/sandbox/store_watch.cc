@@ -7,6 +7,7 @@
 #include <array>
 #include <charconv>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -219,7 +220,8 @@ std::shared_ptr<WatchStream> Store::watch(const std::string& group_resource,
   stream->fields_ = request.fields;
   stream->bookmarks_ = request.bookmarks;
   stream->bookmark_interval_ = core.options.bookmark_interval;
-  stream->max_queue_ = core.options.max_watch_queue;
+  stream->max_queue_ =
+      request.unbounded ? std::numeric_limits<std::size_t>::max() : core.options.max_watch_queue;
   stream->batch_delay_ = core.options.watch_batch_delay;
   stream->api_version_ = t.info.api_version();
   stream->kind_ = t.info.kind;
