@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -79,13 +80,16 @@ class WorkQueueOf {
   WorkQueueOptions options_;
   RateLimiter bucket_;
   mutable std::mutex mu_;
-  std::condition_variable_any ready_cv_;  // get(): a key is queued, or shutdown
+  std::condition_variable_any ready_cv_;  // get(): a key is queued, an earlier due, or shutdown
   std::condition_variable drained_cv_;    // shutdown_with_drain(): nothing queued or processing
   std::deque<Key> queue_;
   std::set<Key> dirty_;                      // queued, or added again while processing
   std::set<Key> processing_;                 // handed out, not yet done()
   std::map<Key, TimePoint> waiting_;         // delayed key -> when it is due
   std::set<std::pair<TimePoint, Key>> due_;  // the same, ordered by time
+  /// Counts the times a key was delayed to before every other: a get() asleep until the
+  /// earliest time it knew of must wake and wait for the new one.
+  std::uint64_t earlier_due_ = 0;
   std::map<Key, int> failures_;
   bool shutting_down_ = false;
 };

@@ -48,7 +48,10 @@ void WorkQueueOf<Key>::add_after(const Key& key, std::chrono::nanoseconds delay)
     waiting_.emplace(key, when);
   }
   due_.emplace(when, key);
-  ready_cv_.notify_all();  // a sleeping get() may now have to wake earlier
+  if (due_.begin()->first == when) {
+    ++earlier_due_;
+    ready_cv_.notify_all();  // a sleeping get() has to wake earlier
+  }
 }
 
 template <class Key>
@@ -107,12 +110,12 @@ std::optional<Key> WorkQueueOf<Key>::get(std::stop_token stop) {
       break;
     if (shutting_down_)
       return std::nullopt;
-    if (due_.empty()) {
-      ready_cv_.wait(lock, stop, [&] { return !queue_.empty() || shutting_down_; });
-    } else {
-      ready_cv_.wait_for(lock, stop, due_.begin()->first - clock_.monotonic(),
-                         [&] { return !queue_.empty() || shutting_down_; });
-    }
+    const std::uint64_t known = earlier_due_;
+    const auto woken = [&] { return !queue_.empty() || shutting_down_ || earlier_due_ != known; };
+    if (due_.empty())
+      ready_cv_.wait(lock, stop, woken);
+    else
+      ready_cv_.wait_for(lock, stop, due_.begin()->first - clock_.monotonic(), woken);
   }
   Key key = std::move(queue_.front());
   queue_.pop_front();

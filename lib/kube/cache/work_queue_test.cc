@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
 #include <thread>
 
+#include "kube/clock.h"
 #include "tests/support/fake_clock.h"
 
 namespace trainctl::kube::cache {
@@ -139,6 +145,33 @@ TEST(WorkQueueTest, AddAfterOfAWaitingKeyMovesItEarlier) {
   queue.done("ns/a");
   clock.advance(seconds(9));
   EXPECT_EQ(queue.len(), 0u) << "the key waited once, not twice";
+}
+
+// Keys delayed by another thread (an informer's handler) while every worker sleeps in get():
+// with nothing due, or until a later key is due.
+TEST(WorkQueueTest, AKeyDelayedFromAnotherThreadReachesASleepingWorkerInTime) {
+  for (const bool later_key : {false, true}) {
+    WorkQueue queue(kube::real_clock());
+    if (later_key)
+      queue.add_after("ns/late", seconds(30));
+    std::stop_source give_up;
+    std::optional<std::string> got;
+    std::thread worker([&] { got = queue.get(give_up.get_token()); });
+    std::this_thread::sleep_for(milliseconds(50));  // asleep in get()
+    const auto added = std::chrono::steady_clock::now();
+    queue.add_after("ns/early", milliseconds(20));
+    std::jthread watchdog([&](std::stop_token stop) {
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock lock(mu);
+      if (!cv.wait_for(lock, stop, seconds(10), [] { return false; }))
+        give_up.request_stop();
+    });
+    worker.join();
+    watchdog.request_stop();
+    EXPECT_EQ(got, "ns/early") << (later_key ? "with a later key due" : "with nothing due");
+    EXPECT_LT(std::chrono::steady_clock::now() - added, seconds(5));
+  }
 }
 
 TEST(WorkQueueTest, ShutdownHandsOutQueuedKeysThenNullopt) {
