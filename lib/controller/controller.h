@@ -20,6 +20,12 @@ struct ControllerOptions {
   /// How long a reconcile trusts that objects it created or deleted will show up in the cache
   /// before it plans again without them.
   std::chrono::milliseconds expectation_timeout{std::chrono::seconds(30)};
+  /// How long a job waits after a change to one of its pods before it is reconciled, so that the
+  /// changes of all its pods in that time cost one reconcile: a job's replicas are scheduled,
+  /// start and end at about the same moment, each pod a few status writes. Pods created or
+  /// deleted enqueue the job at once. The Kubernetes Job controller batches pod events the same
+  /// way (its syncJobBatchPeriod, 1 s).
+  std::chrono::milliseconds pod_update_batch{200};
   /// Builtin gang admission: backfill or strict FIFO, the default schedule timeout.
   AdmissionOptions admission;
   /// Istio proxy quits run concurrently: each is an exec (a new connection, a TLS handshake and

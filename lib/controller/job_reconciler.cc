@@ -131,14 +131,22 @@ class JobReconciler : public Runnable {
   }
 
   void add_owner_handlers(Informer& informer, const kube::Resource& resource) {
-    const auto changed = [this, resource](const json& object) { owner_changed(resource, object); };
-    informer.add_handlers({.on_add = changed,
-                           .on_modify = [changed](const json& now) { changed(now); },
-                           .on_delete = changed});
+    const auto changed = [this, resource](const json& object) {
+      owner_changed(resource, object, std::chrono::milliseconds(0));
+    };
+    const auto batch =
+        resource.plural == "pods" ? options_.pod_update_batch : std::chrono::milliseconds(0);
+    informer.add_handlers(
+        {.on_add = changed,
+         .on_modify = [this, resource,
+                       batch](const json& now) { owner_changed(resource, now, batch); },
+         .on_delete = changed});
   }
 
-  // An owned object changed: the cache has caught up with that name, and its job is due.
-  void owner_changed(const kube::Resource& resource, const json& object) {
+  // An owned object changed: the cache has caught up with that name, and its job is due, at once
+  // or after `batch` (a job already waiting keeps its earlier turn).
+  void owner_changed(const kube::Resource& resource, const json& object,
+                     std::chrono::milliseconds batch) {
     const json& refs = member(object_member(object, "metadata"), "ownerReferences");
     if (!refs.is_array())
       return;
@@ -154,7 +162,7 @@ class JobReconciler : public Runnable {
         continue;
       const JobKey key{*job_kind, namespace_of(object), string_member(ref, "name")};
       expectations_.observe(key_text(key), owned_name(resource, object));
-      loop_.add(key);
+      loop_.add_after(key, batch);
     }
   }
 

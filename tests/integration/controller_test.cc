@@ -2,6 +2,7 @@
 // and executor, as it runs in a cluster.
 #include "controller/controller.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -15,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "api/status.h"
 #include "api/well_known.h"
@@ -109,8 +111,11 @@ class ControllerTest : public ::testing::Test {
   }
 
   void start(controller::GangScheduler gang = controller::GangScheduler::None,
-             controller::ManagerOptions manager = {}, controller::AdmissionOptions admission = {}) {
-    controller::ControllerOptions options{.workers = 2, .admission = admission};
+             controller::ManagerOptions manager = {}, controller::AdmissionOptions admission = {},
+             std::chrono::milliseconds pod_update_batch =
+                 controller::ControllerOptions{}.pod_update_batch) {
+    controller::ControllerOptions options{
+        .workers = 2, .pod_update_batch = pod_update_batch, .admission = admission};
     options.plan.gang_scheduler = gang;
     controller::declare_controller_metrics(metrics_);
     manager_ = std::make_unique<controller::Manager>(*controller_client_, std::move(manager),
@@ -201,6 +206,50 @@ spec:
         metadata: {annotations: {sandbox.trainctl.io/run-seconds: "0.3"}}
         spec: {containers: [{name: tensorflow, image: tf:2}]}
 )";
+
+// A job's pods change at about the same moment (scheduled, started, ended): changes within
+// the batch period cost the job one reconcile, not one per pod (the Job controller's
+// syncJobBatchPeriod); a pod created or deleted still enqueues it at once.
+TEST_F(ControllerTest, ChangesToAJobsPodsWithinTheBatchPeriodCostItOneReconcile) {
+  start(controller::GangScheduler::None, {}, {}, std::chrono::seconds(1));
+  create(kube::resources::job(api::JobKind::TFJob), R"(
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: batched}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 4
+      template:
+        spec:
+          nodeSelector: {trainctl.io/test: no-such-node}
+          containers: [{name: tensorflow, image: tf:2}]
+)");
+  ASSERT_TRUE(wait_until([&] { return pods_of("batched").size() == 4; }));
+  const auto reconciles = [&] {
+    return metrics_.value("trainctl_reconcile_total", {"TFJob", "success"});
+  };
+  // Settled: the creates' reconciles done, the pods' Unschedulable conditions past their batch.
+  double before = reconciles();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+        const double now = reconciles();
+        return std::exchange(before, now) == now;
+      },
+      std::chrono::seconds(20)));
+  const auto patched = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i)
+    client().patch(kube::resources::pods(), "default", fmt::format("batched-worker-{}", i),
+                   kube::PatchType::Merge, {{"metadata", {{"labels", {{"touched", "yes"}}}}}});
+  ASSERT_LT(std::chrono::steady_clock::now() - patched, std::chrono::seconds(1))
+      << "the patches took longer than the batch period";
+  ASSERT_TRUE(wait_until([&] { return reconciles() > before; }, std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - patched, std::chrono::milliseconds(700))
+      << "reconciled before the batch period ended";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  EXPECT_EQ(reconciles(), before + 1) << "four pod changes in one batch period";
+}
 
 TEST_F(ControllerTest, TfJobRunsToSuccessWithOperatorNamesLabelsAndTfConfig) {
   start();
