@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <regex>
 #include <set>
 #include <thread>
@@ -1193,15 +1194,20 @@ TEST_F(StoreTest, SerializedEventsAreEncodedOnceForAllWatchers) {
   EXPECT_EQ(kube::parse_watch_event(*second->line).object, created);
 }
 
-TEST_F(StoreTest, SlowWatchersAreDropped) {
-  StoreOptions o = options();
+/// A store that drops a watcher once 10 events wait for it, with pods in "default".
+std::unique_ptr<Store> store_of_short_watch_queues(StoreOptions o) {
   o.max_watch_queue = 10;
-  Store store(o);
-  store.register_resource(kPods);
-  store.ensure_namespace("default");
-  auto w = store.watch("pods", "", LabelSelector{}, FieldSelector{}, "", false);
+  auto store = std::make_unique<Store>(o);
+  store->register_resource(kPods);
+  store->ensure_namespace("default");
+  return store;
+}
+
+TEST_F(StoreTest, SlowWatchersAreDropped) {
+  const auto store = store_of_short_watch_queues(options());
+  auto w = store->watch("pods", "", LabelSelector{}, FieldSelector{}, "", false);
   for (int i = 0; i < 15; ++i)
-    store.create("pods", pod("p" + std::to_string(i)));
+    store->create("pods", pod("p" + std::to_string(i)));
   EXPECT_TRUE(w->overflowed());
   EXPECT_FALSE(w->closed());  // queued events can still be read
   EXPECT_EQ(drain(*w).size(), 10u);
@@ -1211,15 +1217,11 @@ TEST_F(StoreTest, SlowWatchersAreDropped) {
 }
 
 TEST_F(StoreTest, TheSandboxsOwnLoopsWatchWithoutALimit) {
-  StoreOptions o = options();
-  o.max_watch_queue = 10;
-  Store store(o);
-  store.register_resource(kPods);
-  store.ensure_namespace("default");
-  auto w = store.watch("pods", WatchRequest{.resource_version = store.current_resource_version(),
-                                            .unbounded = true});
+  const auto store = store_of_short_watch_queues(options());
+  auto w = store->watch("pods", WatchRequest{.resource_version = store->current_resource_version(),
+                                             .unbounded = true});
   for (int i = 0; i < 15; ++i)
-    store.create("pods", pod("p" + std::to_string(i)));
+    store->create("pods", pod("p" + std::to_string(i)));
   EXPECT_FALSE(w->overflowed());
   EXPECT_EQ(drain(*w).size(), 15u);
   EXPECT_FALSE(w->closed());
