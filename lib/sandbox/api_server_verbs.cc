@@ -264,24 +264,18 @@ void ApiServer::serve_watch(const Request& request, ResponseWriter& response, co
         faults().watch_delay;  // read afresh: PUT /sandbox/faults reaches open watches
     auto now = std::chrono::steady_clock::now();
     batch.clear();
-    while (!held.empty() && held.front().since + delay <= now) {
+    while (!held.empty() && held.front().since + delay <= now && batch.size() < kBatchBytes) {
       batch.append(*held.front().line).push_back('\n');
       held.pop_front();
-      if (batch.size() >= kBatchBytes) {
-        connected = response.write_chunk(batch);
-        batch.clear();
-        if (!connected)
-          break;
-      }
     }
-    if (connected && !batch.empty())
-      connected = response.write_chunk(batch);
-    if (!connected)
+    if (!batch.empty() && !(connected = response.write_chunk(batch)))
       break;
+    // Until the first held line is due (at once when more are due than one write took).
     auto wait = std::chrono::milliseconds(250);
     if (!held.empty()) {
-      wait = std::min(
-          wait, std::chrono::ceil<std::chrono::milliseconds>(held.front().since + delay - now));
+      wait =
+          std::clamp(std::chrono::ceil<std::chrono::milliseconds>(held.front().since + delay - now),
+                     std::chrono::milliseconds(0), wait);
     }
     if (auto line = next_line(wait)) {
       now = std::chrono::steady_clock::now();
