@@ -106,6 +106,11 @@ Gangs gangs(int count, std::mt19937& random) {
             {{"nvidia.com/gpu", std::to_string(pods * gpus)},
              {"cpu", std::to_string(pods * gpus * 8)}}}}}});
   }
+  // In key order (namespace/name; one namespace here), as the controller's informer lists them.
+  std::sort(result.pod_groups.begin(), result.pod_groups.end(), [](const json& a, const json& b) {
+    return a["metadata"]["name"].get_ref<const std::string&>() <
+           b["metadata"]["name"].get_ref<const std::string&>();
+  });
   return result;
 }
 
@@ -229,6 +234,8 @@ int main(int argc, char** argv) {
                          .queues = queues,
                          .nodes = nodes,
                          .job = job_lookup(made.jobs),
+                         // The jobs never change here; the controller names its informers' state.
+                         .jobs_version = "1",
                          .now = kNow};
     // Cold: nothing cached yet, every gang gets its Unschedulable condition written. Counted:
     // the pass and freeing its result (as before the cache), shown apart too.

@@ -28,7 +28,7 @@ std::string quantity(const api::ResourceList& list, std::string_view resource) {
 
 /// `list` without the resources it has none of (a deserved share of 0 cpu says nothing).
 api::ResourceList nonzero(api::ResourceList list) {
-  std::erase_if(list, [](const auto& r) { return r.second == 0; });
+  erase_if(list, [](const auto& r) { return r.second == 0; });
   return list;
 }
 

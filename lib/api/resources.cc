@@ -18,6 +18,10 @@ void max_into(ResourceList& into, const ResourceList& other) {
 }  // namespace
 
 void add(ResourceList& into, const ResourceList& more) {
+  if (into.empty()) {  // the common first addition: one allocation, no search
+    into = more;
+    return;
+  }
   for (const auto& [name, value] : more)
     into[name] += value;
 }

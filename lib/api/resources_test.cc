@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "api/quantity.h"
 
@@ -63,6 +67,72 @@ TEST(ResourceListTest, ParsesAddsAndWritesLists) {
   EXPECT_EQ(resource_list_json(total),
             json({{"cpu", "2500m"}, {"memory", "1Gi"}, {"nvidia.com/gpu", "4"}}));
   EXPECT_TRUE(parse_resource_list(nullptr).empty());
+}
+
+TEST(ResourceListTest, BehavesAsAMapOfNamesInOrder) {
+  ResourceList list = {{"nvidia.com/gpu", 1000}, {"cpu", 2000}, {"cpu", 9000}};
+  EXPECT_EQ(list.size(), 2u);
+  EXPECT_EQ(list.at("cpu"), 2000);  // of two entries of one name the first counts
+  list["memory"] += 5;              // inserted as 0 between the others, then added to
+  list["a-first"] = 1;
+  list["zz-last"] = 2;
+  std::vector<std::string> names;
+  for (const auto& [name, value] : list)
+    names.push_back(name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"a-first", "cpu", "memory", "nvidia.com/gpu", "zz-last"}));
+  EXPECT_EQ(list.at("memory"), 5);
+  EXPECT_FALSE(list.try_emplace("cpu", 1).second);
+  EXPECT_EQ(list.at("cpu"), 2000);
+  EXPECT_TRUE(list.contains("zz-last"));
+  EXPECT_EQ(list.count("pods"), 0u);
+  EXPECT_THROW(list.at("pods"), std::out_of_range);
+  EXPECT_EQ(list.erase("a-first"), 1u);
+  EXPECT_EQ(list.erase("a-first"), 0u);
+  EXPECT_EQ(erase_if(list, [](const auto& r) { return r.second == 2; }), 1u);
+  EXPECT_EQ(list, (ResourceList{{"memory", 5}, {"cpu", 2000}, {"nvidia.com/gpu", 1000}}));
+  EXPECT_NE(list, (ResourceList{{"memory", 5}, {"cpu", 2000}}));
+  ResourceList empty;
+  add(empty, list);
+  EXPECT_EQ(empty, list);
+}
+
+TEST(ResourceListTest, PropertyAgreesWithAStdMapUnderRandomOperations) {
+  std::mt19937 random(11);
+  const std::vector<std::string> names = {
+      "cpu", "memory", "pods", "nvidia.com/gpu", "ephemeral-storage", "example.com/fpga"};
+  for (int round = 0; round < 500; ++round) {
+    ResourceList list;
+    std::map<std::string, std::int64_t> reference;
+    for (int op = 0; op < 20; ++op) {
+      const std::string& name = names[random() % names.size()];
+      const std::int64_t value = static_cast<std::int64_t>(random() % 1000);
+      switch (random() % 4) {
+        case 0:
+          list[name] += value;
+          reference[name] += value;
+          break;
+        case 1:
+          list.try_emplace(name, value);
+          reference.try_emplace(name, value);
+          break;
+        case 2:
+          list.erase(name);
+          reference.erase(name);
+          break;
+        default: {
+          ResourceList more = {{name, value}, {names[random() % names.size()], 1}};
+          add(list, more);
+          for (const auto& [n, v] : more)
+            reference[n] += v;
+        }
+      }
+      ASSERT_EQ(list.size(), reference.size());
+      ASSERT_TRUE(std::equal(
+          list.begin(), list.end(), reference.begin(), reference.end(),
+          [](const auto& a, const auto& b) { return a.first == b.first && a.second == b.second; }));
+    }
+  }
 }
 
 TEST(ResourceListTest, PodRequestsDefaultFromLimitsAndCountInitContainersAtTheirPeak) {

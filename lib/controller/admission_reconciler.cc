@@ -123,6 +123,16 @@ class AdmissionReconciler : public Runnable {
         return std::nullopt;
       return informer->second->get(fmt::format("{}/{}", ns, name), decode);
     };
+    // Read before the pass looks any job up: a job changed meanwhile changes it for the next.
+    std::string jobs_version;
+    for (const auto& [kind, informer] : jobs_) {
+      const std::string version = informer->last_resource_version();
+      if (version.empty()) {  // not listed yet: nothing to name
+        jobs_version.clear();
+        break;
+      }
+      jobs_version += fmt::format("{}={};", api::job_kind_info(kind).name, version);
+    }
     AdmissionInput input{
         // Decoding is most of what a list costs: the PodGroups, nodes and pods the cache has
         // read under their resourceVersion come as their metadata alone.
@@ -138,6 +148,7 @@ class AdmissionReconciler : public Runnable {
         }),
         .priority_classes = priority_classes_->list(),
         .job = job,
+        .jobs_version = std::move(jobs_version),
         .pod_group = [this](const std::string& key) { return pod_groups_->get(key); },
         .now = std::chrono::system_clock::now()};
     AdmissionView view{.with_nodes = false};  // its metrics read only the queues

@@ -7,6 +7,7 @@
 #include <array>
 #include <charconv>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,9 +62,9 @@ ResourceList max_of(const ResourceList& a, const ResourceList& b) {
 
 /// `a - b` per resource of `a`, never below zero.
 ResourceList shortfall(const ResourceList& a, const ResourceList& b) {
-  ResourceList result;
-  for (const auto& [name, value] : a)
-    result[name] = std::max<std::int64_t>(0, value - api::amount(b, name));
+  ResourceList result = a;
+  for (auto& [name, value] : result)
+    value = std::max<std::int64_t>(0, value - api::amount(b, name));
   return result;
 }
 
@@ -74,9 +75,9 @@ void subtract(ResourceList& list, const ResourceList& amount) {
 }
 
 ResourceList times(const ResourceList& list, int n) {
-  ResourceList result;
-  for (const auto& [name, value] : list)
-    result[name] = value * n;
+  ResourceList result = list;
+  for (auto& [name, value] : result)
+    value *= n;
   return result;
 }
 
@@ -262,7 +263,7 @@ NodeReservations read_reservations(std::string_view text) {
         for (const auto& [name, quantity] :
              plain_members(resources, inner)
                  .value_or(std::vector<std::pair<std::string_view, std::string_view>>()))
-          list.emplace_hint(list.end(), name, api::parse_quantity_milli(quantity));
+          list.try_emplace(name, api::parse_quantity_milli(quantity));
       } catch (const Error&) {
         list.clear();
       }
@@ -282,6 +283,16 @@ NodeReservations read_reservations(std::string_view text) {
   }
   return result;
 }
+
+struct JobFacts;
+
+/// What an AdmissionCache keeps of one object: what a pass read from it, under which version.
+template <class Facts>
+struct CacheEntry {
+  std::string version;
+  std::shared_ptr<const Facts> facts;
+  std::uint64_t pass = 0;  // the last pass that used it
+};
 
 /// What one PodGroup object says, read once per resourceVersion (AdmissionCache).
 struct GroupFacts {
@@ -312,6 +323,16 @@ struct GroupFacts {
     std::string uid;
   };
   std::optional<Owner> job_owner;
+  /// The last lookup of that job by a pass with a cache, while the job caches stay as they were
+  /// (AdmissionInput::jobs_version): the cache's entry of the job (null: the job is gone). Valid
+  /// for the pass after the one that made or used it only: every pass in between used the entry,
+  /// so the cache kept it.
+  struct JobLookedUp {
+    std::string jobs_version;
+    std::uint64_t pass = 0;
+    CacheEntry<JobFacts>* job = nullptr;
+  };
+  mutable JobLookedUp job_looked_up;
 };
 
 /// Reads a PodGroup; each member is looked up once (a pass reads every PodGroup it has not
@@ -468,9 +489,11 @@ struct Group {
   const ResourceList& min_resources;
   ResourceList bound;                            // requests of its unfinished pods that have a node
   std::map<std::string, ResourceList> bound_on;  // the same per node, `pods` counted
-  /// What its node reservation still holds per node, beyond its bound pods.
+  /// What its node reservation still holds per node, beyond its bound pods (kept with
+  /// preemption only: its victims give it back).
   std::map<std::string, ResourceList> reserved_on;
   bool admitted_now = false;  // admitted in this round: never a victim of it
+  std::size_t rank = 0;       // its place among the round's groups in key order (Groups::sort)
   /// Its pods: the object (perhaps its metadata alone: AdmissionCache::has_pod) and its facts.
   std::vector<std::pair<const json*, const PodFacts*>> pods;
   std::set<std::string> bound_names;  // its pods bound and unfinished, or succeeded
@@ -530,6 +553,8 @@ class Groups {
     const auto by_key = [](const Group* a, const Group* b) { return a->key < b->key; };
     if (!std::is_sorted(ordered_.begin(), ordered_.end(), by_key))
       std::sort(ordered_.begin(), ordered_.end(), by_key);
+    for (std::size_t i = 0; i < ordered_.size(); ++i)
+      ordered_[i]->rank = i;
   }
   Group* find(std::string_view key) const {
     const auto it = by_key_.find(key);
@@ -560,9 +585,14 @@ class Groups {
   std::vector<Group*> ordered_;
 };
 
-/// Groups compared by priority, creation time and key, the key not copied (a pass sorts
-/// thousands of groups).
-using GroupOrder = std::tuple<std::int64_t, const std::optional<TimePoint>&, const std::string&>;
+/// A group's creation time as a number, none before any: with its priority and its key's rank,
+/// what groups are ordered by, compared as integers (a pass sorts thousands of groups; comparing
+/// optional times and keys was most of it).
+std::int64_t created_ticks(const Group& g) {
+  return g.created ? g.created->time_since_epoch().count()
+                   : std::numeric_limits<std::int64_t>::min();
+}
+using GroupOrder = std::tuple<std::int64_t, std::int64_t, std::size_t>;
 
 struct Queue {
   const json* object = nullptr;
@@ -767,22 +797,25 @@ std::string reservation_text(const NodeCapacity& nodes,
 }
 
 /// `<scope>: <resource> <requested> requested, <free> free of <what> <total>` for each
-/// resource of `need` that `free` does not cover. With `only_named`, resources `total` does not
-/// name are unlimited (a queue's capability); otherwise they count as 0 (the cluster).
-std::vector<std::string> shortages(std::string_view scope, std::string_view of,
-                                   const ResourceList& need, const ResourceList& free,
-                                   const ResourceList& total, bool only_named) {
-  std::vector<std::string> result;
+/// resource of `need` that `free` does not cover, joined by "; " (empty when it covers them all).
+/// With `only_named`, resources `total` does not name are unlimited (a queue's capability);
+/// otherwise they count as 0 (the cluster). Appended piece by piece: every waiting gang of every
+/// pass gets one, and a format string cost three times as much.
+std::string shortages(std::string_view scope, std::string_view of, const ResourceList& need,
+                      const ResourceList& free, const ResourceList& total, bool only_named) {
+  std::string result;
   for (const auto& [name, requested] : need) {
     if (requested <= 0 || name == kPodsResource || (only_named && !total.contains(name)))
       continue;
     const std::int64_t available = std::max<std::int64_t>(0, api::amount(free, name));
     if (requested <= available)
       continue;
-    result.push_back(fmt::format("{}: {} {} requested, {} free of {}{}", scope, name,
-                                 api::format_quantity(name, requested),
-                                 api::format_quantity(name, available), of,
-                                 api::format_quantity(name, api::amount(total, name))));
+    if (!result.empty())
+      result += "; ";
+    result.append(scope).append(": ").append(name).append(" ");
+    result.append(api::format_quantity(name, requested)).append(" requested, ");
+    result.append(api::format_quantity(name, available)).append(" free of ").append(of);
+    result.append(api::format_quantity(name, api::amount(total, name)));
   }
   return result;
 }
@@ -952,11 +985,7 @@ json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
 /// first pass that ends without having used it.
 struct AdmissionCache::Impl {
   template <class Facts>
-  struct Entry {
-    std::string version;
-    std::shared_ptr<const Facts> facts;
-    std::uint64_t pass = 0;  // the last pass that used it
-  };
+  using Entry = CacheEntry<Facts>;
   template <class Facts>
   using Entries = std::unordered_map<std::string, Entry<Facts>>;
 
@@ -1022,6 +1051,14 @@ struct AdmissionCache::Impl {
                       [&] { return read_object(found.object.value()); });
   }
 
+  /// Marks `e` used by this pass (end() keeps it) and hands out its facts.
+  template <class Facts>
+  std::shared_ptr<const Facts> use(Entry<Facts>& e) {
+    used += e.pass != pass;
+    e.pass = pass;
+    return e.facts;
+  }
+
   /// The facts of the object of `uid` and `version` (null: it has none), cached, else
   /// `read_facts()`.
   template <class Facts, class Read>
@@ -1029,11 +1066,8 @@ struct AdmissionCache::Impl {
                                    const std::string* version, Read read_facts) {
     if (keeps && uid != nullptr && version != nullptr && !uid->empty() && !version->empty()) {
       Entry<Facts>& e = entries[*uid];
-      if (e.facts && e.version == *version) {
-        used += e.pass != pass;
-        e.pass = pass;
-        return e.facts;
-      }
+      if (e.facts && e.version == *version)
+        return use(e);
       if (e.pass != pass) {  // not handed out in this pass: may be replaced
         ++read;
         auto facts = std::make_shared<const Facts>(read_facts());
@@ -1209,15 +1243,32 @@ class Round {
     const auto& owner = g.facts.job_owner;
     if (!owner)
       return true;
+    auto& looked_up = g.facts.job_looked_up;
+    const bool memo = cache_.keeps && !input_.jobs_version.empty();
+    if (memo && looked_up.pass + 1 == cache_.pass &&
+        looked_up.jobs_version == input_.jobs_version) {
+      looked_up.pass = cache_.pass;  // no job changed since the last pass: its answer stands
+      if (looked_up.job == nullptr)
+        return false;
+      g.job = cache_.use(*looked_up.job);
+      return true;
+    }
     const auto not_read = [this](const std::string& uid, const std::string& version) {
       return !cache_.has(cache_.jobs, uid, version);
     };
     std::optional<kube::cache::Versioned> job =
         input_.job ? input_.job(owner->kind, g.facts.ns, owner->name, not_read) : std::nullopt;
-    if (!job || job->uid != owner->uid)
-      return false;
-    g.job = cache_.get(cache_.jobs, *job, read_job);
-    return true;
+    const bool found = job && job->uid == owner->uid;
+    if (found)
+      g.job = cache_.get(cache_.jobs, *job, read_job);
+    if (memo) {
+      const auto entry = found ? cache_.jobs.find(job->uid) : cache_.jobs.end();
+      const bool kept = !found || (entry != cache_.jobs.end() && entry->second.facts == g.job);
+      looked_up = {.jobs_version = kept ? input_.jobs_version : std::string(),
+                   .pass = cache_.pass,
+                   .job = found && kept ? &entry->second : nullptr};
+    }
+    return found;
   }
 
   std::chrono::seconds timeout_of(const Group& g) const {
@@ -1378,7 +1429,8 @@ class Round {
   void record_reservation(Group& g, const std::string& node, const ResourceList& amount) {
     if (std::none_of(amount.begin(), amount.end(), [](const auto& r) { return r.second > 0; }))
       return;
-    api::add(g.reserved_on[node], amount);
+    if (options_.preemption != Preemption::Never)  // nothing else reads it
+      api::add(g.reserved_on[node], amount);
     if (node_view_)
       show_reservation(g, node, amount);
   }
@@ -1412,8 +1464,8 @@ class Round {
     }
     for (auto& [name, q] : queues_) {
       std::sort(q.pending.begin(), q.pending.end(), [](const Group* a, const Group* b) {
-        return GroupOrder(-a->priority.value, a->created, a->key) <
-               GroupOrder(-b->priority.value, b->created, b->key);
+        return GroupOrder(-a->priority.value, created_ticks(*a), a->rank) <
+               GroupOrder(-b->priority.value, created_ticks(*b), b->rank);
       });
       QueueFigures f{.name = name, .weight = q.weight, .guarantee = q.guarantee};
       if (q.invalid.empty())
@@ -1480,22 +1532,18 @@ class Round {
     if (options_.order == AdmissionOrder::StrictFifo && first_head_ != nullptr)
       return waiting(*first_head_);
     const std::vector<PodDemand> demands = demands_of(g);
-    const auto over_quota = quota_shortages(g, q, q.held);
-    if (!over_quota.empty()) {
+    if (std::string over_quota = quota_shortages(g, q, q.held); !over_quota.empty()) {
       if (preempt_for(g, q, demands))
         return;
-      return g.block("NotEnoughResources", fmt::format("{}", fmt::join(over_quota, "; ")));
+      return g.block("NotEnoughResources", std::move(over_quota));
     }
     const ResourceList need = demand_total(demands);
-    std::string why;
-    if (const auto short_now = shortages("cluster", "", need, now_->total_free(), total_, false);
-        !short_now.empty()) {
-      why = fmt::format("{}", fmt::join(short_now, "; "));
-    } else if (const auto placed = open_->place(demands, &why)) {
-      return admit(g, q, demands, *placed);
-    } else if (first_head_ != nullptr && now_->place(demands, nullptr, false)) {
-      return waiting(*first_head_);
-    } else {
+    std::string why = shortages("cluster", "", need, now_->total_free(), total_, false);
+    if (why.empty()) {  // the cluster has room in total: node by node?
+      if (const auto placed = open_->place(demands, &why))
+        return admit(g, q, demands, *placed);
+      if (first_head_ != nullptr && now_->place(demands, nullptr, false))
+        return waiting(*first_head_);
       now_->place(demands, &why, false);
     }
     if (preempt_for(g, q, demands))
@@ -1506,15 +1554,14 @@ class Round {
   }
 
   /// What `g` lacks in its queue's capability when the queue holds `held`.
-  std::vector<std::string> quota_shortages(const Group& g, const Queue& q,
-                                           const ResourceList& held) const {
+  std::string quota_shortages(const Group& g, const Queue& q, const ResourceList& held) const {
     if (q.capability.empty())
-      return {};  // nothing limited; skips formatting the scope for every gang of such a queue
+      return {};  // nothing limited
     ResourceList queue_free = q.capability;
     for (auto& [name, value] : queue_free)
       value -= api::amount(held, name);
-    return shortages(fmt::format("queue {}", q.name), "capability ", g.min_resources, queue_free,
-                     q.capability, true);
+    return shortages("queue " + q.name, "capability ", g.min_resources, queue_free, q.capability,
+                     true);
   }
 
   /// Adds back (sign 1) or takes again (sign -1) what victim `v` uses on the nodes of `capacity`:
@@ -1552,8 +1599,8 @@ class Round {
     for (Group& v : groups_)
       candidates.push_back(&v);
     std::sort(candidates.begin(), candidates.end(), [](const Group* a, const Group* b) {
-      return GroupOrder(a->priority.value, b->created, b->key) <
-             GroupOrder(b->priority.value, a->created, a->key);
+      return GroupOrder(a->priority.value, created_ticks(*b), b->rank) <
+             GroupOrder(b->priority.value, created_ticks(*a), a->rank);
     });
     std::map<std::string, ResourceList> held;
     for (const auto& [name, queue] : queues_)

@@ -1501,6 +1501,15 @@ TEST(AdmissionCacheTest, PodsListedAsMetadataAloneStillExplainTimeoutsAndAreDele
   EXPECT_THAT(deleted, ElementsAre("team-a/slow-0/uid-slow-0", "team-a/slow-1/uid-slow-1"));
 }
 
+/// The PodGroup of `job` as an informer holds it (uid, resourceVersion, creation time).
+json cached_pod_group(const json& job) {
+  json g = pod_group(job);
+  g["metadata"]["uid"] = "uid-group";
+  g["metadata"]["resourceVersion"] = "1";
+  g["metadata"]["creationTimestamp"] = "2024-05-01T11:00:00Z";
+  return g;
+}
+
 // A training job is read once per resourceVersion: the pass asks its lookup for the object only
 // then, and decides as with the whole job every time: its pods' demands and its schedule timeout
 // come from what was read.
@@ -1509,10 +1518,7 @@ TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndTheLookupAskedForItOnlyThen)
   json job = tf_job_of({{"Chief", replica(1, {four_gpus})}, {"Worker", replica(2, {four_gpus})}},
                        {{"scheduleTimeoutSeconds", 50}});
   job["metadata"]["resourceVersion"] = "5";
-  json g = pod_group(job);
-  g["metadata"]["uid"] = "uid-group";
-  g["metadata"]["resourceVersion"] = "1";
-  g["metadata"]["creationTimestamp"] = "2024-05-01T11:00:00Z";
+  const json g = cached_pod_group(job);
   const std::vector<json> queues = {queue("default", json::object())};
   const std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 4, 1)};
   AdmissionCache cache;
@@ -1559,6 +1565,75 @@ TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndTheLookupAskedForItOnlyThen)
   EXPECT_EQ(decided(changed), decided(pass(g, whole_job, nullptr, 0)));
   EXPECT_EQ(phase_of(written_group(changed, "mnist")), "Pending");
   EXPECT_EQ(whole, 2);
+}
+
+// While the job caches stay as they were (the same AdmissionInput::jobs_version), a pass takes
+// the last pass's job lookups for the PodGroups that have not changed; a new jobs_version, an
+// empty one, a changed PodGroup or a pass skipped in between asks again, and a job gone is seen.
+TEST(AdmissionCacheTest, JobsAreLookedUpAgainOnlyWhenTheJobCachesOrTheGroupChanged) {
+  const json four_gpus = container("tensorflow", {{"limits", {{"nvidia.com/gpu", 4}}}});
+  json job = tf_job_of({{"Worker", replica(2, {four_gpus})}}, json::object());
+  job["metadata"]["resourceVersion"] = "5";
+  const json g = cached_pod_group(job);
+  const std::vector<json> queues = {queue("default", json::object())};
+  const std::vector<json> nodes = {versioned_node("n1", 4, 1)};  // room for one worker only
+  AdmissionCache cache;
+  int lookups = 0;
+  bool job_exists = true;
+  const JobLookup lookup = [&](std::string_view, std::string_view, std::string_view,
+                               const DecodeFilter& decode) -> std::optional<Versioned> {
+    ++lookups;
+    if (!job_exists)
+      return std::nullopt;
+    return found_job(job, decode);
+  };
+  // Whether a pass writes the PodGroup (the Queue's status it writes every time here).
+  const auto writes_group = [](const AdmissionResult& result) {
+    return std::any_of(result.actions.begin(), result.actions.end(),
+                       [](const Action& a) { return a.resource.plural == "podgroups"; });
+  };
+  const auto pass = [&](const json& group, std::string jobs_version) {
+    return controller::admit({.pod_groups = {group},
+                              .queues = queues,
+                              .nodes = nodes,
+                              .job = lookup,
+                              .jobs_version = std::move(jobs_version),
+                              .now = kNow},
+                             {}, nullptr, &cache);
+  };
+
+  const AdmissionResult first = pass(g, "jobs=7;");
+  EXPECT_EQ(phase_of(written_group(first, "mnist")), "Pending");  // 2 x 4 GPUs, n1 has 4
+  EXPECT_EQ(lookups, 1);
+  const json waiting = bumped(written_group(first, "mnist"));
+  EXPECT_FALSE(writes_group(pass(waiting, "jobs=7;")));  // a changed PodGroup: asked again
+  EXPECT_EQ(lookups, 2);
+  EXPECT_FALSE(writes_group(pass(waiting, "jobs=7;")));
+  EXPECT_FALSE(writes_group(pass(waiting, "jobs=7;")));
+  EXPECT_EQ(lookups, 2);             // nothing changed: the last answer stands
+  EXPECT_EQ(cache.stats().jobs, 1);  // and the job's facts stay cached
+
+  EXPECT_FALSE(writes_group(pass(waiting, "")));  // no version named: asked every pass
+  EXPECT_EQ(lookups, 3);
+  EXPECT_FALSE(writes_group(pass(waiting, "jobs=7;")));  // the pass before named none
+  EXPECT_EQ(lookups, 4);
+
+  // The job changes (one worker now): a new jobs_version, asked again, and the gang fits.
+  job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1;
+  job["metadata"]["resourceVersion"] = "6";
+  EXPECT_FALSE(writes_group(pass(waiting, "jobs=7;")));  // the caches say nothing changed yet
+  EXPECT_EQ(lookups, 4);
+  const AdmissionResult changed = pass(waiting, "jobs=8;");
+  EXPECT_EQ(lookups, 5);
+  EXPECT_EQ(phase_of(written_group(changed, "mnist")), "Inqueue");
+
+  // The job is deleted: the next jobs_version shows it, and its PodGroup gets no update.
+  job_exists = false;
+  const json admitted = bumped(written_group(changed, "mnist"));
+  EXPECT_FALSE(writes_group(pass(admitted, "jobs=9;")));
+  EXPECT_FALSE(writes_group(pass(admitted, "jobs=9;")));
+  EXPECT_EQ(lookups, 6);
+  EXPECT_EQ(cache.stats().jobs, 0);
 }
 
 // A PodGroup listed as its metadata alone is fetched whole when the pass writes it, and not
