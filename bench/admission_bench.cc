@@ -240,7 +240,8 @@ int main(int argc, char** argv) {
     // Cold: nothing cached yet, every gang gets its Unschedulable condition written. Counted:
     // the pass and freeing its result (as before the cache), shown apart too.
     AdmissionCache cache;
-    AdmissionView view{.with_nodes = false};  // the controller's: the queues, for its metrics
+    // The controller's: the queues' figures, for its metrics.
+    AdmissionView view{.with_nodes = false, .with_pending = false};
     std::optional<trainctl::controller::Plan> first;
     // The controller gives its pass the copies its caches listed: this one gets a copy too.
     AdmissionInput listed = input;
@@ -267,13 +268,13 @@ int main(int argc, char** argv) {
     };
     const double cached = pass(&cache);
     const double uncached = pass(nullptr);
-    view.with_nodes = true;  // what `trainctl top nodes` asks for besides
+    view.with_nodes = view.with_pending = true;  // what `trainctl top` asks for besides
     const double with_nodes = pass(&cache);
     fmt::print(
         "  {:>7} pending gangs: cold pass {:7.1f} ms ({} admitted, {} objects written; freeing "
         "its result {:.1f} ms of it);\n"
         "                          steady state {:6.1f} ms with the cache, {:.1f} ms without, "
-        "{:.1f} ms with the nodes' view too ({} written; median of 3)\n",
+        "{:.1f} ms with the view of the nodes and pending gangs too ({} written; median of 3)\n",
         count, (cold + freeing) * 1e3, admitted, writes, freeing * 1e3, cached * 1e3,
         uncached * 1e3, with_nodes * 1e3, steady_writes);
     if (count == 10'000) {

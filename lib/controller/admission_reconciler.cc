@@ -151,7 +151,8 @@ class AdmissionReconciler : public Runnable {
         .jobs_version = std::move(jobs_version),
         .pod_group = [this](const std::string& key) { return pod_groups_->get(key); },
         .now = std::chrono::system_clock::now()};
-    AdmissionView view{.with_nodes = false};  // its metrics read only the queues
+    // Its metrics read only the queues' figures and their gangs per phase.
+    AdmissionView view{.with_nodes = false, .with_pending = false};
     const AdmissionResult result = admit(std::move(input), options_, &view, &cache_);
     metrics_.observe(
         "trainctl_admission_pass_duration_seconds", {},

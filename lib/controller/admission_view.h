@@ -51,7 +51,8 @@ struct QueueUsage {
   api::ResourceList allocated;
   /// Gangs per phase (Pending, Inqueue, Running, Completed, Unknown) after the pass.
   std::map<std::string, int> gangs;
-  /// Its gangs still Pending, in the order it tries them: the first is its head of line.
+  /// Its gangs still Pending, in the order it tries them: the first is its head of line. Empty
+  /// unless the view was asked for them (AdmissionView::with_pending).
   std::vector<PendingGang> pending;
 };
 
@@ -60,6 +61,9 @@ struct AdmissionView {
   /// Set by the caller before the pass: whether it fills in `nodes` (`trainctl top nodes`) or
   /// only the queues and counts (the controller's metrics, on every pass).
   bool with_nodes = true;
+  /// Set by the caller too: whether each queue lists its pending gangs and why they wait
+  /// (`trainctl top queues`, `queue get`); the controller's metrics count them by phase only.
+  bool with_pending = true;
   std::vector<NodeUsage> nodes;
   std::vector<QueueUsage> queues;
   /// Gangs taken back in this pass for not having their pods bound in time.

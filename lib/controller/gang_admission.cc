@@ -1152,10 +1152,12 @@ class Round {
   }
 
   /// The queues (and, for a round made with node_view, the nodes) as this round leaves them,
-  /// once it has written: the why-not messages move into the view.
-  AdmissionView take_view() {
-    AdmissionView v{
-        .with_nodes = node_view_, .schedule_timeouts = timeouts_, .preemptions = preemptions_};
+  /// once it has written: the why-not messages move into the view (`with_pending`).
+  AdmissionView take_view(bool with_pending) {
+    AdmissionView v{.with_nodes = node_view_,
+                    .with_pending = with_pending,
+                    .schedule_timeouts = timeouts_,
+                    .preemptions = preemptions_};
     if (node_view_)
       v.nodes = node_usage();
     for (const auto& [name, q] : queues_) {
@@ -1167,7 +1169,7 @@ class Round {
                    .deserved = q.deserved,
                    .allocated = q.held};
       for (Group* g : q.pending) {
-        if (g->phase == kPending)
+        if (with_pending && g->phase == kPending)
           u.pending.push_back(
               {g->key, g->priority.value, std::move(g->blocked_reason), std::move(g->blocked)});
       }
@@ -1862,7 +1864,7 @@ AdmissionResult run_pass(const AdmissionInput& input, std::vector<json>* owned_g
     Round round(input, owned_groups, options, view != nullptr && view->with_nodes, facts);
     result = round.run();
     if (view != nullptr)
-      *view = round.take_view();
+      *view = round.take_view(view->with_pending);
   }
   facts.end();
   return result;

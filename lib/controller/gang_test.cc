@@ -953,6 +953,17 @@ TEST(AdmissionViewTest,
     for (std::size_t p = 0; p < only.pending.size(); ++p)
       EXPECT_EQ(only.pending[p].why, full.pending[p].why);
   }
+  // Without the pending gangs (the controller's: its metrics count them by phase): the same
+  // figures and counts, no list.
+  AdmissionView counts_only{.with_nodes = false, .with_pending = false};
+  controller::admit(input, {}, &counts_only);
+  ASSERT_EQ(counts_only.queues.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(counts_only.queues[i].allocated, view.queues[i].allocated);
+    EXPECT_EQ(counts_only.queues[i].deserved, view.queues[i].deserved);
+    EXPECT_EQ(counts_only.queues[i].gangs, view.queues[i].gangs);
+    EXPECT_THAT(counts_only.queues[i].pending, IsEmpty());
+  }
 }
 
 // The view shows every node's allocatable as the node writes it (no default pod count), whether
