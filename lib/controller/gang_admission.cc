@@ -328,7 +328,7 @@ struct GroupFacts {
   /// for the pass after the one that made or used it only: every pass in between used the entry,
   /// so the cache kept it.
   struct JobLookedUp {
-    std::string jobs_version;
+    std::uint64_t jobs_generation = 0;  // AdmissionCache::Impl's, for the jobs_version then
     std::uint64_t pass = 0;
     CacheEntry<JobFacts>* job = nullptr;
   };
@@ -996,6 +996,10 @@ struct AdmissionCache::Impl {
   Entries<PodFacts> pods;
   Entries<JobFacts> jobs;
   std::uint64_t pass = 0;
+  /// The last non-empty AdmissionInput::jobs_version, and a number for it that grows with every
+  /// new one (what a GroupFacts' job lookup remembers).
+  std::string jobs_version;
+  std::uint64_t jobs_generation = 0;
   std::size_t read = 0;  // objects read in this pass
   std::size_t used = 0;  // entries handed out in this pass
   /// What objects without a uid or resourceVersion were read into, kept until the pass ends.
@@ -1208,6 +1212,10 @@ class Round {
 
  private:
   void read_groups() {
+    if (!input_.jobs_version.empty() && input_.jobs_version != cache_.jobs_version) {
+      cache_.jobs_version = input_.jobs_version;
+      ++cache_.jobs_generation;  // from 1: a lookup remembered under 0 is never taken
+    }
     groups_.reserve(input_.pod_groups.size());
     for (const auto& object : input_.pod_groups) {
       const GroupFacts& facts = *cache_.get(cache_.groups, object, read_group);
@@ -1248,7 +1256,7 @@ class Round {
     auto& looked_up = g.facts.job_looked_up;
     const bool memo = cache_.keeps && !input_.jobs_version.empty();
     if (memo && looked_up.pass + 1 == cache_.pass &&
-        looked_up.jobs_version == input_.jobs_version) {
+        looked_up.jobs_generation == cache_.jobs_generation) {
       looked_up.pass = cache_.pass;  // no job changed since the last pass: its answer stands
       if (looked_up.job == nullptr)
         return false;
@@ -1266,7 +1274,7 @@ class Round {
     if (memo) {
       const auto entry = found ? cache_.jobs.find(job->uid) : cache_.jobs.end();
       const bool kept = !found || (entry != cache_.jobs.end() && entry->second.facts == g.job);
-      looked_up = {.jobs_version = kept ? input_.jobs_version : std::string(),
+      looked_up = {.jobs_generation = kept ? cache_.jobs_generation : 0,
                    .pass = cache_.pass,
                    .job = found && kept ? &entry->second : nullptr};
     }

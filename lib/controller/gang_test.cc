@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/status.h"
+#include "controller/objects.h"
 
 namespace trainctl::controller {
 namespace {
@@ -1688,6 +1689,7 @@ TEST(AdmissionCacheTest, APodGroupListedAsItsMetadataAloneIsWrittenFromTheSameVe
 TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters) {
   std::mt19937 rng(11);
   int groups_listed_as_metadata = 0, nodes_listed_as_metadata = 0, pods_listed_as_metadata = 0;
+  int job_lookups = 0, cached_pass_lookups = 0;
   const auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
   for (int cluster = 0; cluster < 30; ++cluster) {
     AdmissionCache cache;
@@ -1700,6 +1702,22 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
                                 queue("q1", json::object())};
     std::vector<json> nodes, groups, pods, classes = {priority_class("high", 1000)};
     int made = 0;
+    // Half the gangs belong to a TFJob; the jobs change and go, and jobs_version names how
+    // often they did (the controller: its job informers' resourceVersions).
+    std::map<std::string, json> jobs;
+    int jobs_changed = 0;
+    const auto worker = [&](int replicas) {
+      return replica(replicas,
+                     {container("tensorflow", {{"limits", {{"nvidia.com/gpu", 1 + rng() % 4}}}})});
+    };
+    const JobLookup lookup = [&](std::string_view, std::string_view, std::string_view name,
+                                 const DecodeFilter& decode) -> std::optional<Versioned> {
+      ++job_lookups;
+      const auto it = jobs.find(std::string(name));
+      if (it == jobs.end())
+        return std::nullopt;
+      return found_job(it->second, decode);
+    };
     const auto add_node = [&] {
       nodes.push_back(versioned_node(fmt::format("node-{}", made++), 1 + rng() % 8, 1));
     };
@@ -1707,6 +1725,15 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
       json g = group(fmt::format("g{}", made++), fmt::format("q{}", rng() % 2),
                      {{"nvidia.com/gpu", std::to_string(1 + rng() % 12)}},
                      fmt::format("2024-05-01T11:{:02}:00Z", rng() % 60), "", 1 + rng() % 4);
+      if (chance(50)) {
+        json job = tf_job_of({{"Worker", worker(g["spec"]["minMember"].get<int>())}});
+        job["metadata"]["name"] = g["metadata"]["name"];
+        job["metadata"]["uid"] = fmt::format("uid-job-{}", made++);
+        job["metadata"]["resourceVersion"] = "1";
+        g["metadata"]["ownerReferences"] = json::array({controller_reference(job)});
+        jobs[g["metadata"]["name"]] = std::move(job);
+        ++jobs_changed;
+      }
       groups.push_back(chance(20) ? with_priority(g, "high") : g);
     };
     for (int i = 0, count = 2 + rng() % 5; i < count; ++i)
@@ -1719,6 +1746,8 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
                                  .nodes = nodes,
                                  .pods = pods,
                                  .priority_classes = classes,
+                                 .job = lookup,
+                                 .jobs_version = std::to_string(jobs_changed),
                                  .now = kNow + std::chrono::seconds(100 * pass)};
       // As the controller lists them: PodGroups, nodes and pods the cache has read under their
       // version as their metadata alone, the PodGroups it writes fetched whole.
@@ -1751,7 +1780,9 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
         return std::nullopt;
       };
       AdmissionView with_cache, without;
+      const int lookups_before = job_lookups;
       const AdmissionResult cached = admit(std::move(listed), options, &with_cache, &cache);
+      cached_pass_lookups += job_lookups - lookups_before;
       ASSERT_EQ(decided(cached), decided(admit(input, options, &without)))
           << "cluster " << cluster << ", pass " << pass;
       ASSERT_EQ(shown(with_cache), shown(without)) << "cluster " << cluster << ", pass " << pass;
@@ -1804,6 +1835,21 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
         add_node();
       if (chance(20) && !groups.empty())
         groups.erase(groups.begin() + rng() % groups.size());
+      for (auto it = jobs.begin(); it != jobs.end();) {
+        if (chance(5)) {  // deleted: its PodGroup waits for the garbage collector
+          it = jobs.erase(it);
+          ++jobs_changed;
+          continue;
+        }
+        if (chance(10)) {  // its workers' GPUs change
+          json& job = it->second;
+          job["spec"]["tfReplicaSpecs"]["Worker"] =
+              worker(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"].get<int>());
+          job = bumped(job);
+          ++jobs_changed;
+        }
+        ++it;
+      }
       if (chance(40))
         add_group();
     }
@@ -1811,6 +1857,9 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
   EXPECT_GT(groups_listed_as_metadata, 100);
   EXPECT_GT(nodes_listed_as_metadata, 100);
   EXPECT_GT(pods_listed_as_metadata, 50);
+  // The passes without a cache asked for every job every time; those with one, less often.
+  EXPECT_GT(cached_pass_lookups, 0);
+  EXPECT_LT(cached_pass_lookups * 2, job_lookups - cached_pass_lookups);
 }
 
 }  // namespace
