@@ -43,9 +43,11 @@ class ResourceList {
   bool empty() const { return items_.empty(); }
   void clear() { items_.clear(); }
 
+  /// A scan for an equal name: a list names a handful of resources, mostly of different
+  /// lengths, and equality looks at the length first (a binary search compared the characters).
   iterator find(std::string_view name) {
-    const auto it = lower_bound(name);
-    return it != items_.end() && it->first == name ? it : items_.end();
+    return std::find_if(items_.begin(), items_.end(),
+                        [&](const value_type& entry) { return entry.first == name; });
   }
   const_iterator find(std::string_view name) const {
     return const_cast<ResourceList&>(*this).find(name);

@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 #include "api/quantity.h"
 #include "error.h"
@@ -51,6 +52,7 @@ struct NodeClass {
   std::vector<std::size_t> members;  // node indices, ascending
   std::size_t leaves = 1;            // a power of two >= members.size()
   std::vector<std::int64_t> tree;    // (2 * leaves) x dimensions
+  std::vector<bool> stale;           // inner nodes to pull (NodeCapacity::Impl::settle)
 };
 
 }  // namespace
@@ -98,6 +100,9 @@ struct NodeCapacity::Impl {
   /// By name; `free` unused (see `free`). Never changed once built, so copies of a NodeCapacity
   /// (the what-if capacities of an admission pass) share it and copy only the numbers.
   std::shared_ptr<const std::vector<std::shared_ptr<const NodeFacts>>> nodes;
+  /// Node index by name (names are views into `nodes`), shared like it: an admission pass finds
+  /// the node of every bound pod and reservation.
+  std::shared_ptr<const std::unordered_map<std::string_view, std::size_t>> by_name;
   std::vector<std::string> resources;
   std::map<std::string, std::size_t, std::less<>> resource_index;
   std::vector<std::int64_t> free;        // nodes x resources
@@ -108,6 +113,11 @@ struct NodeCapacity::Impl {
   std::set<std::string> keys;  // the label keys classes are split by
   std::vector<NodeClass> classes;
   std::vector<std::size_t> class_of, leaf_of;
+  /// Nodes taken from (NodeCapacity::take) since the trees were last brought up to date: their
+  /// leaves are, their ancestors not yet. An admission pass takes every bound pod's and
+  /// reservation's share before it places anything: one pull per ancestor of many changed
+  /// leaves (settle) instead of a path to the root per take.
+  std::vector<std::size_t> unsettled;
 
   std::size_t dims() const { return resources.size(); }
   const NodeFacts& node(std::size_t i) const { return *(*nodes)[i]; }
@@ -155,6 +165,7 @@ struct NodeCapacity::Impl {
   }
 
   void group() {
+    unsettled.clear();  // every tree is built again from `free`
     std::map<std::string, std::size_t> by_key;
     classes.clear();
     class_of.assign(nodes->size(), 0);
@@ -184,7 +195,9 @@ struct NodeCapacity::Impl {
           std::max(c.tree[2 * i * dims() + r], c.tree[(2 * i + 1) * dims() + r]);
   }
 
-  void take(std::size_t node, const std::vector<std::int64_t>& amount, int times) {
+  /// Takes `amount` (dense) `times` off `node`, its leaf included; its ancestors are pulled now
+  /// (`settle_now`) or by the next settle().
+  void take(std::size_t node, const std::int64_t* amount, int times, bool settle_now) {
     total_free_list.reset();
     for (std::size_t r = 0; r < dims(); ++r) {
       if (amount[r] == 0)
@@ -195,8 +208,40 @@ struct NodeCapacity::Impl {
     NodeClass& c = classes[class_of[node]];
     std::size_t i = c.leaves + leaf_of[node];
     std::copy_n(&free[node * dims()], dims(), &c.tree[i * dims()]);
+    if (!settle_now) {
+      unsettled.push_back(node);
+      return;
+    }
     for (i /= 2; i >= 1; i /= 2)
       pull(c, i);
+  }
+  void take(std::size_t node, const std::vector<std::int64_t>& amount, int times) {
+    take(node, amount.data(), times, true);
+  }
+
+  /// Pulls the ancestors of the unsettled leaves, each once, children before parents.
+  void settle() {
+    if (unsettled.empty())
+      return;
+    std::vector<std::size_t> touched;  // classes
+    for (const std::size_t node : unsettled) {
+      NodeClass& c = classes[class_of[node]];
+      if (c.stale.empty()) {
+        c.stale.assign(c.leaves, false);
+        touched.push_back(class_of[node]);
+      }
+      for (std::size_t i = (c.leaves + leaf_of[node]) / 2; i >= 1 && !c.stale[i]; i /= 2)
+        c.stale[i] = true;  // its ancestors are marked already when it is
+    }
+    for (const std::size_t k : touched) {
+      NodeClass& c = classes[k];
+      for (std::size_t i = c.leaves - 1; i >= 1; --i) {
+        if (c.stale[i])
+          pull(c, i);
+      }
+      c.stale.clear();
+    }
+    unsettled.clear();
   }
 
   /// Requests as a dense vector with one pod added; nullopt when a resource no node has is
@@ -323,6 +368,11 @@ NodeCapacity::NodeCapacity(std::vector<std::shared_ptr<const NodeFacts>> nodes)
   const auto by_name = [](const auto& a, const auto& b) { return a->name < b->name; };
   if (!std::is_sorted(nodes.begin(), nodes.end(), by_name))  // as an API list returns them
     std::sort(nodes.begin(), nodes.end(), by_name);
+  auto by_name_index = std::make_shared<std::unordered_map<std::string_view, std::size_t>>();
+  by_name_index->reserve(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    by_name_index->emplace(nodes[i]->name, i);
+  impl_->by_name = std::move(by_name_index);
   impl_->nodes =
       std::make_shared<const std::vector<std::shared_ptr<const NodeFacts>>>(std::move(nodes));
   impl_->index_resources();
@@ -346,12 +396,10 @@ const std::string& NodeCapacity::name(std::size_t node) const {
 }
 
 std::optional<std::size_t> NodeCapacity::find(const std::string& name) const {
-  const auto& nodes = *impl_->nodes;
-  const auto it = std::lower_bound(nodes.begin(), nodes.end(), name,
-                                   [](const auto& n, const std::string& v) { return n->name < v; });
-  if (it == nodes.end() || (*it)->name != name)
+  const auto it = impl_->by_name->find(name);
+  if (it == impl_->by_name->end())
     return std::nullopt;
-  return static_cast<std::size_t>(it - nodes.begin());
+  return it->second;
 }
 
 api::ResourceList NodeCapacity::free(std::size_t node) const {
@@ -371,18 +419,28 @@ const api::ResourceList& NodeCapacity::total_free() const {
 }
 
 void NodeCapacity::take(std::size_t node, const api::ResourceList& amount) {
-  std::vector<std::int64_t> delta(impl_->dims(), 0);
-  for (const auto& [name, value] : amount) {
-    const auto it = impl_->resource_index.find(name);
-    if (it != impl_->resource_index.end())
-      delta[it->second] = value;
+  Impl& m = *impl_;
+  constexpr std::size_t kOnStack = 8;  // cpu, memory, pods, a GPU or two
+  std::int64_t on_stack[kOnStack];
+  std::vector<std::int64_t> on_heap;
+  std::int64_t* delta = on_stack;
+  if (m.dims() > kOnStack) {
+    on_heap.resize(m.dims());
+    delta = on_heap.data();
   }
-  impl_->take(node, delta, 1);
+  std::fill_n(delta, m.dims(), 0);
+  for (const auto& [name, value] : amount) {
+    const auto it = std::find(m.resources.begin(), m.resources.end(), name);
+    if (it != m.resources.end())
+      delta[it - m.resources.begin()] = value;
+  }
+  m.take(node, delta, 1, false);
 }
 
 std::optional<GangPlacement> NodeCapacity::place(const std::vector<PodDemand>& demands,
                                                  std::string* why_not, bool commit) {
   Impl& m = *impl_;
+  m.settle();
   std::set<std::string> keys = m.keys;
   for (const auto& d : demands)
     selected_keys(d.selection, keys);

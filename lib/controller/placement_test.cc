@@ -1,5 +1,6 @@
 #include "controller/placement.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -248,6 +249,62 @@ TEST(PlacementTest, PropertyEveryAcceptedGangFitsNodeByNodeAndRefusalsTakeNothin
     }
   }
   EXPECT_GT(accepted, 100);
+  EXPECT_GT(refused, 100);
+}
+
+// take() brings a node's place in the first-fit trees up to date only when the next placement
+// needs it (an admission pass takes every bound pod and reservation before it places anything).
+// Property: on random clusters of two pools, after random takes, copies and placements, every
+// placement and why-not message is the one a capacity built afresh from what is left gives.
+TEST(PlacementTest, PropertyTakesAreSeenByTheNextPlacementAsByACapacityBuiltFromTheirResult) {
+  std::mt19937 random(7);
+  int fitted = 0, refused = 0;
+  for (int round = 0; round < 150; ++round) {
+    const int node_count = 1 + static_cast<int>(random() % 40);
+    std::vector<int> free;
+    std::vector<std::string> pools;
+    std::vector<json> nodes;
+    for (int n = 0; n < node_count; ++n) {
+      free.push_back(static_cast<int>(random() % 9));
+      pools.push_back(random() % 2 ? "a" : "b");
+      nodes.push_back(gpu_node(fmt::format("n{:02}", n), free.back(), {{"pool", pools.back()}}));
+    }
+    NodeCapacity capacity = capacity_of(nodes);
+    for (int step = 0; step < 6; ++step) {
+      for (int t = static_cast<int>(random() % 12); t > 0; --t) {
+        const int n = static_cast<int>(random() % node_count);
+        const int gpus = std::min(free[n], static_cast<int>(random() % 3));
+        capacity.take(*capacity.find(fmt::format("n{:02}", n)), {{"nvidia.com/gpu", gpus * 1000}});
+        free[n] -= gpus;
+      }
+      if (random() % 3 == 0)
+        capacity = NodeCapacity(capacity);  // a copy carries the takes not yet seen
+      std::vector<json> left;
+      for (int n = 0; n < node_count; ++n)
+        left.push_back(gpu_node(fmt::format("n{:02}", n), free[n], {{"pool", pools[n]}}));
+      NodeCapacity reference = capacity_of(left);
+      json spec = json::object();
+      if (random() % 2)
+        spec["nodeSelector"] = {{"pool", "a"}};
+      const std::vector<PodDemand> demands = {gpu_pods("w", 1 + static_cast<int>(random() % 3),
+                                                       1 + static_cast<int>(random() % 4), spec)};
+      std::string why, why_reference;
+      const auto placed = capacity.place(demands, &why);
+      const auto expected = reference.place(demands, &why_reference);
+      ASSERT_EQ(placed.has_value(), expected.has_value()) << "round " << round;
+      EXPECT_EQ(why, why_reference);
+      if (!placed) {
+        ++refused;
+        continue;
+      }
+      ++fitted;
+      EXPECT_EQ(placed->nodes, expected->nodes);
+      for (const auto& [index, count] : placed->nodes[0])
+        free[std::stoi(capacity.name(index).substr(1))] -=
+            count * demands[0].requests.at("nvidia.com/gpu") / 1000;
+    }
+  }
+  EXPECT_GT(fitted, 200);
   EXPECT_GT(refused, 100);
 }
 
