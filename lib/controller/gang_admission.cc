@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
@@ -95,13 +96,13 @@ ResourceList read_resources(const json& object, std::string_view field, std::str
 }
 
 /// The member `key` of `object` when it is a string, else nullptr; not copied.
-const std::string* string_ref(const json& object, const char* key) {
+const std::string* string_ref(const json& object, std::string_view key) {
   const auto it = object.find(key);
   return it != object.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
 }
 
 /// The same, copied; nullopt when absent or not a string.
-std::optional<std::string> string_at(const json& object, const char* key) {
+std::optional<std::string> string_at(const json& object, std::string_view key) {
   const std::string* value = string_ref(object, key);
   return value != nullptr ? std::optional<std::string>(*value) : std::nullopt;
 }
@@ -796,15 +797,36 @@ std::string reservation_text(const NodeCapacity& nodes,
   return text;
 }
 
+/// format_quantity's texts, kept for one pass: the why-not messages of its thousands of waiting
+/// gangs name a few amounts over and over (what the cluster or a queue has free, of what total,
+/// and the sizes gangs come in), and formatting one cost more than finding it here.
+class QuantityTexts {
+ public:
+  const std::string& operator()(const std::string& resource, std::int64_t milli) {
+    auto it = std::find_if(by_resource_.begin(), by_resource_.end(),
+                           [&](const auto& r) { return r.first == resource; });
+    if (it == by_resource_.end())
+      it = by_resource_.emplace(by_resource_.end(), resource, Texts{});
+    auto [text, added] = it->second.try_emplace(milli);
+    if (added)
+      text->second = api::format_quantity(resource, milli);
+    return text->second;
+  }
+
+ private:
+  using Texts = std::unordered_map<std::int64_t, std::string>;
+  std::vector<std::pair<std::string, Texts>> by_resource_;
+};
+
 /// `<scope>: <resource> <requested> requested, <free> free of <what> <total>` for each
 /// resource of `need` that `free` (less `taken`, when given: a queue's capability less what it
 /// holds) does not cover, joined by "; " (empty when it covers them all). With `only_named`,
 /// resources `total` does not name are unlimited (a queue's capability); otherwise they count as 0
 /// (the cluster). Appended piece by piece: every waiting gang of every pass gets one, and a format
 /// string cost three times as much.
-std::string shortages(std::string_view scope, std::string_view of, const ResourceList& need,
-                      const ResourceList& free, const ResourceList& total, bool only_named,
-                      const ResourceList* taken = nullptr) {
+std::string shortages(QuantityTexts& texts, std::string_view scope, std::string_view of,
+                      const ResourceList& need, const ResourceList& free, const ResourceList& total,
+                      bool only_named, const ResourceList* taken = nullptr) {
   std::string result;
   for (const auto& [name, requested] : need) {
     if (requested <= 0 || name == kPodsResource || (only_named && !total.contains(name)))
@@ -816,9 +838,9 @@ std::string shortages(std::string_view scope, std::string_view of, const Resourc
     if (!result.empty())
       result += "; ";
     result.append(scope).append(": ").append(name).append(" ");
-    result.append(api::format_quantity(name, requested)).append(" requested, ");
-    result.append(api::format_quantity(name, available)).append(" free of ").append(of);
-    result.append(api::format_quantity(name, api::amount(total, name)));
+    result.append(texts(name, requested)).append(" requested, ");
+    result.append(texts(name, available)).append(" free of ").append(of);
+    result.append(texts(name, api::amount(total, name)));
   }
   return result;
 }
@@ -890,41 +912,48 @@ bool annotations_unchanged(const AnnotationFacts& old, const AnnotationChanges& 
                      });
 }
 
-/// A condition the round sets on a PodGroup's status.
-struct ConditionChange {
-  std::string_view type;
-  std::string_view status;
-  std::string_view reason;
-  std::string message;
-};
-
-/// What the round writes into a PodGroup's status; the rest of the status is kept.
-struct GroupStatusChange {
-  std::string_view phase;
-  int running = 0;
-  int succeeded = 0;
-  int failed = 0;
-  std::vector<ConditionChange> conditions;  // set in this order
-};
-
 /// Whether the status read says Unschedulable is True (condition_true).
 bool unschedulable_true(const StatusFacts& status) {
   return status.unschedulable && status.unschedulable->status == "True";
 }
 
-GroupStatusChange status_change(const Group& g) {
-  GroupStatusChange change{
-      .phase = g.phase, .running = g.running, .succeeded = g.succeeded, .failed = g.failed};
-  if (!g.blocked.empty()) {
-    change.conditions.push_back({kUnschedulable, "True", g.blocked_reason, g.blocked});
-  } else if (unschedulable_true(g.facts.status)) {
-    change.conditions.push_back(
-        {kUnschedulable, "False", "Enqueued", fmt::format("admitted to queue {}", g.queue)});
+/// A condition the round sets on a PodGroup's status.
+struct ConditionChange {
+  std::string_view type;
+  std::string_view status;
+  std::string_view reason;
+  std::string_view message;
+};
+
+/// What the round writes into a PodGroup's status; the rest of the status is kept. Made for every
+/// gang of every pass: its texts are views (of the group's, or of `admitted` here, which is why
+/// it is neither copied nor moved) and its conditions are not a container of their own.
+struct GroupStatusChange {
+  std::string_view phase;
+  int running = 0;
+  int succeeded = 0;
+  int failed = 0;
+  std::array<ConditionChange, 2> set{};  // set[0, count), in this order
+  std::size_t count = 0;
+  std::string admitted;  // the message of an Unschedulable condition turned False
+
+  /// What the round writes for `g`.
+  explicit GroupStatusChange(const Group& g)
+      : phase(g.phase), running(g.running), succeeded(g.succeeded), failed(g.failed) {
+    if (!g.blocked.empty()) {
+      set[count++] = {kUnschedulable, "True", g.blocked_reason, g.blocked};
+    } else if (unschedulable_true(g.facts.status)) {
+      admitted = fmt::format("admitted to queue {}", g.queue);
+      set[count++] = {kUnschedulable, "False", "Enqueued", admitted};
+    }
+    if (g.phase == kRunning || g.phase == kCompleted)
+      set[count++] = {kScheduled, "True", kGangReady, ""};
   }
-  if (g.phase == kRunning || g.phase == kCompleted)
-    change.conditions.push_back({kScheduled, "True", kGangReady, ""});
-  return change;
-}
+  GroupStatusChange(const GroupStatusChange&) = delete;
+  GroupStatusChange& operator=(const GroupStatusChange&) = delete;
+
+  std::span<const ConditionChange> conditions() const { return {set.data(), count}; }
+};
 
 /// Whether a status that reads `old` says what `change` would write (applied would return it
 /// unchanged), decided without the object: once a gang waits, every pass finds its status as the
@@ -938,11 +967,12 @@ bool shows(const StatusFacts& old, const GroupStatusChange& change) {
   if (old.phase != change.phase || !same(old.running, change.running) ||
       !same(old.succeeded, change.succeeded) || !same(old.failed, change.failed))
     return false;
-  if (change.conditions.empty())
+  if (change.count == 0)
     return true;
   if (!old.has_conditions)
     return false;
-  return std::all_of(change.conditions.begin(), change.conditions.end(), [&](const auto& want) {
+  const auto conditions = change.conditions();
+  return std::all_of(conditions.begin(), conditions.end(), [&](const auto& want) {
     // The condition set_condition would replace stays as it is only if it has exactly the
     // members the new one gets and the same status (its lastTransitionTime is carried over).
     const auto& c = want.type == kUnschedulable ? old.unschedulable : old.scheduled;
@@ -958,7 +988,7 @@ json applied(json status, const GroupStatusChange& change, const std::string& no
   status["running"] = change.running;
   status["succeeded"] = change.succeeded;
   status["failed"] = change.failed;
-  for (const ConditionChange& c : change.conditions)
+  for (const ConditionChange& c : change.conditions())
     set_condition(status, condition(c.type, c.status, c.reason, c.message, now));
   return status;
 }
@@ -1557,7 +1587,8 @@ class Round {
       return g.block("NotEnoughResources", std::move(over_quota));
     }
     const ResourceList need = demand_total(demands);
-    std::string why = shortages("cluster", "", need, now_->total_free(), total_, false);
+    std::string why =
+        shortages(quantity_texts_, "cluster", "", need, now_->total_free(), total_, false);
     if (why.empty()) {  // the cluster has room in total: node by node?
       if (const auto placed = open_->place(demands, &why))
         return admit(g, q, demands, *placed);
@@ -1576,8 +1607,8 @@ class Round {
   std::string quota_shortages(const Group& g, const Queue& q, const ResourceList& held) const {
     if (q.capability.empty())
       return {};  // nothing limited
-    return shortages("queue " + q.name, "capability ", g.min_resources, q.capability, q.capability,
-                     true, &held);
+    return shortages(quantity_texts_, "queue " + q.name, "capability ", g.min_resources,
+                     q.capability, q.capability, true, &held);
   }
 
   /// Adds back (sign 1) or takes again (sign -1) what victim `v` uses on the nodes of `capacity`:
@@ -1780,7 +1811,7 @@ class Round {
     const kube::Resource podgroups = kube::resources::podgroups();
     for (Group& g : groups_) {
       ++counts[g.queue][g.phase];
-      const GroupStatusChange change = status_change(g);
+      const GroupStatusChange change(g);
       const bool same_status = shows(g.facts.status, change);
       if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
         continue;  // the common case once a gang waits: the object is not even looked at
@@ -1858,7 +1889,8 @@ class Round {
   int timeouts_ = 0;
   std::map<std::string, int> preemptions_;  // by the victim's queue
   const Group* first_head_ = nullptr;
-  std::deque<json> fetched_;  // PodGroups fetched whole to be written (whole_object)
+  std::deque<json> fetched_;              // PodGroups fetched whole to be written (whole_object)
+  mutable QuantityTexts quantity_texts_;  // for why-not messages
   AdmissionResult result_;
 };
 
