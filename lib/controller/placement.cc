@@ -104,7 +104,7 @@ struct NodeCapacity::Impl {
   /// the node of every bound pod and reservation.
   std::shared_ptr<const std::unordered_map<std::string_view, std::size_t>> by_name;
   std::vector<std::string> resources;
-  std::map<std::string, std::size_t, std::less<>> resource_index;
+  std::vector<std::int64_t> scratch;     // take()'s dense amount, kept to spare an allocation each
   std::vector<std::int64_t> free;        // nodes x resources
   std::vector<std::int64_t> total_free;  // per resource, a node's overflow counted against it
   /// total_free by name, made when asked for and dropped by the next change (admission asks
@@ -122,6 +122,14 @@ struct NodeCapacity::Impl {
   std::size_t dims() const { return resources.size(); }
   const NodeFacts& node(std::size_t i) const { return *(*nodes)[i]; }
   std::int64_t& at(std::size_t node, std::size_t r) { return free[node * dims() + r]; }
+  /// The index of resource `name`, nullopt when no node has it: a scan, since a cluster names a
+  /// handful of resources, mostly of different lengths (equality compares lengths first).
+  std::optional<std::size_t> resource(std::string_view name) const {
+    const auto it = std::find(resources.begin(), resources.end(), name);
+    if (it == resources.end())
+      return std::nullopt;
+    return static_cast<std::size_t>(it - resources.begin());
+  }
 
   void index_resources() {
     // Every node has `pods` (schedulable_node's default): indexed with no node too.
@@ -130,20 +138,17 @@ struct NodeCapacity::Impl {
       for (const auto& [name, value] : n->free)
         names.insert(name);
     for (std::string_view leading : kLeadingResources) {
-      resource_index.emplace(std::string(leading), resources.size());
       resources.emplace_back(leading);
       names.erase(std::string(leading));
     }
-    for (const auto& name : names) {
-      resource_index.emplace(name, resources.size());
-      resources.push_back(name);
-    }
+    resources.insert(resources.end(), names.begin(), names.end());
     free.assign(nodes->size() * dims(), 0);
     total_free.assign(dims(), 0);
     for (std::size_t i = 0; i < nodes->size(); ++i) {
       for (const auto& [name, value] : node(i).free) {
-        at(i, resource_index.at(name)) = value;
-        total_free[resource_index.at(name)] += value;
+        const std::size_t r = *resource(name);
+        at(i, r) = value;
+        total_free[r] += value;
       }
     }
   }
@@ -252,14 +257,14 @@ struct NodeCapacity::Impl {
     for (const auto& [name, value] : requests) {
       if (value <= 0 || name == kPodsResource)
         continue;
-      const auto it = resource_index.find(name);
-      if (it == resource_index.end()) {
+      const auto r = resource(name);
+      if (!r) {
         missing = name;
         return std::nullopt;
       }
-      result[it->second] = value;
+      result[*r] = value;
     }
-    result[resource_index.at(std::string(kPodsResource))] = 1000;
+    result[*resource(kPodsResource)] = 1000;
     return result;
   }
 
@@ -420,21 +425,12 @@ const api::ResourceList& NodeCapacity::total_free() const {
 
 void NodeCapacity::take(std::size_t node, const api::ResourceList& amount) {
   Impl& m = *impl_;
-  constexpr std::size_t kOnStack = 8;  // cpu, memory, pods, a GPU or two
-  std::int64_t on_stack[kOnStack];
-  std::vector<std::int64_t> on_heap;
-  std::int64_t* delta = on_stack;
-  if (m.dims() > kOnStack) {
-    on_heap.resize(m.dims());
-    delta = on_heap.data();
-  }
-  std::fill_n(delta, m.dims(), 0);
+  m.scratch.assign(m.dims(), 0);
   for (const auto& [name, value] : amount) {
-    const auto it = std::find(m.resources.begin(), m.resources.end(), name);
-    if (it != m.resources.end())
-      delta[it - m.resources.begin()] = value;
+    if (const auto r = m.resource(name))
+      m.scratch[*r] = value;
   }
-  m.take(node, delta, 1, false);
+  m.take(node, m.scratch.data(), 1, false);
 }
 
 std::optional<GangPlacement> NodeCapacity::place(const std::vector<PodDemand>& demands,
