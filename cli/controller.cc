@@ -126,6 +126,7 @@ struct ControllerCommand {
     // A process that keeps its connections open gains nothing from a TLS session kept for the
     // next one; unless --cache-dir is given, it writes none (a pod's home may not be writable).
     flags.overrides.cache_dir = flags.overrides.cache_dir.value_or("");
+    flags.transport = kube::Transport::Multiplexed;
     connection = Connection(flags);
     verbosity = flags.verbosity;
     manager_options.namespace_ = flags.overrides.namespace_;

@@ -92,6 +92,7 @@ kube::RestConfig GlobalFlags::rest_config() const {
   const kube::ConfigEnvironment env = kube::ConfigEnvironment::from_process();
   kube::RestConfig config = kube::resolve_rest_config(overrides, env);
   config.verbosity = verbosity;
+  config.transport = transport;
   config.tls.session_cache_dir = kube::tls_session_cache_dir(overrides, env);
   return config;
 }

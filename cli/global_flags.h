@@ -15,6 +15,9 @@ namespace trainctl::cli {
 struct GlobalFlags {
   kube::ConfigOverrides overrides;
   int verbosity = 0;
+  /// Not a flag: a command sends a few requests and exits, so it spares itself libcurl; the
+  /// controller, which keeps many requests in flight for as long as it runs, multiplexes them.
+  kube::Transport transport = kube::Transport::Direct;
 
   /// Resolves the kubeconfig, environment and flags into a rest config. Verbs resolve it once,
   /// through their Connection.

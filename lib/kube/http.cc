@@ -19,6 +19,7 @@
 
 #include "error.h"
 #include "http_status.h"
+#include "kube/direct_transport.h"
 #include "kube/tls_sessions.h"
 #include "kube/websocket.h"
 #include "openssl_handles.h"
@@ -70,6 +71,21 @@ bool libcurl_uses_our_openssl() {
   return info != nullptr && info->ssl_version != nullptr &&
          std::string_view(info->ssl_version)
              .starts_with(fmt::format("OpenSSL/{}.", OPENSSL_VERSION_MAJOR));
+}
+
+/// Loads libcurl, once per process. OpenSSL's clean-up at exit frees what the process is about
+/// to give back anyway (0.25 ms of a one-request command), so it is declined before anything
+/// else initialises OpenSSL. Loading libcurl and its ~30 libraries (about 3.5 ms) and OpenSSL's
+/// first set-up (2.5 ms) are independent: one runs on another thread while this one does the
+/// other. OpenSSL is loaded first, else its load would wait for libcurl's.
+void start_libcurl(const TlsConfig& tls) {
+  if (curl_initialized)
+    return;
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+  load_openssl();
+  std::future<void> loaded = std::async(std::launch::async, ensure_curl_initialized);
+  prepare_openssl(tls);
+  loaded.get();
 }
 
 /// CURLOPT_SSL_CTX_FUNCTION: the connection's TLS sessions are kept in the handle's file.
@@ -291,27 +307,22 @@ class HttpTransport::Multiplexer {
 };
 
 HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
-  if (!curl_initialized) {
-    // OpenSSL's clean-up at exit frees what the process is about to give back anyway (0.25 ms
-    // of a one-request command); asked for before anything else initialises OpenSSL.
-    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
-    // Loading libcurl and its ~30 libraries (about 3.5 ms) and OpenSSL's first set-up (2.5 ms)
-    // are independent: one runs on another thread while this one does the other. OpenSSL is
-    // loaded first, else its load would wait for libcurl's.
-    load_openssl();
-    std::future<void> loaded = std::async(std::launch::async, ensure_curl_initialized);
-    prepare_openssl(config_.tls);
-    loaded.get();
-  }
   ServerUrl url = parse_server(config.server);
   if (url.scheme != "https" && url.scheme != "http") {
     throw Error(ErrorKind::Config,
                 fmt::format("server {:?}: scheme must be https or http", config.server));
   }
-  // Not through an HTTPS proxy: libcurl would set up the proxy's TLS connection the same way.
-  keeps_tls_sessions_ = url.scheme == "https" && !config_.tls.session_cache_dir.empty() &&
-                        !config_.tls.insecure_skip_verify &&
-                        !config_.proxy_url.starts_with("https:") && libcurl_uses_our_openssl();
+  const bool direct =
+      config.transport == Transport::Direct && url.scheme == "https" && config.proxy_url.empty();
+  if (direct) {
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);  // as start_libcurl says
+  } else {
+    start_libcurl(config_.tls);
+    // Not through an HTTPS proxy: libcurl would set up the proxy's TLS connection the same way.
+    keeps_tls_sessions_ = url.scheme == "https" && !config_.tls.session_cache_dir.empty() &&
+                          !config_.tls.insecure_skip_verify &&
+                          !config_.proxy_url.starts_with("https:") && libcurl_uses_our_openssl();
+  }
   std::string host = url.host;
   if (!config.tls.server_name.empty() && config.tls.server_name != url.host) {
     // Verify the certificate against tls-server-name while connecting to the real address.
@@ -320,6 +331,11 @@ HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
   }
   server_ = fmt::format("{}://{}:{}{}", url.scheme, host, url.port, url.prefix);
   path_prefix_ = url.prefix;
+  if (direct) {
+    direct_ = std::make_unique<DirectTransport>(
+        config_, DirectTransport::Endpoint{fmt::format("{}://{}:{}", url.scheme, host, url.port),
+                                           url.host, url.port, host});
+  }
 }
 
 HttpTransport::~HttpTransport() = default;
@@ -528,9 +544,9 @@ std::string format_request_log(int verbosity, const HttpRequest& request, const 
   return out;
 }
 
-HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
-                                           const RequestCredentials& creds, const BodySink* sink,
-                                           std::stop_token stop) {
+HttpResponse HttpTransport::perform_curl(const HttpRequest& request,
+                                         const RequestCredentials& creds, const BodySink* sink,
+                                         std::stop_token stop) {
   auto h = checkout();
   configure(*h, request, creds, /*http1_only=*/false);
   Multiplexer* through = nullptr;
@@ -542,19 +558,31 @@ HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
     // another beside it.
     curl_easy_setopt(h->easy, CURLOPT_PIPEWAIT, 1L);
   }
-  const std::string url = server_ + request.path;
+  const auto run = [through](CURL* e) {
+    return through != nullptr ? through->perform(e) : curl_easy_perform(e);
+  };
+  HttpResponse response =
+      perform(run, h->easy, h->errbuf, request, server_ + request.path, sink, std::move(stop));
+  if (response.http_version == 11)
+    http1_server_ = true;
+  checkin(std::move(h));
+  return response;
+}
+
+HttpResponse HttpTransport::perform_logged(const HttpRequest& request,
+                                           const RequestCredentials& creds, const BodySink* sink,
+                                           std::stop_token stop) {
   const auto performed = [&] {
-    const auto run = [through](CURL* e) {
-      return through != nullptr ? through->perform(e) : curl_easy_perform(e);
-    };
-    HttpResponse response = perform(run, h->easy, h->errbuf, request, url, sink, std::move(stop));
-    if (response.http_version == 11)
-      http1_server_ = true;
-    checkin(std::move(h));
-    return response;
+    if (!direct_)
+      return perform_curl(request, creds, sink, std::move(stop));
+    const auto timeout = request.timeout.count() > 0 ? request.timeout : config_.timeout;
+    return direct_->exchange(request.method, path_prefix_ + request.path,
+                             headers_for(request, creds), request.body, timeout, creds, sink,
+                             std::move(stop));
   };
   if (config_.verbosity < 6)
     return performed();
+  const std::string url = server_ + request.path;
   const auto started = std::chrono::steady_clock::now();
   const auto log = [&](const HttpResponse* response, std::string_view error) {
     const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -648,6 +676,7 @@ class CurlByteStream final : public ws::ByteStream {
 std::unique_ptr<ws::ByteStream> HttpTransport::connect_raw(const RequestCredentials& creds,
                                                            std::string& host_header,
                                                            std::chrono::milliseconds idle_timeout) {
+  start_libcurl(config_.tls);
   auto h = std::make_unique<Handle>();
   HttpRequest request;
   request.path = "/";

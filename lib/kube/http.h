@@ -56,16 +56,20 @@ std::string format_request_log(int verbosity, const HttpRequest& request, const 
                                const HttpResponse* response, std::string_view error,
                                std::chrono::milliseconds elapsed);
 
-/// HTTPS to one API server over libcurl: TLS from the rest config, HTTP/2 when the server offers
-/// it. Requests (`send`) from any number of threads go through one libcurl multi handle on a
-/// thread of the transport's own, so concurrent requests are streams of one HTTP/2 connection, as
-/// client-go's are. Once a server has answered in HTTP/1.1 (the sandbox), a request that finds the
-/// multiplexer busy is sent from its caller's thread over a keep-alive connection of a pooled
-/// handle instead: one thread driving a connection per request in flight measured slower (a
-/// controller materialising jobs on the sandbox reached 0.4 of a raw client's write rate that way,
-/// 0.7 this way); requests one after another still keep one connection. Long streams
+/// HTTPS to one API server. With Transport::Direct (the CLI's), over HTTP/1.1 connections of its
+/// own (direct_transport.h), libcurl loaded only for an exec stream, a proxy or plain http://.
+/// Otherwise over libcurl: TLS from the rest config, HTTP/2 when the server offers it. Requests
+/// (`send`) from any number of threads go through one libcurl multi handle on a thread of the
+/// transport's own, so concurrent requests are streams of one HTTP/2 connection, as client-go's
+/// are. Once a server has answered in HTTP/1.1 (the sandbox), a request that finds the multiplexer
+/// busy is sent from its caller's thread over a keep-alive connection of a pooled handle instead:
+/// one thread driving a connection per request in flight measured slower (a controller
+/// materialising jobs on the sandbox reached 0.4 of a raw client's write rate that way, 0.7 this
+/// way); requests one after another still keep one connection. Long streams
 /// (`stream`: watches, followed logs) each keep a connection of their own, so a slow reader never
 /// holds up other requests. Knows nothing of Kubernetes semantics; the Client adds those.
+class DirectTransport;
+
 class HttpTransport {
  public:
   explicit HttpTransport(const RestConfig& config);
@@ -107,15 +111,19 @@ class HttpTransport {
   /// The headers a request is sent with: its own, the defaults, credentials, impersonation.
   std::vector<std::pair<std::string, std::string>> headers_for(
       const HttpRequest& request, const RequestCredentials& creds) const;
-  /// Configures a pooled handle, performs the request (through the multiplexer unless it has a
-  /// sink) and logs it at config_.verbosity.
+  /// Configures a pooled handle and performs the request (through the multiplexer unless it has
+  /// a sink).
+  HttpResponse perform_curl(const HttpRequest& request, const RequestCredentials& creds,
+                            const BodySink* sink, std::stop_token stop);
+  /// Performs the request directly or through libcurl, and logs it at config_.verbosity.
   HttpResponse perform_logged(const HttpRequest& request, const RequestCredentials& creds,
                               const BodySink* sink, std::stop_token stop);
   /// The multiplexer, started by the first `send`.
   Multiplexer& multiplexer();
 
   RestConfig config_;
-  std::string server_;  // without trailing '/'
+  std::unique_ptr<DirectTransport> direct_;  // requests go through it when set
+  std::string server_;                       // without trailing '/'
   std::string path_prefix_;
   std::string connect_to_;
   bool keeps_tls_sessions_ = false;  // https, a session_cache_dir, and libcurl allows it

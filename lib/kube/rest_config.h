@@ -44,12 +44,24 @@ struct AuthConfig {
   std::vector<std::string> impersonate_groups;
 };
 
+/// How requests travel to the API server.
+enum class Transport {
+  /// libcurl: HTTP/2 streams of one connection when the server offers it, for a process with
+  /// many requests in flight for long (the controller).
+  Multiplexed,
+  /// HTTP/1.1 over TLS connections trainctl makes itself (direct_transport.h), one per request
+  /// in flight, without loading libcurl: for commands that send a few requests and exit. Through
+  /// a proxy or over plain http://, requests go through libcurl all the same.
+  Direct,
+};
+
 /// Everything the client needs to reach one API server: the output of config resolution.
 struct RestConfig {
   std::string server;  // https://host:port, possibly with a path prefix
   TlsConfig tls;
   AuthConfig auth;
   std::string proxy_url;  // http://, https:// or socks5://
+  Transport transport = Transport::Multiplexed;
   /// The namespace verbs default to: flag, then context, then "default".
   std::string default_namespace = "default";
   std::chrono::milliseconds timeout{0};  // per request; 0 = no limit

@@ -45,35 +45,6 @@ std::string http_date() {
                      kMonths[t.tm_mon], t.tm_year + 1900, t.tm_hour, t.tm_min, t.tm_sec);
 }
 
-bool is_token_char(char c) {
-  if (std::isalnum(static_cast<unsigned char>(c)))
-    return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-bool is_token(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_token_char);
-}
-
-bool is_field_value(std::string_view s) {
-  return std::none_of(s.begin(), s.end(), [](char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return (u < 0x20 && c != '\t') || u == 0x7f;
-  });
-}
-
-bool has_token(std::string_view value, std::string_view token) {
-  while (!value.empty()) {
-    const std::size_t comma = value.find(',');
-    if (to_lower(trim(value.substr(0, comma))) == token)
-      return true;
-    if (comma == std::string_view::npos)
-      break;
-    value.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
 bool is_framing_header(std::string_view lower_name) {
   return lower_name == "content-length" || lower_name == "transfer-encoding";
 }
@@ -96,28 +67,6 @@ void append_extra_headers(std::string& out, const HeaderList& headers) {
       continue;
     fmt::format_to(std::back_inserter(out), "{}: {}\r\n", name, value);
   }
-}
-
-std::size_t find_head_end(std::string_view buffer) {
-  for (std::size_t at = buffer.find('\n'); at != std::string_view::npos;
-       at = buffer.find('\n', at + 1)) {
-    if (at + 1 < buffer.size() && buffer[at + 1] == '\n')
-      return at + 2;
-    if (at + 2 < buffer.size() && buffer[at + 1] == '\r' && buffer[at + 2] == '\n')
-      return at + 3;
-  }
-  return std::string_view::npos;
-}
-
-std::string_view next_line(std::string_view text, std::size_t& pos) {
-  std::size_t end = text.find('\n', pos);
-  if (end == std::string_view::npos)
-    end = text.size();
-  std::string_view line = text.substr(pos, end - pos);
-  pos = end + 1;
-  if (!line.empty() && line.back() == '\r')
-    line.remove_suffix(1);
-  return line;
 }
 
 void parse_target(std::string_view target, Request& req) {

@@ -397,7 +397,7 @@ void HttpsServer::State::accept_loop() {
 
 void HttpsServer::State::serve(const std::shared_ptr<TlsSocket>& socket) {
   try {
-    socket->handshake(deadline_after(std::min<std::chrono::milliseconds>(
+    socket->accept(deadline_after(std::min<std::chrono::milliseconds>(
         kHandshakeTimeout,
         config.idle_timeout.count() > 0 ? config.idle_timeout : kHandshakeTimeout)));
   } catch (const Error& e) {
@@ -405,7 +405,7 @@ void HttpsServer::State::serve(const std::shared_ptr<TlsSocket>& socket) {
       log(fmt::format("TLS handshake with {} failed: {}", socket->remote(), e.message()));
     return;
   }
-  const PeerCertificate peer = socket->peer_certificate();
+  const PeerCertificate peer = peer_certificate(socket->ssl());
   std::string buffer;
   RequestReader reader(*socket, buffer, config);
   while (!stopping) {
@@ -433,7 +433,7 @@ void HttpsServer::State::serve(const std::shared_ptr<TlsSocket>& socket) {
       break;
   }
   // A silent client has nothing in flight that a reset could destroy.
-  socket->close_gracefully(/*linger=*/!reader.idled_out());
+  socket->close_gracefully(/*linger=*/!reader.idled_out(), kLingerTimeout);
 }
 
 bool HttpsServer::State::exchange(const std::shared_ptr<TlsSocket>& socket, std::string& buffer,

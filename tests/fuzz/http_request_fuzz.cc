@@ -12,16 +12,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // As RequestReader: blank lines before a request are skipped, then the head up to its end.
   const std::size_t start = buffer.find_first_not_of("\r\n");
   buffer.remove_prefix(start == std::string_view::npos ? buffer.size() : start);
-  const std::size_t end = sandbox::find_head_end(buffer);
+  const std::size_t end = trainctl::find_head_end(buffer);
   if (end == std::string_view::npos || end > buffer.size())
     return 0;
   sandbox::Request request;
   try {
     sandbox::parse_head(buffer.substr(0, end), request);
-    const sandbox::BodyFraming framing = sandbox::body_framing(request, 1 << 20);
+    const trainctl::BodyFraming framing = sandbox::body_framing(request, 1 << 20);
     if (!framing.chunked && framing.length > (1u << 20))
       __builtin_trap();  // past the limit it was given
-  } catch (const sandbox::HttpFailure& failure) {
+  } catch (const trainctl::HttpFailure& failure) {
     if (failure.status < 400 || failure.status > 599)
       __builtin_trap();
     return 0;

@@ -12,6 +12,7 @@
 #include "tests/support/expect_error.h"
 #include "tests/support/https_test_server.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/transports.h"
 
 namespace trainctl::kube {
 namespace {
@@ -35,31 +36,41 @@ json pod(const std::string& name, const std::string& rv) {
           {"metadata", {{"name", name}, {"namespace", "default"}, {"resourceVersion", rv}}}};
 }
 
-TEST(ClientTlsTest, ClientCertificateIsPresentedAndRequired) {
+// Every client test runs over both transports.
+#define TRAINCTL_CLIENT_SUITE(name)              \
+  class name : public testing::TransportTest {}; \
+  INSTANTIATE_TEST_SUITE_P(Transports, name, testing::kBothTransports, testing::transport_name)
+TRAINCTL_CLIENT_SUITE(ClientAuthTest);
+TRAINCTL_CLIENT_SUITE(ClientLogsTest);
+TRAINCTL_CLIENT_SUITE(ClientTlsTest);
+TRAINCTL_CLIENT_SUITE(ClientVerbsTest);
+TRAINCTL_CLIENT_SUITE(ClientWatchTest);
+
+TEST_P(ClientTlsTest, ClientCertificateIsPresentedAndRequired) {
   HttpsTestServer server(HttpsTestServer::ClientCerts::Required);
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"gitVersion":"v1.30.0"})", kJson);
   });
   server.start();
 
-  RestConfig config = server.rest_config();
+  RestConfig config = rest_config_for(server);
   config.auth.client_cert_pem = testing::TestPki::shared().client.cert_pem;
   config.auth.client_key_pem = testing::TestPki::shared().client.key_pem;
   EXPECT_EQ(Client(config).server_version()["gitVersion"], "v1.30.0");
 
-  Client anonymous(server.rest_config());
+  Client anonymous(rest_config_for(server));
   anonymous.set_retry_policy({.max_retries = 0});
   EXPECT_EQ(expect_error([&] { anonymous.server_version(); }).kind(), ErrorKind::Connection);
 }
 
-TEST(ClientTlsTest, UntrustedServerIsRefusedUnlessInsecure) {
+TEST_P(ClientTlsTest, UntrustedServerIsRefusedUnlessInsecure) {
   HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"gitVersion":"v1.30.0"})", kJson);
   });
   server.start();
 
-  RestConfig config = server.rest_config();
+  RestConfig config = rest_config_for(server);
   config.tls.ca_pem = sandbox::make_certificate_authority("someone-else").cert_pem;
   Client untrusted(config);
   untrusted.set_retry_policy({.max_retries = 0});
@@ -71,13 +82,13 @@ TEST(ClientTlsTest, UntrustedServerIsRefusedUnlessInsecure) {
   EXPECT_EQ(Client(config).server_version()["gitVersion"], "v1.30.0");
 }
 
-TEST(ClientTlsTest, TlsServerNameVerifiesAnotherNameOnTheSameAddress) {
+TEST_P(ClientTlsTest, TlsServerNameVerifiesAnotherNameOnTheSameAddress) {
   HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"gitVersion":"v1"})", kJson);
   });
   server.start();
-  RestConfig config = server.rest_config();
+  RestConfig config = rest_config_for(server);
   config.server = "https://localhost:" + std::to_string(server.port());
   config.tls.server_name = "apiserver.test";  // in the certificate's SANs
   EXPECT_EQ(Client(config).server_version()["gitVersion"], "v1");
@@ -88,7 +99,7 @@ TEST(ClientTlsTest, TlsServerNameVerifiesAnotherNameOnTheSameAddress) {
   EXPECT_EQ(expect_error([&] { wrong.server_version(); }).kind(), ErrorKind::Connection);
 }
 
-TEST(ClientAuthTest, BearerTokenImpersonationAndUserAgentAreSent) {
+TEST_P(ClientAuthTest, BearerTokenImpersonationAndUserAgentAreSent) {
   HttpsTestServer server;
   server.routes().Get(
       "/api/v1/namespaces/default/pods/a", [](const httplib::Request& req, httplib::Response& res) {
@@ -100,7 +111,7 @@ TEST(ClientAuthTest, BearerTokenImpersonationAndUserAgentAreSent) {
         res.set_content(pod("a", "1").dump(), kJson);
       });
   server.start();
-  RestConfig config = server.rest_config();
+  RestConfig config = rest_config_for(server);
   config.auth.token = "s3cret";
   config.auth.impersonate_user = "jane";
   config.auth.impersonate_groups = {"team-a", "team-b"};
@@ -113,7 +124,7 @@ TEST(ClientAuthTest, BearerTokenImpersonationAndUserAgentAreSent) {
   EXPECT_THAT(reqs[0].headers.find("User-Agent")->second, HasSubstr("trainctl/"));
   EXPECT_EQ(reqs[0].headers.find("Accept")->second, kJson);
 
-  RestConfig wrong = server.rest_config();
+  RestConfig wrong = rest_config_for(server);
   wrong.auth.token = "nope";
   Client rejected(wrong);
   Error e = expect_error([&] { rejected.get(resources::pods(), "default", "a"); });
@@ -122,7 +133,7 @@ TEST(ClientAuthTest, BearerTokenImpersonationAndUserAgentAreSent) {
   EXPECT_THAT(e.message(), ::testing::Not(HasSubstr("nope")));
 }
 
-TEST(ClientAuthTest, TokenFileRotationIsPickedUpAfter401) {
+TEST_P(ClientAuthTest, TokenFileRotationIsPickedUpAfter401) {
   TempDir dir;
   auto token_file = dir.write("token", "old-token\n");
   HttpsTestServer server;
@@ -135,7 +146,7 @@ TEST(ClientAuthTest, TokenFileRotationIsPickedUpAfter401) {
     res.set_content(R"({"gitVersion":"v1"})", kJson);
   });
   server.start();
-  RestConfig config = server.rest_config();
+  RestConfig config = rest_config_for(server);
   config.auth.token_file = token_file;
   Client client(config);
   EXPECT_EQ(expect_error([&] { client.server_version(); }).kind(), ErrorKind::Unauthorized);
@@ -146,7 +157,7 @@ TEST(ClientAuthTest, TokenFileRotationIsPickedUpAfter401) {
   EXPECT_EQ(reqs.back().headers.find("Authorization")->second, "Bearer new-token");
 }
 
-TEST(ClientAuthTest, ExecPluginRunsOnceAndAgainAfter401) {
+TEST_P(ClientAuthTest, ExecPluginRunsOnceAndAgainAfter401) {
   TempDir dir;
   auto counter = dir.path() / "runs";
   auto plugin =
@@ -174,7 +185,7 @@ TEST(ClientAuthTest, ExecPluginRunsOnceAndAgainAfter401) {
     }
   });
   server.start();
-  RestConfig config = server.rest_config();
+  RestConfig config = rest_config_for(server);
   config.auth.exec = ExecPluginConfig{.api_version = "client.authentication.k8s.io/v1",
                                       .command = plugin.string(),
                                       .interactive_mode = "Never"};
@@ -186,7 +197,7 @@ TEST(ClientAuthTest, ExecPluginRunsOnceAndAgainAfter401) {
   EXPECT_EQ(TempDir::read(counter), "run\nrun\n");
 }
 
-TEST(ClientVerbsTest, ListAllFollowsContinueTokens) {
+TEST_P(ClientVerbsTest, ListAllFollowsContinueTokens) {
   HttpsTestServer server;
   server.routes().Get("/api/v1/namespaces/default/pods",
                       [](const httplib::Request& req, httplib::Response& res) {
@@ -204,7 +215,7 @@ TEST(ClientVerbsTest, ListAllFollowsContinueTokens) {
                         res.set_content(list.dump(), kJson);
                       });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   json all =
       client.list_all(resources::pods(), "default", {.label_selector = "app=mnist", .limit = 2});
   ASSERT_EQ(all["items"].size(), 6u);
@@ -217,7 +228,7 @@ TEST(ClientVerbsTest, ListAllFollowsContinueTokens) {
   EXPECT_EQ(reqs[2].params.find("continue")->second, "2");
 }
 
-TEST(ClientVerbsTest, ConflictAndAlreadyExistsAreSurfaced) {
+TEST_P(ClientVerbsTest, ConflictAndAlreadyExistsAreSurfaced) {
   HttpsTestServer server;
   server.routes().Post(
       "/api/v1/namespaces/default/configmaps", [](const httplib::Request&, httplib::Response& res) {
@@ -235,7 +246,7 @@ TEST(ClientVerbsTest, ConflictAndAlreadyExistsAreSurfaced) {
                     kJson);
   });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   json cm = {{"apiVersion", "v1"},
              {"kind", "ConfigMap"},
              {"metadata", {{"name", "c"}, {"resourceVersion", "7"}}}};
@@ -249,7 +260,7 @@ TEST(ClientVerbsTest, ConflictAndAlreadyExistsAreSurfaced) {
   EXPECT_EQ(json::parse(reqs[1].body)["metadata"]["resourceVersion"], "7");
 }
 
-TEST(ClientVerbsTest, TooManyRequestsHonoursRetryAfter) {
+TEST_P(ClientVerbsTest, TooManyRequestsHonoursRetryAfter) {
   std::atomic<int> calls{0};
   HttpsTestServer server;
   server.routes().Post("/api/v1/namespaces/default/configmaps", [&](const httplib::Request& req,
@@ -264,7 +275,7 @@ TEST(ClientVerbsTest, TooManyRequestsHonoursRetryAfter) {
     res.set_content(req.body, kJson);
   });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   const auto start = std::chrono::steady_clock::now();
   json created = client.create(resources::configmaps(), "default", {{"metadata", {{"name", "c"}}}});
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(950));
@@ -273,7 +284,7 @@ TEST(ClientVerbsTest, TooManyRequestsHonoursRetryAfter) {
   EXPECT_EQ(client.requests_sent(), 2u);
 }
 
-TEST(ClientVerbsTest, ServerErrorsAreRetriedForGetsOnly) {
+TEST_P(ClientVerbsTest, ServerErrorsAreRetriedForGetsOnly) {
   std::atomic<int> gets{0}, posts{0};
   HttpsTestServer server;
   server.routes().Get("/api/v1/namespaces/default/configmaps/c",
@@ -290,7 +301,7 @@ TEST(ClientVerbsTest, ServerErrorsAreRetriedForGetsOnly) {
                          res.status = 503;
                        });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   client.set_retry_policy({.max_retries = 4, .base = std::chrono::milliseconds(1)});
   EXPECT_EQ(client.get(resources::configmaps(), "default", "c")["metadata"]["name"], "c");
   EXPECT_EQ(gets.load(), 3);
@@ -301,7 +312,7 @@ TEST(ClientVerbsTest, ServerErrorsAreRetriedForGetsOnly) {
   EXPECT_EQ(posts.load(), 1);
 }
 
-TEST(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
+TEST_P(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
   HttpsTestServer server;
   auto echo = [](const httplib::Request& req, httplib::Response& res) {
     res.set_content(req.body.empty() ? R"({"kind":"Status","status":"Success"})" : req.body, kJson);
@@ -312,7 +323,7 @@ TEST(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
   server.routes().Put("/apis/kubeflow.org/v1/namespaces/ml/tfjobs/mnist/status", echo);
   server.routes().Delete("/apis/kubeflow.org/v1/namespaces/ml/tfjobs/mnist", echo);
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   const Resource tf = resources::job(api::JobKind::TFJob);
   json job = {{"apiVersion", "kubeflow.org/v1"},
               {"kind", "TFJob"},
@@ -345,7 +356,7 @@ TEST(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
   EXPECT_EQ(del["kind"], "DeleteOptions");
 }
 
-TEST(ClientVerbsTest, DiscoveryNamesWhatIsMissing) {
+TEST_P(ClientVerbsTest, DiscoveryNamesWhatIsMissing) {
   HttpsTestServer server;
   server.routes().Get("/apis/kubeflow.org/v1", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(
@@ -359,7 +370,7 @@ TEST(ClientVerbsTest, DiscoveryNamesWhatIsMissing) {
                         res.set_content(status_body(404, "NotFound", "not found").dump(), kJson);
                       });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   EXPECT_NO_THROW(client.require_served(resources::job(api::JobKind::TFJob)));
   Error pt = expect_error([&] { client.require_served(resources::job(api::JobKind::PyTorchJob)); });
   EXPECT_EQ(pt.kind(), ErrorKind::NotFound);
@@ -369,14 +380,14 @@ TEST(ClientVerbsTest, DiscoveryNamesWhatIsMissing) {
   EXPECT_THAT(mpi.message(), HasSubstr("kubeflow.org/v2beta1 mpijobs is not served"));
 }
 
-TEST(ClientVerbsTest, RequestTimeoutIsATimeoutError) {
+TEST_P(ClientVerbsTest, RequestTimeoutIsATimeoutError) {
   HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     res.set_content("{}", kJson);
   });
   server.start();
-  RestConfig config = server.rest_config();
+  RestConfig config = rest_config_for(server);
   config.timeout = std::chrono::milliseconds(200);
   Client client(config);
   client.set_retry_policy({.max_retries = 0});
@@ -386,13 +397,13 @@ TEST(ClientVerbsTest, RequestTimeoutIsATimeoutError) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1200));
 }
 
-TEST(ClientVerbsTest, InvalidJsonFromTheServerIsAProtocolError) {
+TEST_P(ClientVerbsTest, InvalidJsonFromTheServerIsAProtocolError) {
   HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("<html>proxy error</html>", "text/html");
   });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   Error e = expect_error([&] { client.server_version(); });
   EXPECT_EQ(e.kind(), ErrorKind::Protocol);
   EXPECT_THAT(e.message(), HasSubstr("GET /version"));
@@ -432,11 +443,11 @@ void serve_watch(httplib::Server& routes) {
       });
 }
 
-TEST(ClientWatchTest, ResumesFromTheLastResourceVersion) {
+TEST_P(ClientWatchTest, ResumesFromTheLastResourceVersion) {
   HttpsTestServer server;
   serve_watch(server.routes());
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   std::vector<std::string> seen;
   auto handler = [&](const WatchEvent& e) {
     seen.push_back(std::string(to_string(e.type)) + ":" +
@@ -462,11 +473,11 @@ TEST(ClientWatchTest, ResumesFromTheLastResourceVersion) {
   EXPECT_EQ(reqs[1].params.find("resourceVersion")->second, "13");
 }
 
-TEST(ClientWatchTest, ExpiredResourceVersionIsGone) {
+TEST_P(ClientWatchTest, ExpiredResourceVersionIsGone) {
   HttpsTestServer server;
   serve_watch(server.routes());
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   Error e = expect_error([&] {
     client.watch(resources::pods(), "default", {.resource_version = "5", .timeout_seconds = 30},
                  [](const WatchEvent&) { return true; });
@@ -475,11 +486,11 @@ TEST(ClientWatchTest, ExpiredResourceVersionIsGone) {
   EXPECT_THAT(e.message(), HasSubstr("too old resource version"));
 }
 
-TEST(ClientWatchTest, HandlerCanStopTheWatch) {
+TEST_P(ClientWatchTest, HandlerCanStopTheWatch) {
   HttpsTestServer server;
   serve_watch(server.routes());
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   int n = 0;
   WatchResult r = client.watch(resources::pods(), "default", {.resource_version = "20"},
                                [&](const WatchEvent&) { return ++n < 2; });
@@ -487,7 +498,7 @@ TEST(ClientWatchTest, HandlerCanStopTheWatch) {
   EXPECT_EQ(r.resource_version, "22");
 }
 
-TEST(ClientLogsTest, FollowStreamsLinesAsTheyArriveWithTheRightQuery) {
+TEST_P(ClientLogsTest, FollowStreamsLinesAsTheyArriveWithTheRightQuery) {
   HttpsTestServer server;
   server.routes().Get("/api/v1/namespaces/default/pods/w-0/log", [](const httplib::Request&,
                                                                     httplib::Response& res) {
@@ -502,7 +513,7 @@ TEST(ClientLogsTest, FollowStreamsLinesAsTheyArriveWithTheRightQuery) {
     });
   });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   std::vector<std::string> chunks;
   client.stream_logs("default", "w-0",
                      {.container = "tensorflow",
@@ -526,7 +537,7 @@ TEST(ClientLogsTest, FollowStreamsLinesAsTheyArriveWithTheRightQuery) {
             "tailLines=10&sinceSeconds=60&timestamps=true");
 }
 
-TEST(ClientLogsTest, MissingPodIsNotFound) {
+TEST_P(ClientLogsTest, MissingPodIsNotFound) {
   HttpsTestServer server;
   server.routes().Get("/api/v1/namespaces/default/pods/gone/log", [](const httplib::Request&,
                                                                      httplib::Response& res) {
@@ -534,7 +545,7 @@ TEST(ClientLogsTest, MissingPodIsNotFound) {
     res.set_content(status_body(404, "NotFound", "pods \"gone\" not found").dump(), kJson);
   });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   Error e = expect_error(
       [&] { client.stream_logs("default", "gone", {}, [](std::string_view) { return true; }); });
   EXPECT_EQ(e.kind(), ErrorKind::NotFound);

@@ -1,5 +1,6 @@
 // The HTTPS transport under the client: connection reuse and HTTP/2 negotiation.
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,20 +19,34 @@
 #include <stdexcept>
 #include <thread>
 
+#include "error.h"
+#include "http1.h"
 #include "kube/client.h"
 #include "kube/http.h"
+#include "openssl_handles.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/https_test_server.h"
+#include "tests/support/transports.h"
+#include "text.h"
+#include "tls_socket.h"
 
 namespace trainctl::kube {
 namespace {
 
-TEST(HttpTransportTest, RequestsReuseOneKeepAliveConnection) {
+using ::testing::HasSubstr;
+
+/// What both transports do alike.
+class BothTransportsTest : public testing::TransportTest {};
+INSTANTIATE_TEST_SUITE_P(Transports, BothTransportsTest, testing::kBothTransports,
+                         testing::transport_name);
+
+TEST_P(BothTransportsTest, RequestsReuseOneKeepAliveConnection) {
   testing::HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"gitVersion":"v1"})", "application/json");
   });
   server.start();
-  Client client(server.rest_config());
+  Client client(rest_config_for(server));
   for (int i = 0; i < 5; ++i)
     client.server_version();
   auto reqs = server.requests();
@@ -40,13 +55,13 @@ TEST(HttpTransportTest, RequestsReuseOneKeepAliveConnection) {
     EXPECT_EQ(r.remote_port, reqs[0].remote_port);
 }
 
-TEST(HttpTransportTest, Http11ServerIsSpokenHttp11) {
+TEST_P(BothTransportsTest, Http11ServerIsSpokenHttp11) {
   testing::HttpsTestServer server;
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{}", "application/json");
   });
   server.start();
-  HttpTransport transport(server.rest_config());
+  HttpTransport transport(rest_config_for(server));
   HttpRequest request;
   request.path = "/version";
   EXPECT_EQ(transport.send(request, {}).http_version, 11);
@@ -174,14 +189,14 @@ TEST(HttpTransportTest, ConcurrentRequestsAreStreamsOfOneHttp2Connection) {
   EXPECT_EQ(total, 12);
 }
 
-TEST(HttpTransportTest, ConcurrentRequestsToAnHttp11ServerEachGetTheirAnswer) {
+TEST_P(BothTransportsTest, ConcurrentRequestsToAnHttp11ServerEachGetTheirAnswer) {
   testing::HttpsTestServer server;
   server.routes().Get(R"(/echo/(\d+))", [](const httplib::Request& req, httplib::Response& res) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // keeps them in flight together
     res.set_content(req.matches[1].str(), "text/plain");
   });
   server.start();
-  HttpTransport transport(server.rest_config());
+  HttpTransport transport(rest_config_for(server));
   std::vector<std::string> bodies(8);
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < bodies.size(); ++i) {
@@ -210,7 +225,7 @@ TEST(HttpTransportTest, ConcurrentRequestsToAnHttp11ServerEachGetTheirAnswer) {
 }
 
 /// A server that resumes TLS sessions, and configs for it that keep sessions in one directory.
-class TlsSessionsTest : public ::testing::Test {
+class TlsSessionsTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
     server_.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
@@ -221,8 +236,13 @@ class TlsSessionsTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  RestConfig keeping_sessions() const {
+  RestConfig not_keeping_sessions() const {
     RestConfig config = server_.rest_config();
+    config.transport = GetParam();
+    return config;
+  }
+  RestConfig keeping_sessions() const {
+    RestConfig config = not_keeping_sessions();
     config.tls.session_cache_dir = dir_.string();
     return config;
   }
@@ -243,7 +263,10 @@ class TlsSessionsTest : public ::testing::Test {
       std::filesystem::temp_directory_path() / ("trainctl-tls-" + std::to_string(::getpid()));
 };
 
-TEST_F(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
+INSTANTIATE_TEST_SUITE_P(Transports, TlsSessionsTest, testing::kBothTransports,
+                         testing::transport_name);
+
+TEST_P(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   const auto files = session_files();
   ASSERT_EQ(files.size(), 1u);
@@ -255,10 +278,10 @@ TEST_F(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
   EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));
   EXPECT_EQ(session_files().size(), 1u);  // replaced, no temporary file left
   // The resumption came from the file: without it a new transport shakes hands in full.
-  EXPECT_FALSE(resumed_by_a_new_process(server_.rest_config()));
+  EXPECT_FALSE(resumed_by_a_new_process(not_keeping_sessions()));
 }
 
-TEST_F(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
+TEST_P(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   RestConfig other_ca = keeping_sessions();
   other_ca.tls.ca_pem += "\n";  // the same CA, but not the same bundle
@@ -276,7 +299,7 @@ TEST_F(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
   EXPECT_EQ(session_files().size(), 3u);  // a server that was not verified leaves none
 }
 
-TEST_F(TlsSessionsTest, AFileOthersMayReadOrACorruptOneIsNotResumedButTheRequestWorks) {
+TEST_P(TlsSessionsTest, AFileOthersMayReadOrACorruptOneIsNotResumedButTheRequestWorks) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   const std::filesystem::path file = session_files().at(0);
   std::filesystem::permissions(file, std::filesystem::perms::group_read,
@@ -289,10 +312,176 @@ TEST_F(TlsSessionsTest, AFileOthersMayReadOrACorruptOneIsNotResumedButTheRequest
   EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));
 }
 
-TEST_F(TlsSessionsTest, ADirectoryThatCannotBeMadeOnlyCostsTheResumption) {
+TEST_P(TlsSessionsTest, ADirectoryThatCannotBeMadeOnlyCostsTheResumption) {
   std::ofstream(dir_.string()) << "a file where the directory would be";
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+}
+
+/// A TLS server on 127.0.0.1 that answers from a script, for what a well-behaved test server
+/// never does. Connections are served one after another: connection i reads requests and answers
+/// each with the next text of replies[i] (sent as it is); an empty text, or the end of its
+/// replies, closes the connection instead of answering.
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::vector<std::vector<std::string>> replies)
+      : replies_(std::move(replies)), ctx_(SSL_CTX_new(TLS_server_method())) {
+    const testing::TestPki& pki = testing::TestPki::shared();
+    SSL_CTX_use_certificate(ctx_.get(), read_certificates(pki.server.cert_pem).front().get());
+    SSL_CTX_use_PrivateKey(ctx_.get(), read_private_key(pki.server.key_pem).get());
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listener_, 8) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      throw std::runtime_error("scripted server: cannot listen");
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ScriptedServer() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+
+  RestConfig rest_config() const {
+    RestConfig config;
+    config.server = fmt::format("https://127.0.0.1:{}", port_);
+    config.tls.ca_pem = testing::TestPki::shared().ca.cert_pem;
+    config.transport = Transport::Direct;
+    return config;
+  }
+  /// Each request's line, after the index of the connection it came on.
+  std::vector<std::string> requests() const {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+
+ private:
+  void serve() {
+    for (const std::vector<std::string>& script : replies_) {
+      const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0)
+        return;
+      const std::size_t index = &script - replies_.data();
+      try {
+        TlsSocket socket(fd, ctx_.get(), "client");
+        socket.accept(deadline_after(std::chrono::seconds(10)));
+        std::string buffer;
+        MessageReader reader(
+            [&](char* buf, std::size_t n) {
+              return socket.read_some(buf, n, deadline_after(std::chrono::seconds(10)));
+            },
+            buffer);
+        for (const std::string& reply : script) {
+          std::string head;
+          if (!reader.read_head(head))
+            break;
+          const std::size_t length_at = trainctl::to_lower(head).find("content-length: ");
+          BodyFraming framing;
+          if (length_at != std::string::npos)
+            framing.length = std::stoul(head.substr(length_at + 16));
+          reader.read_body(framing, SIZE_MAX, [](std::string_view) { return true; });
+          {
+            std::lock_guard lock(mu_);
+            requests_.push_back(fmt::format("{} {}", index, head.substr(0, head.find('\r'))));
+          }
+          if (reply.empty())
+            break;
+          socket.write_all(reply, deadline_after(std::chrono::seconds(10)));
+        }
+        socket.close_gracefully(/*linger=*/false, std::chrono::milliseconds(0));
+      } catch (const Error&) {
+        // the client went away: on to the next connection
+      }
+    }
+  }
+
+  std::vector<std::vector<std::string>> replies_;
+  std::unique_ptr<SSL_CTX, OpenSslFree<SSL_CTX_free>> ctx_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::vector<std::string> requests_;
+};
+
+HttpResponse get(HttpTransport& transport, const std::string& path, const char* method = "GET") {
+  HttpRequest request;
+  request.method = method;
+  request.path = path;
+  return transport.send(request, {});
+}
+
+// The direct transport reads whatever framing HTTP/1.1 allows: a 100 Continue before the answer,
+// a body that ends with the connection (which is then not kept), chunks with extensions and
+// trailer fields, repeated fields joined, and a body-less 204 on a kept connection.
+TEST(DirectTransportTest, ReadsEveryFramingAndKeepsOnlyConnectionsThatCanGoOn) {
+  ScriptedServer server({
+      {"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-Seen: 1\r\nx-seen: 2\r\n\r\nuntil "
+       "the end"},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;name=v\r\nhello\r\n"
+       "6\r\n world\r\n0\r\nExpires: never\r\n\r\n",
+       "HTTP/1.1 204 No Content\r\n\r\n",
+       "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
+  });
+  HttpTransport transport(server.rest_config());
+  const HttpResponse first = get(transport, "/a");
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.body, "until the end");
+  EXPECT_EQ(first.header("x-seen"), "1, 2");
+  EXPECT_EQ(get(transport, "/b").body, "hello world");
+  const HttpResponse empty = get(transport, "/c", "DELETE");
+  EXPECT_EQ(empty.status, 204);
+  EXPECT_EQ(empty.body, "");
+  const HttpResponse missing = get(transport, "/d");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body, "not found");
+  EXPECT_EQ(get(transport, "/e").body, "ok");
+  EXPECT_THAT(server.requests(), ::testing::ElementsAre("0 GET /a HTTP/1.1", "1 GET /b HTTP/1.1",
+                                                        "1 DELETE /c HTTP/1.1", "1 GET /d HTTP/1.1",
+                                                        "2 GET /e HTTP/1.1"));
+}
+
+// A kept connection the server drops without a word (an idle timeout racing the next request): a
+// read is sent again on a new connection, a write that reached the server is not (it may have
+// been carried out) and fails saying so.
+TEST(DirectTransportTest, AReadTheServerDroppedOnAKeptConnectionIsSentAgainButAWriteIsNot) {
+  ScriptedServer server({
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst", ""},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nagain", ""},
+  });
+  HttpTransport transport(server.rest_config());
+  EXPECT_EQ(get(transport, "/one").body, "first");
+  EXPECT_EQ(get(transport, "/two").body, "again");
+  const Error e = testing::expect_error([&] { get(transport, "/three", "POST"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Connection);
+  EXPECT_THAT(e.message(), HasSubstr("POST " + server.rest_config().server +
+                                     "/three: the server closed the connection before answering"));
+  EXPECT_THAT(server.requests(),
+              ::testing::ElementsAre("0 GET /one HTTP/1.1", "0 GET /two HTTP/1.1",
+                                     "1 GET /two HTTP/1.1", "1 POST /three HTTP/1.1"));
+}
+
+TEST(DirectTransportTest, AMalformedAnswerIsAProtocolErrorNamingTheRequest) {
+  ScriptedServer server({
+      {"HTTP/1.1 abc\r\n\r\n"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"},
+  });
+  HttpTransport transport(server.rest_config());
+  for (const char* why : {"malformed status line \"HTTP/1.1 abc\"", "invalid Content-Length \"-1\"",
+                          "malformed chunk size", "unsupported Transfer-Encoding \"gzip\""}) {
+    const Error e = testing::expect_error([&] { get(transport, "/version"); });
+    EXPECT_EQ(e.kind(), ErrorKind::Protocol) << why;
+    EXPECT_THAT(e.message(), HasSubstr("GET " + server.rest_config().server +
+                                       "/version: malformed response: " + why));
+  }
 }
 
 }  // namespace

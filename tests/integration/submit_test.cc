@@ -846,27 +846,6 @@ TEST_F(SubmitRequestsTest, IfExistsIsDecidedByTheCreatesAnswer) {
   EXPECT_TRUE(exists(kube::resources::job(api::JobKind::TFJob), "job-02"));
 }
 
-// Commands that send no request do not load libcurl (nor the libraries it needs): it is loaded
-// on the first request (lib/kube/curl_loader.cc).
-TEST(OfflineVerbTest, LoadsNoNetworkLibrary) {
-  for (const std::string args :
-       {"version --client", "render tfjob --name m --image i -- python t.py",
-        "submit tfjob --name m --image i --dry-run=client -- python t.py", "completion bash",
-        "__complete submit --"}) {
-    RunResult r = testing::run_clean(std::string("LD_DEBUG=libs ") + TRAINCTL_BINARY, args);
-    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
-    EXPECT_THAT(r.err, HasSubstr("calling init:")) << "LD_DEBUG had no effect";
-    EXPECT_THAT(r.err, Not(HasSubstr("libcurl"))) << args;
-  }
-  testing::LocalSandbox local;
-  testing::install_training_crds(local.client());
-  RunResult online = testing::run_clean(
-      std::string("LD_DEBUG=libs ") + TRAINCTL_BINARY,
-      fmt::format("list --kubeconfig {}", local.sandbox().kubeconfig_path().string()));
-  EXPECT_EQ(online.exit_code, 0) << online.err;
-  EXPECT_THAT(online.err, HasSubstr("libcurl.so.4"));  // the test sees it when it is loaded
-}
-
 TEST(SubmitWithoutCrdsTest, TellsToInstallWithExit3) {
   testing::LocalSandbox local;
   RunResult r =

@@ -1,0 +1,405 @@
+#include "kube/direct_transport.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "error.h"
+#include "http1.h"
+#include "kube/tls_sessions.h"
+#include "openssl_handles.h"
+#include "text.h"
+
+namespace trainctl::kube {
+
+namespace {
+
+/// How long opening a connection may take, as libcurl's CONNECTTIMEOUT was set.
+constexpr std::chrono::seconds kConnectTimeout{30};
+
+using SslCtxPtr = std::unique_ptr<SSL_CTX, OpenSslFree<SSL_CTX_free>>;
+
+bool is_ip_address(const std::string& host) {
+  in6_addr ignored{};
+  return inet_pton(AF_INET, host.c_str(), &ignored) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), &ignored) == 1;
+}
+
+/// `[::1]` -> `::1`: the URL form of an IPv6 address to the form getaddrinfo and X.509 take.
+std::string unbracketed(const std::string& host) {
+  return host.size() > 2 && host.front() == '[' && host.back() == ']'
+             ? host.substr(1, host.size() - 2)
+             : host;
+}
+
+/// A TCP connection to host:port, tried address by address, by `deadline`.
+int connect_tcp(const std::string& host, const std::string& port, Deadline deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    throw Error(ErrorKind::Connection,
+                fmt::format("cannot resolve host {}: {}", host, gai_strerror(rc)));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
+  std::string why = "no address";
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd =
+        ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    int err = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::min(deadline, SteadyClock::now() + kConnectTimeout) - SteadyClock::now());
+      int rc;
+      do {
+        rc = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+      } while (rc < 0 && errno == EINTR);
+      socklen_t len = sizeof err;
+      if (rc == 0) {
+        err = ETIMEDOUT;
+      } else if (rc < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+    if (err == 0)
+      return fd;
+    ::close(fd);
+    if (err == ETIMEDOUT && SteadyClock::now() >= deadline)
+      throw Error(ErrorKind::Timeout,
+                  fmt::format("timed out connecting to {} port {}", host, port));
+    why = std::strerror(err);
+  }
+  throw Error(ErrorKind::Connection,
+              fmt::format("cannot connect to {} port {}: {}", host, port, why));
+}
+
+/// The status code of a status line (`HTTP/1.1 200 OK`); whether it is HTTP/1.0 in `http10`.
+int parse_status_line(std::string_view line, bool& http10) {
+  int status = 0;
+  if (line.size() < 12 || !line.starts_with("HTTP/1.") || line[8] != ' ' ||
+      std::from_chars(line.data() + 9, line.data() + 12, status).ptr != line.data() + 12 ||
+      status < 100 || (line.size() > 12 && line[12] != ' ')) {
+    throw HttpFailure{502, fmt::format("malformed status line {:?}", line.substr(0, 80))};
+  }
+  http10 = line[7] == '0';
+  return status;
+}
+
+/// The fields of a response head (its status line already read), names lower-cased, a repeated
+/// field's values joined with ", ".
+std::map<std::string, std::string> parse_fields(std::string_view head, std::size_t pos) {
+  std::map<std::string, std::string> fields;
+  while (pos < head.size()) {
+    const std::string_view field = next_line(head, pos);
+    if (field.empty())
+      break;
+    const std::size_t colon = field.find(':');
+    if (colon == std::string_view::npos || !is_token(field.substr(0, colon)))
+      throw HttpFailure{502, fmt::format("malformed header line {:?}", field.substr(0, 80))};
+    std::string& value = fields[to_lower(field.substr(0, colon))];
+    value += (value.empty() ? "" : ", ") + std::string(trim(field.substr(colon + 1)));
+  }
+  return fields;
+}
+
+/// How the body of a response to `method` with `status` and `fields` is framed.
+BodyFraming response_framing(const std::string& method, int status,
+                             const std::map<std::string, std::string>& fields) {
+  BodyFraming framing;
+  if (method == "HEAD" || status == 204 || status == 304)
+    return framing;
+  if (const auto te = fields.find("transfer-encoding"); te != fields.end()) {
+    if (!has_token(te->second, "chunked"))
+      throw HttpFailure{502, fmt::format("unsupported Transfer-Encoding {:?}", te->second)};
+    framing.chunked = true;
+    return framing;
+  }
+  const auto length = fields.find("content-length");
+  if (length == fields.end()) {
+    framing.to_end = true;
+    return framing;
+  }
+  const std::string_view text = length->second;
+  if (text.empty() || text.size() > 18 ||
+      std::from_chars(text.data(), text.data() + text.size(), framing.length).ptr !=
+          text.data() + text.size()) {
+    throw HttpFailure{502, fmt::format("invalid Content-Length {:?}", text)};
+  }
+  return framing;
+}
+
+}  // namespace
+
+struct DirectTransport::Identity {
+  std::string cert_pem;
+  std::string key_pem;
+  std::mutex mu;
+  bool parsed = false;
+  std::vector<CertPtr> chain;
+  KeyPtr key;
+};
+
+struct DirectTransport::Context {
+  SslCtxPtr ctx;
+  Identity identity;
+};
+
+struct DirectTransport::Connection {
+  std::unique_ptr<TlsSocket> socket;
+  std::string client_cert_pem;
+  std::string buffer;  // read past the last response
+  bool reused = false;
+};
+
+namespace {
+
+/// SSL_CTX_set_cert_cb: the client certificate, when the server asks for one.
+int present_identity(SSL* ssl, void* arg) {
+  auto* identity = static_cast<DirectTransport::Identity*>(arg);
+  std::lock_guard lock(identity->mu);
+  if (!identity->parsed) {
+    identity->parsed = true;
+    identity->chain = read_certificates(identity->cert_pem);
+    identity->key = read_private_key(identity->key_pem);
+    ERR_clear_error();
+  }
+  if (identity->chain.empty() || !identity->key)
+    return 0;  // fails the handshake; the message says why
+  if (SSL_use_certificate(ssl, identity->chain.front().get()) != 1 ||
+      SSL_use_PrivateKey(ssl, identity->key.get()) != 1)
+    return 0;
+  for (std::size_t i = 1; i < identity->chain.size(); ++i) {
+    if (SSL_add1_chain_cert(ssl, identity->chain[i].get()) != 1)
+      return 0;
+  }
+  return 1;
+}
+
+}  // namespace
+
+DirectTransport::DirectTransport(const RestConfig& config, Endpoint endpoint)
+    : config_(config), endpoint_(std::move(endpoint)) {
+  endpoint_.connect_host = unbracketed(endpoint_.connect_host);
+  endpoint_.verify_name = unbracketed(endpoint_.verify_name);
+}
+
+DirectTransport::~DirectTransport() = default;
+
+DirectTransport::Context& DirectTransport::context_for(const RequestCredentials& creds) {
+  std::lock_guard lock(mu_);
+  std::unique_ptr<Context>& slot = contexts_[creds.client_cert_pem];
+  if (slot)
+    return *slot;
+  auto c = std::make_unique<Context>();
+  c->ctx.reset(SSL_CTX_new(TLS_client_method()));
+  if (!c->ctx)
+    throw Error(ErrorKind::Connection, "cannot set up TLS: " + openssl_errors());
+  SSL_CTX* ctx = c->ctx.get();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  static constexpr unsigned char kAlpn[] = "\x08http/1.1";
+  SSL_CTX_set_alpn_protos(ctx, kAlpn, sizeof kAlpn - 1);
+  const TlsConfig& tls = config_.tls;
+  if (tls.insecure_skip_verify) {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+  } else {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    if (tls.ca_pem.empty()) {
+      SSL_CTX_set_default_verify_paths(ctx);
+    } else {
+      std::vector<CertPtr> cas = read_certificates(tls.ca_pem);
+      if (cas.empty()) {
+        throw Error(ErrorKind::Config, "the certificate-authority data holds no PEM certificate");
+      }
+      for (const CertPtr& ca : cas)
+        X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), ca.get());
+    }
+    if (!tls.session_cache_dir.empty()) {
+      keep_tls_sessions(
+          ctx, tls_session_file(tls.session_cache_dir, {endpoint_.server, tls.server_name,
+                                                        tls.ca_pem, creds.client_cert_pem}));
+    }
+  }
+  if (!creds.client_cert_pem.empty()) {
+    c->identity.cert_pem = creds.client_cert_pem;
+    c->identity.key_pem = creds.client_key_pem;
+    SSL_CTX_set_cert_cb(ctx, present_identity, &c->identity);
+  }
+  ERR_clear_error();
+  slot = std::move(c);
+  return *slot;
+}
+
+std::unique_ptr<DirectTransport::Connection> DirectTransport::open(const RequestCredentials& creds,
+                                                                   Deadline deadline) {
+  Context& context = context_for(creds);
+  const int fd = connect_tcp(endpoint_.connect_host, endpoint_.port, deadline);
+  auto c = std::make_unique<Connection>();
+  c->socket = std::make_unique<TlsSocket>(
+      fd, context.ctx.get(), fmt::format("{}:{}", endpoint_.connect_host, endpoint_.port));
+  c->client_cert_pem = creds.client_cert_pem;
+  SSL* ssl = c->socket->ssl();
+  const std::string& name = endpoint_.verify_name;
+  const bool by_address = is_ip_address(name);
+  if (!by_address)
+    SSL_set_tlsext_host_name(ssl, name.c_str());
+  if (!config_.tls.insecure_skip_verify) {
+    const int set = by_address ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str())
+                               : SSL_set1_host(ssl, name.c_str());
+    if (set != 1)
+      throw Error(ErrorKind::Connection, "cannot set up TLS: " + openssl_errors());
+  }
+  try {
+    c->socket->connect(deadline);
+  } catch (const Error& e) {
+    const long verified = SSL_get_verify_result(ssl);
+    if (e.kind() == ErrorKind::Connection && verified != X509_V_OK) {
+      throw Error(ErrorKind::Connection,
+                  fmt::format("the server's certificate is not trusted ({}): give the CA that "
+                              "signed it as the cluster's certificate-authority (or "
+                              "--certificate-authority)",
+                              X509_verify_cert_error_string(verified)));
+    }
+    throw Error(e.kind(), "TLS handshake: " + e.message());
+  }
+  return c;
+}
+
+std::unique_ptr<DirectTransport::Connection> DirectTransport::idle_connection(
+    const std::string& client_cert_pem) {
+  std::lock_guard lock(mu_);
+  while (!idle_.empty()) {
+    std::unique_ptr<Connection> c = std::move(idle_.back());
+    idle_.pop_back();
+    // A connection the server has closed meanwhile is dropped, not tried.
+    if (c->client_cert_pem == client_cert_pem && !c->socket->peer_closed())
+      return c;
+  }
+  return nullptr;
+}
+
+HttpResponse DirectTransport::attempt(Connection& c, const std::string& request_text,
+                                      const std::string& method, Deadline deadline,
+                                      const BodySink* sink, const std::stop_token& stop,
+                                      bool& reusable, bool& sent, bool& answered) {
+  c.socket->write_all(request_text, deadline);
+  sent = true;
+  TlsSocket& socket = *c.socket;
+  MessageReader reader(
+      [&](char* buf, std::size_t n) {
+        const std::size_t got = socket.read_some(buf, n, deadline);
+        answered = answered || got > 0;
+        return got;
+      },
+      c.buffer);
+  answered = !c.buffer.empty();
+  HttpResponse response;
+  response.http_version = 11;
+  bool http10 = false;
+  std::string head;
+  do {  // informational responses (100 Continue) come before the final one
+    if (!reader.read_head(head)) {
+      if (reader.idled_out())
+        throw Error(ErrorKind::Timeout, "timed out waiting for the answer");
+      throw Error(ErrorKind::Connection, "the server closed the connection before answering");
+    }
+    std::size_t pos = 0;
+    response.status = parse_status_line(next_line(head, pos), http10);
+    response.headers = parse_fields(head, pos);
+  } while (response.status < 200 && response.status != 101);
+  const BodyFraming framing = response_framing(method, response.status, response.headers);
+  const bool streamed = sink != nullptr && response.status >= 200 && response.status < 300;
+  // A stop request cuts the connection: the read under way returns at once.
+  std::stop_callback cut(stop, [&socket] { socket.abort(); });
+  bool whole;
+  try {
+    whole = reader.read_body(framing, SIZE_MAX, [&](std::string_view piece) {
+      if (streamed)
+        return (*sink)(piece);
+      response.body.append(piece);
+      return true;
+    });
+  } catch (const Error&) {
+    if (!stop.stop_requested())
+      throw;
+    whole = false;
+  }
+  reusable = whole && !framing.to_end && !http10 && !stop.stop_requested() &&
+             !has_token(response.header("connection"), "close");
+  return response;
+}
+
+HttpResponse DirectTransport::exchange(
+    const std::string& method, const std::string& target,
+    const std::vector<std::pair<std::string, std::string>>& headers, const std::string& body,
+    std::chrono::milliseconds timeout, const RequestCredentials& creds, const BodySink* sink,
+    std::stop_token stop) {
+  const Deadline deadline = deadline_after(timeout);
+  const std::string url = endpoint_.server + target;
+  std::string text = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n", method, target,
+                                 endpoint_.server.substr(endpoint_.server.find("://") + 3));
+  for (const auto& [name, value] : headers) {
+    if (!value.empty())
+      fmt::format_to(std::back_inserter(text), "{}: {}\r\n", name, value);
+  }
+  if (!body.empty() || (method != "GET" && method != "HEAD"))
+    fmt::format_to(std::back_inserter(text), "Content-Length: {}\r\n", body.size());
+  text += "\r\n";
+  text += body;
+  // A request that fails on a kept-alive connection before any answer (the server closed it
+  // while idle) is sent again once on a new one, if sending it twice cannot do harm: it is a read,
+  // or it never left.
+  const bool idempotent = method == "GET" || method == "HEAD" || method == "OPTIONS";
+  for (int tries = 0;; ++tries) {
+    std::unique_ptr<Connection> c = tries == 0 ? idle_connection(creds.client_cert_pem) : nullptr;
+    bool sent = false;
+    bool answered = false;
+    bool reusable = false;
+    try {
+      if (!c)
+        c = open(creds, deadline);
+      else
+        c->reused = true;
+      HttpResponse response =
+          attempt(*c, text, method, deadline, sink, stop, reusable, sent, answered);
+      if (reusable) {
+        c->reused = false;
+        std::lock_guard lock(mu_);
+        idle_.push_back(std::move(c));
+      }
+      return response;
+    } catch (const HttpFailure& failure) {
+      throw Error(ErrorKind::Protocol,
+                  fmt::format("{} {}: malformed response: {}", method, url, failure.message));
+    } catch (const Error& e) {
+      if (c && c->reused && tries == 0 && e.kind() == ErrorKind::Connection &&
+          (!sent || (idempotent && !answered)))
+        continue;
+      throw Error(e.kind(), fmt::format("{} {}: {}", method, url, e.message()));
+    }
+  }
+}
+
+}  // namespace trainctl::kube
