@@ -100,11 +100,19 @@ kube::RestConfig GlobalFlags::rest_config() const {
 const kube::RestConfig& Connection::config() {
   if (!config_) {
     config_ = flags_->rest_config();
+    if (multiplexed_)
+      config_->transport = kube::Transport::Multiplexed;
     if (config_->tls.insecure_skip_verify)
       std::cerr << "trainctl: warning: insecure-skip-tls-verify is set: the server's certificate "
                    "is not checked, so anyone on the way can read and change this connection\n";
   }
   return *config_;
+}
+
+void Connection::multiplex() {
+  multiplexed_ = true;
+  if (config_)
+    config_->transport = kube::Transport::Multiplexed;
 }
 
 kube::Client& Connection::client() {

@@ -35,12 +35,17 @@ class Connection {
 
   const kube::RestConfig& config();
   kube::Client& client();
+  /// Makes the command's requests travel multiplexed (libcurl: HTTP/2 streams of one connection)
+  /// instead of over connections of their own: for a command about to keep many requests in
+  /// flight at once. Before the command's first request.
+  void multiplex();
   /// The namespace the command works in: -n, else the context's, else "default".
   const std::string& namespace_() { return config().default_namespace; }
 
  private:
   const GlobalFlags* flags_ = nullptr;
   std::optional<kube::RestConfig> config_;
+  bool multiplexed_ = false;
   std::unique_ptr<kube::Client> client_;
 };
 

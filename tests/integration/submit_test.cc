@@ -846,6 +846,36 @@ TEST_F(SubmitRequestsTest, IfExistsIsDecidedByTheCreatesAnswer) {
   EXPECT_TRUE(exists(kube::resources::job(api::JobKind::TFJob), "job-02"));
 }
 
+// A few jobs go over HTTP/1.1 connections of the command's own, without loading libcurl; more than
+// 8 go as HTTP/2 streams of one connection (16 TLS handshakes cost more than loading libcurl).
+TEST(SubmitTransportTest, AFewJobsSkipLibcurlAndManyLoadIt) {
+  testing::LocalSandbox local;
+  testing::install_training_crds(local.client());
+  testing::TempDir dir;
+  const auto jobs_file = [&](int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i)
+      text += fmt::format("---\n{}", tfjob_yaml(fmt::format("job-{}-{}", n, i), "reg/tf:2"));
+    return dir.write(fmt::format("jobs-{}.yaml", n), text).string();
+  };
+  for (const int n : {1, 8, 9}) {
+    const RunResult r = testing::run_clean(std::string("LD_DEBUG=libs ") + TRAINCTL_BINARY,
+                                           fmt::format("submit -f {} --kubeconfig {}", jobs_file(n),
+                                                       local.sandbox().kubeconfig_path().string()));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("calling init: /lib/x86_64-linux-gnu/libssl.so.3"));
+    if (n <= 8)
+      EXPECT_THAT(r.err, Not(HasSubstr("libcurl"))) << n;
+    else
+      EXPECT_THAT(r.err, HasSubstr("calling init: /lib/x86_64-linux-gnu/libcurl.so.4"));
+    EXPECT_EQ(
+        local.client().list(kube::resources::job(api::JobKind::TFJob), "default")["items"].size(),
+        n == 1   ? 1u
+        : n == 8 ? 9u
+                 : 18u);
+  }
+}
+
 TEST(SubmitWithoutCrdsTest, TellsToInstallWithExit3) {
   testing::LocalSandbox local;
   RunResult r =
