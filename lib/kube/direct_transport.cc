@@ -153,6 +153,28 @@ BodyFraming response_framing(const std::string& method, int status,
 
 }  // namespace
 
+ResponseHead read_response_head(MessageReader& reader, const std::string& method) {
+  ResponseHead result;
+  HttpResponse& response = result.response;
+  response.http_version = 11;
+  bool http10 = false;
+  std::string head;
+  do {  // informational responses (100 Continue) come before the final one
+    if (!reader.read_head(head)) {
+      if (reader.idled_out())
+        throw Error(ErrorKind::Timeout, "timed out waiting for the answer");
+      throw Error(ErrorKind::Connection, "the server closed the connection before answering");
+    }
+    std::size_t pos = 0;
+    response.status = parse_status_line(next_line(head, pos), http10);
+    response.headers = parse_fields(head, pos);
+  } while (response.status < 200 && response.status != 101);
+  result.framing = response_framing(method, response.status, response.headers);
+  result.reusable =
+      !result.framing.to_end && !http10 && !has_token(response.header("connection"), "close");
+  return result;
+}
+
 struct DirectTransport::Identity {
   std::string cert_pem;
   std::string key_pem;
@@ -315,27 +337,14 @@ HttpResponse DirectTransport::attempt(Connection& c, const std::string& request_
       },
       c.buffer);
   answered = !c.buffer.empty();
-  HttpResponse response;
-  response.http_version = 11;
-  bool http10 = false;
-  std::string head;
-  do {  // informational responses (100 Continue) come before the final one
-    if (!reader.read_head(head)) {
-      if (reader.idled_out())
-        throw Error(ErrorKind::Timeout, "timed out waiting for the answer");
-      throw Error(ErrorKind::Connection, "the server closed the connection before answering");
-    }
-    std::size_t pos = 0;
-    response.status = parse_status_line(next_line(head, pos), http10);
-    response.headers = parse_fields(head, pos);
-  } while (response.status < 200 && response.status != 101);
-  const BodyFraming framing = response_framing(method, response.status, response.headers);
+  ResponseHead head = read_response_head(reader, method);
+  HttpResponse& response = head.response;
   const bool streamed = sink != nullptr && response.status >= 200 && response.status < 300;
   // A stop request cuts the connection: the read under way returns at once.
   std::stop_callback cut(stop, [&socket] { socket.abort(); });
   bool whole;
   try {
-    whole = reader.read_body(framing, SIZE_MAX, [&](std::string_view piece) {
+    whole = reader.read_body(head.framing, SIZE_MAX, [&](std::string_view piece) {
       if (streamed)
         return (*sink)(piece);
       response.body.append(piece);
@@ -346,9 +355,8 @@ HttpResponse DirectTransport::attempt(Connection& c, const std::string& request_
       throw;
     whole = false;
   }
-  reusable = whole && !framing.to_end && !http10 && !stop.stop_requested() &&
-             !has_token(response.header("connection"), "close");
-  return response;
+  reusable = whole && head.reusable && !stop.stop_requested();
+  return std::move(response);
 }
 
 HttpResponse DirectTransport::exchange(

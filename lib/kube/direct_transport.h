@@ -19,12 +19,26 @@
 #include <utility>
 #include <vector>
 
+#include "http1.h"
 #include "kube/credentials.h"
 #include "kube/http.h"
 #include "kube/rest_config.h"
 #include "tls_socket.h"
 
 namespace trainctl::kube {
+
+/// The head of a response, and how its body comes.
+struct ResponseHead {
+  HttpResponse response;  // status and headers; no body yet
+  BodyFraming framing;
+  /// Whether the connection may carry another request once the body is read.
+  bool reusable = false;
+};
+
+/// Reads the head of the response to a `method` request, informational answers (100 Continue)
+/// skipped. Throws HttpFailure for a malformed one, Error(Timeout) when the server stays silent,
+/// Error(Connection) when it closes the connection first.
+ResponseHead read_response_head(MessageReader& reader, const std::string& method);
 
 class DirectTransport {
  public:
