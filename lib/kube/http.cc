@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -71,6 +72,18 @@ bool libcurl_uses_our_openssl() {
   return info != nullptr && info->ssl_version != nullptr &&
          std::string_view(info->ssl_version)
              .starts_with(fmt::format("OpenSSL/{}.", OPENSSL_VERSION_MAJOR));
+}
+
+/// Whether the environment names a proxy for https (https_proxy, HTTPS_PROXY, all_proxy,
+/// ALL_PROXY), which libcurl uses when the config names none: requests then go through libcurl,
+/// which also honours no_proxy.
+bool proxy_from_environment() {
+  for (const char* name : {"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0')
+      return true;
+  }
+  return false;
 }
 
 /// Loads libcurl, once per process. OpenSSL's clean-up at exit frees what the process is about
@@ -312,8 +325,8 @@ HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
     throw Error(ErrorKind::Config,
                 fmt::format("server {:?}: scheme must be https or http", config.server));
   }
-  const bool direct =
-      config.transport == Transport::Direct && url.scheme == "https" && config.proxy_url.empty();
+  const bool direct = config.transport == Transport::Direct && url.scheme == "https" &&
+                      config.proxy_url.empty() && !proxy_from_environment();
   if (direct) {
     OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);  // as start_libcurl says
   } else {

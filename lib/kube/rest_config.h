@@ -51,7 +51,8 @@ enum class Transport {
   Multiplexed,
   /// HTTP/1.1 over TLS connections trainctl makes itself (direct_transport.h), one per request
   /// in flight, without loading libcurl: for commands that send a few requests and exit. Through
-  /// a proxy or over plain http://, requests go through libcurl all the same.
+  /// a proxy (proxy-url, or https_proxy/all_proxy in the environment) or over plain http://,
+  /// requests go through libcurl all the same.
   Direct,
 };
 

@@ -126,8 +126,15 @@ TEST_F(CliTest, OfflineVerbsLoadOnlyGlibcAndACommandThatConnectsLoadsOpenSslButN
   EXPECT_THAT(version.out, HasSubstr("v1.31.2"));
   for (const char* loaded : {"libssl.so.3", "libcrypto.so.3"})
     EXPECT_THAT(initialised_libraries(version), ::testing::Contains(loaded)) << version.out;
-  // Its requests go over HTTP/1.1 connections of its own (kube/direct_transport.h).
+  // Its requests go over HTTP/1.1 connections of its own (kube/direct_transport.h)...
   EXPECT_THAT(initialised_libraries(version), Not(::testing::Contains(HasSubstr("libcurl"))));
+  // ...unless the environment names a proxy: libcurl then decides, honouring no_proxy as well.
+  const RunResult proxied =
+      run_cli("version --kubeconfig " + config,
+              "LD_DEBUG=libs HTTPS_PROXY=http://127.0.0.1:1 NO_PROXY=127.0.0.1");
+  EXPECT_EQ(proxied.exit_code, 0) << proxied.out;
+  EXPECT_THAT(proxied.out, HasSubstr("v1.31.2"));
+  EXPECT_THAT(initialised_libraries(proxied), ::testing::Contains("libcurl.so.4"));
 }
 
 TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
