@@ -818,6 +818,18 @@ class QuantityTexts {
   std::vector<std::pair<std::string, Texts>> by_resource_;
 };
 
+/// Hashes a resource list for the why-not memo (Round::WhyNots) by its amounts and the lengths of
+/// its names: the names of a pass's lists come from a handful, and equal hashes are compared
+/// whole.
+struct ResourceListHash {
+  std::size_t operator()(const ResourceList& list) const {
+    std::size_t h = list.size();
+    for (const auto& [name, value] : list)
+      h = (h * 1'000'003) ^ (static_cast<std::size_t>(value) * 131 + name.size());
+    return h;
+  }
+};
+
 /// `<scope>: <resource> <requested> requested, <free> free of <what> <total>` for each
 /// resource of `need` that `free` (less `taken`, when given: a queue's capability less what it
 /// holds) does not cover, joined by "; " (empty when it covers them all). With `only_named`,
@@ -1581,14 +1593,17 @@ class Round {
     if (options_.order == AdmissionOrder::StrictFifo && first_head_ != nullptr)
       return waiting(*first_head_);
     const std::vector<PodDemand> demands = demands_of(g);
-    if (std::string over_quota = quota_shortages(g, q, q.held); !over_quota.empty()) {
+    if (std::string over_quota = remembered(why_nots_.quota[q.name], g.min_resources,
+                                            [&] { return quota_shortages(g, q, q.held); });
+        !over_quota.empty()) {
       if (preempt_for(g, q, demands))
         return;
       return g.block("NotEnoughResources", std::move(over_quota));
     }
     const ResourceList need = demand_total(demands);
-    std::string why =
-        shortages(quantity_texts_, "cluster", "", need, now_->total_free(), total_, false);
+    std::string why = remembered(why_nots_.cluster, need, [&] {
+      return shortages(quantity_texts_, "cluster", "", need, now_->total_free(), total_, false);
+    });
     if (why.empty()) {  // the cluster has room in total: node by node?
       if (const auto placed = open_->place(demands, &why))
         return admit(g, q, demands, *placed);
@@ -1601,6 +1616,31 @@ class Round {
     g.block("NotEnoughResources", why);
     if (q.head == nullptr)
       become_head(g, q, demands);
+  }
+
+  /// Why-not messages of this round by what was asked: waiting gangs mostly come in a few shapes
+  /// (their templates'), and the same demand against the same free room, or the same
+  /// minResources against the same queue, gets the same text. An admission or an eviction changes
+  /// the room and the queues' holdings: both forget what they were told (forget_why_nots).
+  struct WhyNots {
+    using ByDemand = std::unordered_map<ResourceList, std::string, ResourceListHash>;
+    ByDemand cluster;                                 // shortages of the cluster's free room
+    std::unordered_map<std::string, ByDemand> quota;  // by queue: shortages of its capability
+  };
+
+  /// `make()`'s text for `demand`, made once while nothing changes.
+  template <class Make>
+  static std::string remembered(WhyNots::ByDemand& memo, const ResourceList& demand,
+                                const Make& make) {
+    const auto found = memo.find(demand);
+    if (found != memo.end())
+      return found->second;
+    return memo.emplace(demand, make()).first->second;
+  }
+
+  void forget_why_nots() {
+    why_nots_.cluster.clear();
+    why_nots_.quota.clear();
   }
 
   /// What `g` lacks in its queue's capability when the queue holds `held`.
@@ -1696,6 +1736,7 @@ class Round {
   /// show it Pending: the job reconciler reads the same PodGroup cache, so it never takes the
   /// deleted pods for missing pods of an admitted gang and creates them again.
   void evict(Group& v, const Group& by) {
+    forget_why_nots();
     give_back(*now_, v, 1, false);
     give_back(*open_, v, 1, false);
     give_back(*future_, v, 1, true);
@@ -1728,6 +1769,7 @@ class Round {
   void admit(Group& g, Queue& q, const std::vector<PodDemand>& demands,
              const GangPlacement& placement) {
     g.admitted_now = true;
+    forget_why_nots();
     const auto per_node = taken_per_node(demands, placement);
     for (const auto& [node, amount] : per_node) {
       now_->take(node, amount);
@@ -1891,6 +1933,7 @@ class Round {
   const Group* first_head_ = nullptr;
   std::deque<json> fetched_;              // PodGroups fetched whole to be written (whole_object)
   mutable QuantityTexts quantity_texts_;  // for why-not messages
+  WhyNots why_nots_;
   AdmissionResult result_;
 };
 

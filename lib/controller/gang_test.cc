@@ -297,6 +297,33 @@ TEST(AdmitTest, OlderGroupsGoFirstAndALaterSmallerOneStillFits) {
   EXPECT_EQ(unschedulable(middle)["message"], "cluster: nvidia.com/gpu 8 requested, 4 free of 16");
 }
 
+// Gangs of one shape share their why-not text within a pass only while nothing is admitted in
+// between: the last gang below is told what is free after the middle one went in.
+TEST(AdmitTest, AWhyNotSaysWhatIsFreeAfterTheAdmissionsBeforeIt) {
+  const AdmissionResult cluster =
+      admit({group("first", "default", {{"nvidia.com/gpu", "20"}}, "2024-05-01T10:00:00Z"),
+             group("fits", "default", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:10:00Z"),
+             group("second", "default", {{"nvidia.com/gpu", "20"}}, "2024-05-01T10:20:00Z")},
+            {queue("default", json::object())}, {node("n1", 8), node("n2", 8)}, {}, {}, kNow);
+  EXPECT_EQ(unschedulable(written_group(cluster, "first"))["message"],
+            "cluster: nvidia.com/gpu 20 requested, 16 free of 16");
+  EXPECT_EQ(phase_of(written_group(cluster, "fits")), "Inqueue");
+  EXPECT_EQ(unschedulable(written_group(cluster, "second"))["message"],
+            "cluster: nvidia.com/gpu 20 requested, 8 free of 16");
+
+  const AdmissionResult quota =
+      admit({group("first", "team-a", {{"nvidia.com/gpu", "20"}}, "2024-05-01T10:00:00Z"),
+             group("fits", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:10:00Z"),
+             group("second", "team-a", {{"nvidia.com/gpu", "20"}}, "2024-05-01T10:20:00Z")},
+            {queue("team-a", {{"nvidia.com/gpu", "16"}})},
+            {node("n1", 8), node("n2", 8), node("n3", 8), node("n4", 8)}, {}, {}, kNow);
+  EXPECT_EQ(unschedulable(written_group(quota, "first"))["message"],
+            "queue team-a: nvidia.com/gpu 20 requested, 16 free of capability 16");
+  EXPECT_EQ(phase_of(written_group(quota, "fits")), "Inqueue");
+  EXPECT_EQ(unschedulable(written_group(quota, "second"))["message"],
+            "queue team-a: nvidia.com/gpu 20 requested, 8 free of capability 16");
+}
+
 TEST(AdmitTest, ClosedOrMissingQueuesAdmitNothing) {
   const AdmissionResult result =
       admit({group("a", "team-a", json::object()), group("b", "nowhere", json::object())},
