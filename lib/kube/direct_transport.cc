@@ -182,6 +182,12 @@ struct DirectTransport::Identity {
   bool parsed = false;
   std::vector<CertPtr> chain;
   KeyPtr key;
+  std::string problem;  // why it could not be given, once a handshake asked for it
+
+  std::string why_not() {
+    std::lock_guard lock(mu);
+    return problem;
+  }
 };
 
 struct DirectTransport::Context {
@@ -208,11 +214,21 @@ int present_identity(SSL* ssl, void* arg) {
     identity->key = read_private_key(identity->key_pem);
     ERR_clear_error();
   }
-  if (identity->chain.empty() || !identity->key)
-    return 0;  // fails the handshake; the message says why
-  if (SSL_use_certificate(ssl, identity->chain.front().get()) != 1 ||
-      SSL_use_PrivateKey(ssl, identity->key.get()) != 1)
+  // Returning 0 fails the handshake; open() reports the problem instead of OpenSSL's words.
+  if (identity->chain.empty()) {
+    identity->problem = "the client certificate holds no PEM certificate";
     return 0;
+  }
+  if (!identity->key) {
+    identity->problem = "the client key is not a PEM private key";
+    return 0;
+  }
+  if (SSL_use_certificate(ssl, identity->chain.front().get()) != 1 ||
+      SSL_use_PrivateKey(ssl, identity->key.get()) != 1) {
+    ERR_clear_error();
+    identity->problem = "the client key does not match the client certificate";
+    return 0;
+  }
   for (std::size_t i = 1; i < identity->chain.size(); ++i) {
     if (SSL_add1_chain_cert(ssl, identity->chain[i].get()) != 1)
       return 0;
@@ -304,6 +320,8 @@ std::unique_ptr<DirectTransport::Connection> DirectTransport::open(const Request
                               "--certificate-authority)",
                               X509_verify_cert_error_string(verified)));
     }
+    if (const std::string problem = context.identity.why_not(); !problem.empty())
+      throw Error(ErrorKind::Config, problem);
     throw Error(e.kind(), "TLS handshake: " + e.message());
   }
   return c;

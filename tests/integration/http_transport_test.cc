@@ -34,6 +34,7 @@ namespace trainctl::kube {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 /// What both transports do alike.
 class BothTransportsTest : public testing::TransportTest {};
@@ -465,6 +466,38 @@ TEST(DirectTransportTest, AReadTheServerDroppedOnAKeptConnectionIsSentAgainButAW
   EXPECT_THAT(server.requests(),
               ::testing::ElementsAre("0 GET /one HTTP/1.1", "0 GET /two HTTP/1.1",
                                      "1 GET /two HTTP/1.1", "1 POST /three HTTP/1.1"));
+}
+
+// A client certificate the server asks for but that cannot be given is a Config error saying
+// what is wrong with it (the kubeconfig's), not OpenSSL's words for the failed handshake.
+TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {
+  testing::HttpsTestServer server(testing::HttpsTestServer::ClientCerts::Required);
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  server.start();
+  const testing::TestPki& pki = testing::TestPki::shared();
+  const struct {
+    std::string cert, key, why;
+  } cases[] = {
+      {"not a certificate", pki.client.key_pem, "the client certificate holds no PEM certificate"},
+      {pki.client.cert_pem, "not a key", "the client key is not a PEM private key"},
+      {pki.client.cert_pem, pki.server.key_pem,
+       "the client key does not match the client certificate"},
+  };
+  for (const auto& c : cases) {
+    RestConfig config = server.rest_config();
+    config.transport = Transport::Direct;
+    HttpTransport transport(config);
+    HttpRequest request;
+    request.path = "/version";
+    const Error e = testing::expect_error(
+        [&] { transport.send(request, {.client_cert_pem = c.cert, .client_key_pem = c.key}); });
+    EXPECT_EQ(e.kind(), ErrorKind::Config) << c.why;
+    EXPECT_EQ(e.message(), "GET " + config.server + "/version: " + c.why);
+    EXPECT_THAT(e.message(), Not(HasSubstr("PRIVATE KEY")));
+  }
+  EXPECT_TRUE(server.requests().empty());
 }
 
 TEST(DirectTransportTest, AMalformedAnswerIsAProtocolErrorNamingTheRequest) {
