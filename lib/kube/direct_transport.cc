@@ -387,6 +387,13 @@ HttpResponse DirectTransport::exchange(
   std::string text = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n", method, target,
                                  endpoint_.server.substr(endpoint_.server.find("://") + 3));
   for (const auto& [name, value] : headers) {
+    // A line break in a value would end the field and start another (a token or a user name
+    // from a kubeconfig must not add headers); the value is not shown, it may be a credential.
+    if (!is_token(name) || !is_field_value(value)) {
+      throw Error(
+          ErrorKind::Config,
+          fmt::format("{} {}: the {} header holds characters a header may not", method, url, name));
+    }
     if (!value.empty())
       fmt::format_to(std::back_inserter(text), "{}: {}\r\n", name, value);
   }

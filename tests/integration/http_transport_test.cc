@@ -500,6 +500,29 @@ TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {
   EXPECT_TRUE(server.requests().empty());
 }
 
+// A value with a line break would end its header and start another: it is refused before
+// anything is sent, without showing the value (it may be a credential).
+TEST(DirectTransportTest, AHeaderValueThatWouldStartAnotherHeaderIsRefused) {
+  testing::HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  server.start();
+  RestConfig config = server.rest_config();
+  config.transport = Transport::Direct;
+  HttpTransport transport(config);
+  HttpRequest request;
+  request.path = "/version";
+  const Error e = testing::expect_error([&] {
+    transport.send(request, {.authorization = "Bearer secret\r\nImpersonate-User: admin"});
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::Config);
+  EXPECT_EQ(e.message(),
+            "GET " + config.server +
+                "/version: the Authorization header holds characters a header may not");
+  EXPECT_TRUE(server.requests().empty());
+}
+
 TEST(DirectTransportTest, AMalformedAnswerIsAProtocolErrorNamingTheRequest) {
   ScriptedServer server({
       {"HTTP/1.1 abc\r\n\r\n"},
