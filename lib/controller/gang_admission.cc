@@ -703,42 +703,50 @@ void count_pod(const json& pod, const PodFacts& f, const Groups& groups,
       g.bound[name] += value;
 }
 
-/// The pods the group still needs placed: the job's first minMember pods in replica-type order
-/// less those bound, or minMember - bound pods of minResources/minMember each without a job.
-std::vector<PodDemand> demands_of(const Group& g) {
-  std::vector<PodDemand> demands;
+/// Calls `visit(demand, count)` for the pods the group still needs placed: the job's first
+/// minMember pods in replica-type order less those bound (`count` of each replica's pod
+/// demand), or minMember - bound pods of minResources/minMember each without a job.
+template <class Visit>
+void visit_demands(const Group& g, const Visit& visit) {
   if (!g.job) {
     const int count = g.min_member - g.allocated;
     if (count <= 0 || g.min_member <= 0)
-      return demands;
-    ResourceList each;
+      return;
+    PodDemand d{.name = g.name, .first_index = g.allocated, .count = count};
     for (const auto& [name, value] : g.min_resources)
-      each[name] = (value + g.min_member - 1) / g.min_member;
-    demands.push_back(
-        {.name = g.name, .first_index = g.allocated, .count = count, .requests = std::move(each)});
-    return demands;
+      d.requests[name] = (value + g.min_member - 1) / g.min_member;
+    return visit(d, count);
   }
   int left = g.min_member;
   for (const JobFacts::Replica& replica : g.job->replicas) {
-    const int count = std::min(left, replica.pods.count);
+    int count = std::min(left, replica.pods.count);
     if (count <= 0)
       break;
     left -= count;
     if (replica.unreadable)
       std::rethrow_exception(replica.unreadable);
-    PodDemand d = replica.pods;
-    d.count = count;
-    for (int i = 0; i < count && !g.bound_names.empty(); ++i)
-      d.count -= g.bound_names.contains(fmt::format("{}-{}", d.name, i));
-    demands.push_back(std::move(d));
+    for (int i = 0, first = count; i < first && !g.bound_names.empty(); ++i)
+      count -= g.bound_names.contains(fmt::format("{}-{}", replica.pods.name, i));
+    visit(replica.pods, count);
   }
+}
+
+std::vector<PodDemand> demands_of(const Group& g) {
+  std::vector<PodDemand> demands;
+  visit_demands(g, [&](const PodDemand& d, int count) {
+    demands.push_back(d);
+    demands.back().count = count;
+  });
   return demands;
 }
 
-ResourceList demand_total(const std::vector<PodDemand>& demands) {
+/// What the pods the group still needs placed request in all (`pods` not counted).
+ResourceList demand_total(const Group& g) {
   ResourceList total;
-  for (const auto& d : demands)
-    api::add(total, times(d.requests, d.count));
+  visit_demands(g, [&](const PodDemand& d, int count) {
+    for (const auto& [name, value] : d.requests)
+      total[name] += value * count;
+  });
   return total;
 }
 
@@ -1592,7 +1600,13 @@ class Round {
     };
     if (options_.order == AdmissionOrder::StrictFifo && first_head_ != nullptr)
       return waiting(*first_head_);
-    const std::vector<PodDemand> demands = demands_of(g);
+    // Made when needed: most waiting gangs of a full cluster are told why not by their totals.
+    std::optional<std::vector<PodDemand>> made;
+    const auto demands = [&]() -> const std::vector<PodDemand>& {
+      if (!made)
+        made = demands_of(g);
+      return *made;
+    };
     if (std::string over_quota = remembered(why_nots_.quota[q.name], g.min_resources,
                                             [&] { return quota_shortages(g, q, q.held); });
         !over_quota.empty()) {
@@ -1600,22 +1614,22 @@ class Round {
         return;
       return g.block("NotEnoughResources", std::move(over_quota));
     }
-    const ResourceList need = demand_total(demands);
+    const ResourceList need = demand_total(g);
     std::string why = remembered(why_nots_.cluster, need, [&] {
       return shortages(quantity_texts_, "cluster", "", need, now_->total_free(), total_, false);
     });
     if (why.empty()) {  // the cluster has room in total: node by node?
-      if (const auto placed = open_->place(demands, &why))
-        return admit(g, q, demands, *placed);
-      if (first_head_ != nullptr && now_->place(demands, nullptr, false))
+      if (const auto placed = open_->place(demands(), &why))
+        return admit(g, q, demands(), *placed);
+      if (first_head_ != nullptr && now_->place(demands(), nullptr, false))
         return waiting(*first_head_);
-      now_->place(demands, &why, false);
+      now_->place(demands(), &why, false);
     }
     if (preempt_for(g, q, demands))
       return;
     g.block("NotEnoughResources", why);
     if (q.head == nullptr)
-      become_head(g, q, demands);
+      become_head(g, q, demands());
   }
 
   /// Why-not messages of this round by what was asked: waiting gangs mostly come in a few shapes
@@ -1679,7 +1693,9 @@ class Round {
 
   /// With Preemption::WithinQueue: evicts the fewest lower-priority gangs, whole, that let `g`
   /// fit its queue and the nodes, and admits it. False (nothing evicted) when none would do.
-  bool preempt_for(Group& g, Queue& q, const std::vector<PodDemand>& demands) {
+  /// `demands()`: the pods `g` still needs placed (demands_of), made when asked for.
+  template <class Demands>
+  bool preempt_for(Group& g, Queue& q, const Demands& demands) {
     if (options_.preemption != Preemption::WithinQueue)
       return false;
     std::vector<Group*> candidates;
@@ -1695,7 +1711,7 @@ class Round {
     NodeCapacity trial = *open_;
     const auto fits = [&] {
       return quota_shortages(g, q, held[q.name]).empty() &&
-             trial.place(demands, nullptr, false).has_value();
+             trial.place(demands(), nullptr, false).has_value();
     };
     std::vector<Group*> victims;
     for (Group* v : candidates) {
@@ -1724,10 +1740,10 @@ class Round {
     for (Group* v : victims)
       evict(*v, g);
     std::string why;
-    const auto placed = open_->place(demands, &why);
+    const auto placed = open_->place(demands(), &why);
     if (!placed)  // cannot happen: `trial` was `open_` with the same victims given back
       return false;
-    admit(g, q, demands, *placed);
+    admit(g, q, demands(), *placed);
     return true;
   }
 
