@@ -107,6 +107,25 @@ std::optional<std::string> string_at(const json& object, std::string_view key) {
   return value != nullptr ? std::optional<std::string>(*value) : std::nullopt;
 }
 
+/// The uid and resourceVersion members of `metadata` (null: absent or not a string), found in one
+/// walk over its members that compares names' lengths first: a pass reads both of every
+/// PodGroup, node and pod, and two lookups by name compared characters at every step.
+std::pair<const std::string*, const std::string*> uid_and_version(const json& metadata) {
+  std::pair<const std::string*, const std::string*> found;
+  if (!metadata.is_object())
+    return found;
+  constexpr std::string_view kUid = "uid", kVersion = "resourceVersion";
+  for (const auto& [key, value] : metadata.get_ref<const json::object_t&>()) {
+    if (!value.is_string())
+      continue;
+    if (std::string_view(key) == kUid)  // string_view's == compares lengths first
+      found.first = &value.get_ref<const std::string&>();
+    else if (std::string_view(key) == kVersion)
+      found.second = &value.get_ref<const std::string&>();
+  }
+  return found;
+}
+
 /// The first condition of one type in a PodGroup's status, as much as `shows` compares.
 struct ConditionFacts {
   bool only_written_members = false;  // the five members a pass writes, and no others
@@ -1094,9 +1113,8 @@ struct AdmissionCache::Impl {
   /// (and cached, unless an object of that uid but another version was read in this pass already).
   template <class Facts, class Read>
   std::shared_ptr<const Facts> get(Entries<Facts>& entries, const json& object, Read read_object) {
-    const json& metadata = object_member(object, "metadata");
-    return get<Facts>(entries, string_ref(metadata, "uid"), string_ref(metadata, "resourceVersion"),
-                      [&] { return read_object(object); });
+    const auto [uid, version] = uid_and_version(object_member(object, "metadata"));
+    return get<Facts>(entries, uid, version, [&] { return read_object(object); });
   }
 
   /// The same for an object found with its version (its facts read from `object` when not
