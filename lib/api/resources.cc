@@ -22,8 +22,17 @@ void add(ResourceList& into, const ResourceList& more) {
     into = more;
     return;
   }
-  for (const auto& [name, value] : more)
-    into[name] += value;
+  // Both lists are in name order: the next name of `more` is mostly the next one of `into`
+  // (lists of the same resources), found by one comparison of lengths and characters.
+  std::size_t at = 0;
+  for (const auto& [name, value] : more) {
+    auto it = into.begin() + static_cast<std::ptrdiff_t>(at);
+    if (at < into.size() && it->first == name)
+      it->second += value;
+    else
+      (it = into.try_emplace(name, 0).first)->second += value;
+    at = static_cast<std::size_t>(it - into.begin()) + 1;
+  }
 }
 
 std::int64_t amount(const ResourceList& list, const std::string& resource) {

@@ -121,7 +121,10 @@ TEST(ResourceListTest, PropertyAgreesWithAStdMapUnderRandomOperations) {
           reference.erase(name);
           break;
         default: {
-          ResourceList more = {{name, value}, {names[random() % names.size()], 1}};
+          // 1-4 names, in name order as every list is: add walks both lists together.
+          ResourceList more = {{name, value}};
+          for (int extra = static_cast<int>(random() % 4); extra > 0; --extra)
+            more.try_emplace(names[random() % names.size()], extra);
           add(list, more);
           for (const auto& [n, v] : more)
             reference[n] += v;
