@@ -1431,6 +1431,33 @@ TEST(AdmissionCacheTest, ANodeReadAlikeUnderANewVersionKeepsTheNodeListsCapacity
   EXPECT_FALSE(cache.stats().node_list_reused);
 }
 
+// A queue's order is kept between passes only while its gangs wait under the same keys: a
+// PriorityClass raised between two passes reorders gangs whose objects did not change.
+TEST(AdmissionCacheTest, AQueuesOrderIsMadeAgainWhenAGangsPriorityChanges) {
+  const std::vector<json> groups = {
+      group("old", "team-a", {{"nvidia.com/gpu", "4"}}, "2024-05-01T08:00:00Z", "", 1),
+      with_priority(
+          group("new", "team-a", {{"nvidia.com/gpu", "4"}}, "2024-05-01T09:00:00Z", "", 1),
+          "urgent")};
+  std::vector<json> classes = {priority_class("urgent", 0)};
+  AdmissionCache cache;
+  const auto pass = [&] {
+    return admit({.pod_groups = groups,
+                  .queues = {queue("team-a", json::object())},
+                  .nodes = {versioned_node("n1", 4, 1)},
+                  .priority_classes = classes,
+                  .now = kNow},
+                 {}, nullptr, &cache);
+  };
+  EXPECT_EQ(phase_of(written_group(pass(), "old")), "Inqueue");  // the same priority: oldest
+  EXPECT_EQ(phase_of(written_group(pass(), "old")), "Inqueue");  // the order kept
+  classes[0]["value"] = 1000;
+  const AdmissionResult raised = pass();
+  EXPECT_EQ(cache.stats().read, 0);  // no PodGroup changed
+  EXPECT_EQ(phase_of(written_group(raised, "new")), "Inqueue");
+  EXPECT_EQ(phase_of(written_group(raised, "old")), "Pending");
+}
+
 TEST(AdmissionCacheTest, ObjectsNoLongerListedAreDroppedAtTheEndOfThePass) {
   const std::vector<json> queues = {queue("team-a", json::object())};
   const json n1 = versioned_node("n1", 8, 1);
