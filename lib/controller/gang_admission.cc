@@ -479,6 +479,8 @@ struct PodFacts;
 
 /// What the informer caches say about one PodGroup, its job and its pods in this pass: the facts
 /// its object gives (by reference, into the cache) and what the pass finds and decides.
+struct Queue;
+
 struct Group {
   Group(const json& object, const GroupFacts& facts)
       : object(&object),
@@ -504,6 +506,7 @@ struct Group {
   const std::string& name;
   const std::string& key;  // namespace/name
   const std::string& queue;
+  Queue* in_queue = nullptr;  // its queue, when there is one (set by Round::order_queues)
   std::string phase;
   const int min_member;
   const ResourceList& min_resources;
@@ -627,7 +630,20 @@ struct Queue {
   std::vector<Group*> pending;  // in priority, then creation order
   std::size_t next = 0;         // the first of `pending` not yet decided this round
   ResourceList deserved;
-  const Group* head = nullptr;  // its first gang that waits for nodes, this round
+  /// queue_share(held, deserved), made again whenever held changes (hold): the next queue is
+  /// chosen by it before every decision.
+  double share = 0;
+  const Group* head = nullptr;       // its first gang that waits for nodes, this round
+  std::map<std::string, int> gangs;  // by phase, as the round leaves them (write)
+
+  /// Adds (sign 1) or takes off (sign -1) what a gang holds.
+  void hold(const ResourceList& amount, int sign = 1) {
+    if (sign > 0)
+      api::add(held, amount);
+    else
+      subtract(held, amount);
+    share = queue_share(held, deserved);
+  }
 };
 
 bool finished(std::string_view phase) {
@@ -1032,11 +1048,11 @@ json applied(json status, const GroupStatusChange& change, const std::string& no
   return status;
 }
 
-json queue_status(const Queue& q, const std::map<std::string, int>& counts) {
+json queue_status(const Queue& q) {
   json status = status_of(*q.object);
   const auto count = [&](std::string_view phase) {
-    const auto it = counts.find(std::string(phase));
-    return it == counts.end() ? 0 : it->second;
+    const auto it = q.gangs.find(std::string(phase));
+    return it == q.gangs.end() ? 0 : it->second;
   };
   std::string state = q.state;
   if (state == "Closing" && count(kInqueue) + count(kRunning) + count(kUnknown) == 0)
@@ -1236,7 +1252,8 @@ class Round {
   }
 
   /// The queues (and, for a round made with node_view, the nodes) as this round leaves them,
-  /// once it has written: the why-not messages move into the view (`with_pending`).
+  /// once it has written: its counts of gangs per phase and the why-not messages
+  /// (`with_pending`) move into the view.
   AdmissionView take_view(bool with_pending) {
     AdmissionView v{.with_nodes = node_view_,
                     .with_pending = with_pending,
@@ -1244,26 +1261,21 @@ class Round {
                     .preemptions = preemptions_};
     if (node_view_)
       v.nodes = node_usage();
-    for (const auto& [name, q] : queues_) {
+    for (auto& [name, q] : queues_) {
       QueueUsage u{.name = name,
                    .state = q.state,
                    .weight = q.weight,
                    .reclaimable = q.reclaimable,
                    .capability = q.capability,
                    .deserved = q.deserved,
-                   .allocated = q.held};
+                   .allocated = q.held,
+                   .gangs = std::move(q.gangs)};
       for (Group* g : q.pending) {
         if (with_pending && g->phase == kPending)
           u.pending.push_back(
               {g->key, g->priority.value, std::move(g->blocked_reason), std::move(g->blocked)});
       }
       v.queues.push_back(std::move(u));
-    }
-    for (const Group& g : groups_) {
-      const auto q = std::find_if(v.queues.begin(), v.queues.end(),
-                                  [&](const QueueUsage& u) { return u.name == g.queue; });
-      if (q != v.queues.end())
-        ++q->gangs[g.phase];
     }
     return v;
   }
@@ -1534,8 +1546,12 @@ class Round {
   void order_queues() {
     for (Group& g : groups_) {
       const auto q = queues_.find(g.queue);
-      if (q == queues_.end())
+      if (q == queues_.end()) {
+        if (g.phase == kPending)
+          unqueued_.push_back(&g);
         continue;
+      }
+      g.in_queue = &q->second;
       if (admitted_phase(g.phase))
         api::add(q->second.held, g.held());
       else if (g.phase == kPending)
@@ -1543,14 +1559,8 @@ class Round {
     }
     std::vector<QueueFigures> figures;
     for (Group& g : groups_) {
-      if (g.phase != kPending)
-        continue;
-      const auto q = queues_.find(g.queue);
-      if (q == queues_.end()) {
-        unqueued_.push_back(&g);
-        continue;
-      }
-      q->second.pending.push_back(&g);
+      if (g.phase == kPending && g.in_queue != nullptr)
+        g.in_queue->pending.push_back(&g);
     }
     std::vector<std::pair<GroupOrder, Group*>> keyed;
     AdmissionCache::Impl::PendingOrders orders;
@@ -1570,8 +1580,10 @@ class Round {
     if (cache_.keeps)
       cache_.pending_orders = std::move(orders);
     const auto deserved = deserved_shares(figures, total_);
-    for (auto& [name, q] : queues_)
+    for (auto& [name, q] : queues_) {
       q.deserved = deserved.at(name);
+      q.share = queue_share(q.held, q.deserved);
+    }
   }
 
   /// Puts a queue's `pending` gangs in the order of their keys (`keyed`: each gang's key, in
@@ -1620,15 +1632,11 @@ class Round {
   /// The queue whose next gang is decided next: the lowest share of its deserved, then name.
   Queue* next_queue() {
     Queue* best = nullptr;
-    double best_share = 0;
     for (auto& [name, q] : queues_) {
       if (q.next >= q.pending.size())
         continue;
-      const double share = queue_share(q.held, q.deserved);
-      if (best == nullptr || share < best_share) {
+      if (best == nullptr || q.share < best->share)
         best = &q;
-        best_share = share;
-      }
     }
     return best;
   }
@@ -1828,7 +1836,7 @@ class Round {
       subtract(reserved_[node], amount);
     for (const auto& [node, amount] : v.bound_on)
       subtract(loads_[node].requested, amount);
-    subtract(queues_.at(v.queue).held, v.held());
+    queues_.at(v.queue).hold(v.held(), -1);
     const std::string preempter =
         fmt::format("{} (priority {} over {})", by.key, by.priority.value, v.priority.value);
     const std::string message =
@@ -1868,7 +1876,7 @@ class Round {
     g.annotations[std::string(api::annotations::admitted_at)] = now_text_;
     g.annotations[std::string(api::annotations::requeue_at)] = std::nullopt;
     g.annotations[std::string(api::annotations::preempted_by)] = std::nullopt;
-    api::add(q.held, shortfall(g.held(), g.bound));  // its bound pods are counted already
+    q.hold(shortfall(g.held(), g.bound));  // its bound pods are counted already
     requeue_in(input_.now + timeout_of(g));
   }
 
@@ -1933,10 +1941,10 @@ class Round {
   AdmissionResult write() {
     delete_taken_back_pods();
     result_.actions.reserve(result_.actions.size() + groups_.size() + queues_.size());
-    std::map<std::string, std::map<std::string, int>> counts;  // queue -> phase -> groups
     const kube::Resource podgroups = kube::resources::podgroups();
     for (Group& g : groups_) {
-      ++counts[g.queue][g.phase];
+      if (g.in_queue != nullptr)
+        ++g.in_queue->gangs[g.phase];
       const GroupStatusChange change(g);
       const bool same_status = shows(g.facts.status, change);
       if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
@@ -1987,7 +1995,7 @@ class Round {
                                  name_of(updated), std::move(updated), ""});
     }
     for (const auto& [name, q] : queues_) {
-      json status = queue_status(q, counts[name]);
+      json status = queue_status(q);
       if (status == status_of(*q.object))
         continue;
       json updated = *q.object;
