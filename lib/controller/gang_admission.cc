@@ -530,17 +530,18 @@ struct Group {
   const std::optional<TimePoint>& requeue_at;
   std::shared_ptr<const JobFacts> job;  // what the cached training job that controls it says
   Priority priority;
-  /// The Unschedulable condition of this round; empty message when nothing blocks the group.
-  std::string blocked;
-  std::string blocked_reason;
+  /// The Unschedulable condition of this round (empty message: nothing blocks the group): texts
+  /// that outlive the round, a why-not message mostly shared by many gangs (Round::kept).
+  std::string_view blocked;
+  std::string_view blocked_reason;
   /// Annotations this round sets (a value) or removes (nullopt).
   std::map<std::string, std::optional<std::string>> annotations;
 
   /// What the group counts against its queue while admitted.
   ResourceList held() const { return max_of(min_resources, bound); }
-  void block(std::string_view reason, std::string message) {
+  void block(std::string_view reason, std::string_view message) {
     blocked_reason = reason;
-    blocked = std::move(message);
+    blocked = message;
   }
 };
 
@@ -1273,7 +1274,7 @@ class Round {
       for (Group* g : q.pending) {
         if (with_pending && g->phase == kPending)
           u.pending.push_back(
-              {g->key, g->priority.value, std::move(g->blocked_reason), std::move(g->blocked)});
+              {g->key, g->priority.value, std::string(g->blocked_reason), std::string(g->blocked)});
       }
       v.queues.push_back(std::move(u));
     }
@@ -1451,7 +1452,7 @@ class Round {
       message += fmt::format("; scheduler: {}", scheduler_says);
     message += fmt::format("; requeued, next try after {}", api::format_timestamp(retry));
     g.phase = kPending;
-    g.block("ScheduleTimeout", message);
+    g.block("ScheduleTimeout", kept(message));
     g.annotations[std::string(api::annotations::node_reservations)] = std::nullopt;
     g.annotations[std::string(api::annotations::admitted_at)] = std::nullopt;
     g.annotations[std::string(api::annotations::schedule_timeouts)] = std::to_string(timeouts);
@@ -1643,14 +1644,15 @@ class Round {
 
   void decide_all() {
     for (Group* g : unqueued_)
-      g->block("QueueNotFound", fmt::format("queue {} not found", g->queue));
+      g->block("QueueNotFound", kept(fmt::format("queue {} not found", g->queue)));
     while (Queue* q = next_queue()) {
       Group& g = *q->pending[q->next++];
       decide(g, *q, q->next, q->pending.size());
       if (!g.preempted_by.empty() && !g.blocked.empty())
-        g.block("Preempted", fmt::format("preempted by {}; now: {}", g.preempted_by, g.blocked));
+        g.block("Preempted",
+                kept(fmt::format("preempted by {}; now: {}", g.preempted_by, g.blocked)));
       if (!g.priority.note.empty() && !g.blocked.empty())
-        g.blocked += fmt::format(" ({})", g.priority.note);
+        g.blocked = kept(fmt::format("{} ({})", g.blocked, g.priority.note));
     }
   }
 
@@ -1661,18 +1663,20 @@ class Round {
       return g.block(g.preempted_by.empty() ? "ScheduleTimeout" : "Preempted",
                      "its pods are being deleted");  // not admitted with them
     if (g.requeue_at && input_.now < *g.requeue_at) {
-      g.block("ScheduleTimeout", fmt::format("requeued after a schedule timeout, next try after {}",
-                                             api::format_timestamp(*g.requeue_at)));
+      g.block("ScheduleTimeout",
+              kept(fmt::format("requeued after a schedule timeout, next try after {}",
+                               api::format_timestamp(*g.requeue_at))));
       requeue_in(*g.requeue_at);
       return;
     }
     if (!q.invalid.empty())
-      return g.block("InvalidQueue", fmt::format("queue {}: {}", q.name, q.invalid));
+      return g.block("InvalidQueue", kept(fmt::format("queue {}: {}", q.name, q.invalid)));
     if (q.state != "Open")
-      return g.block("QueueNotOpen", fmt::format("queue {} is {}", q.name, q.state));
+      return g.block("QueueNotOpen", kept(fmt::format("queue {} is {}", q.name, q.state)));
     const auto waiting = [&](const Group& head) {
-      g.block("WaitingForHead", fmt::format("waiting behind {} (priority {}, position {} of {})",
-                                            head.key, head.priority.value, position, of));
+      g.block("WaitingForHead",
+              kept(fmt::format("waiting behind {} (priority {}, position {} of {})", head.key,
+                               head.priority.value, position, of)));
     };
     if (options_.order == AdmissionOrder::StrictFifo && first_head_ != nullptr)
       return waiting(*first_head_);
@@ -1683,23 +1687,26 @@ class Round {
         made = demands_of(g);
       return *made;
     };
-    if (std::string over_quota = remembered(why_nots_.quota[q.name], g.min_resources,
-                                            [&] { return quota_shortages(g, q, q.held); });
+    if (const std::string_view over_quota =
+            remembered(why_nots_.quota[q.name], g.min_resources,
+                       [&] { return quota_shortages(g, q, q.held); });
         !over_quota.empty()) {
       if (preempt_for(g, q, demands))
         return;
-      return g.block("NotEnoughResources", std::move(over_quota));
+      return g.block("NotEnoughResources", over_quota);
     }
     const ResourceList need = demand_total(g);
-    std::string why = remembered(why_nots_.cluster, need, [&] {
+    std::string_view why = remembered(why_nots_.cluster, need, [&] {
       return shortages(quantity_texts_, "cluster", "", need, now_->total_free(), total_, false);
     });
     if (why.empty()) {  // the cluster has room in total: node by node?
-      if (const auto placed = open_->place(demands(), &why))
+      std::string no_node;
+      if (const auto placed = open_->place(demands(), &no_node))
         return admit(g, q, demands(), *placed);
       if (first_head_ != nullptr && now_->place(demands(), nullptr, false))
         return waiting(*first_head_);
-      now_->place(demands(), &why, false);
+      now_->place(demands(), &no_node, false);
+      why = kept(std::move(no_node));
     }
     if (preempt_for(g, q, demands))
       return;
@@ -1713,20 +1720,25 @@ class Round {
   /// minResources against the same queue, gets the same text. An admission or an eviction changes
   /// the room and the queues' holdings: both forget what they were told (forget_why_nots).
   struct WhyNots {
-    using ByDemand = std::unordered_map<ResourceList, std::string, ResourceListHash>;
+    using ByDemand = std::unordered_map<ResourceList, std::string_view, ResourceListHash>;
     ByDemand cluster;                                 // shortages of the cluster's free room
     std::unordered_map<std::string, ByDemand> quota;  // by queue: shortages of its capability
   };
 
-  /// `make()`'s text for `demand`, made once while nothing changes.
+  /// `make()`'s text for `demand`, made once while nothing changes (kept).
   template <class Make>
-  static std::string remembered(WhyNots::ByDemand& memo, const ResourceList& demand,
-                                const Make& make) {
+  std::string_view remembered(WhyNots::ByDemand& memo, const ResourceList& demand,
+                              const Make& make) {
     const auto found = memo.find(demand);
     if (found != memo.end())
       return found->second;
-    return memo.emplace(demand, make()).first->second;
+    std::string text = make();
+    return memo.emplace(demand, text.empty() ? std::string_view() : kept(std::move(text)))
+        .first->second;
   }
+
+  /// `text`, kept until the round ends: what a group's blocked message views.
+  std::string_view kept(std::string text) { return texts_.emplace_back(std::move(text)); }
 
   void forget_why_nots() {
     why_nots_.cluster.clear();
@@ -1842,7 +1854,7 @@ class Round {
     const std::string message =
         fmt::format("preempted by {}: the whole gang was evicted", preempter);
     v.phase = kPending;
-    v.block("Preempted", message);
+    v.block("Preempted", kept(message));
     v.annotations[std::string(api::annotations::preempted_by)] = preempter;
     v.annotations[std::string(api::annotations::node_reservations)] = std::nullopt;
     v.annotations[std::string(api::annotations::admitted_at)] = std::nullopt;
@@ -1989,8 +2001,8 @@ class Round {
                                   reference_to(updated)});
       }
       if (!g.blocked.empty() && !unschedulable_true(g.facts.status))
-        result_.events.push_back(
-            {"Warning", std::string(kUnschedulable), g.blocked, reference_to(updated)});
+        result_.events.push_back({"Warning", std::string(kUnschedulable), std::string(g.blocked),
+                                  reference_to(updated)});
       result_.actions.push_back({Action::Type::Update, podgroups, namespace_of(updated),
                                  name_of(updated), std::move(updated), ""});
     }
@@ -2025,6 +2037,7 @@ class Round {
   const Group* first_head_ = nullptr;
   std::deque<json> fetched_;              // PodGroups fetched whole to be written (whole_object)
   mutable QuantityTexts quantity_texts_;  // for why-not messages
+  std::deque<std::string> texts_;         // kept(): why-not messages, which groups view
   WhyNots why_nots_;
   AdmissionResult result_;
 };
