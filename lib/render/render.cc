@@ -330,16 +330,14 @@ nlohmann::json render_context(const nlohmann::json& values) {
 std::string render_template(std::string_view template_text, const nlohmann::json& values,
                             std::string_view template_name) {
   std::string text(template_text);
-  {
-    // Parse the text as written first, so error offsets map to the author's lines.
+  mustache::mustache tmpl(strip_standalone_lines(text));
+  if (!tmpl.is_valid()) {
+    // The text as written says where, in the author's lines (stripping moved the offsets).
     mustache::mustache as_written(text);
-    if (!as_written.is_valid())
-      template_error(text, template_name, as_written.error_message());
+    template_error(text, template_name,
+                   as_written.is_valid() ? tmpl.error_message() : as_written.error_message());
   }
   require_printable(values);  // the values are dumped as JSON, which takes nothing else
-  mustache::mustache tmpl(strip_standalone_lines(text));
-  if (!tmpl.is_valid())
-    template_error(text, template_name, tmpl.error_message());
   // Values are pre-spelled as YAML; HTML escaping would corrupt them.
   tmpl.set_custom_escape([](const std::string& s) { return s; });
   std::string out = tmpl.render(to_object(render_context(values)));
