@@ -586,6 +586,28 @@ TEST(AdmitTest, GroupsOfJobsThatAreGoneHoldNothingAndAreNotAdmitted) {
   EXPECT_EQ(written_queue(none, "team-a")["status"]["allocated"], json::object());
 }
 
+// A PodGroup listed twice (two objects of one namespace/name) counts once, as the first says;
+// a group taken back for its gone job leaves no trace in the index its pods' gangs are found by.
+TEST(AdmitTest, AGroupListedTwiceCountsOnceAndPodsFindTheirGangPastOneTakenBack) {
+  json again = group("a", "team-a", {{"nvidia.com/gpu", "16"}}, "2024-05-01T10:00:00Z", "", 1);
+  again["metadata"]["uid"] = "uid-a-again";
+  const std::vector<json> groups = {
+      owned_by_job(group("deleted", "team-a", {{"nvidia.com/gpu", "8"}}), "PyTorchJob", "deleted",
+                   "uid-deleted"),
+      group("a", "team-a", {{"nvidia.com/gpu", "4"}}, "2024-05-01T10:00:00Z", "", 1), again,
+      group("run", "team-a", json::object(), "2024-05-01T09:00:00Z", "Running", 1)};
+  const AdmissionResult result = admit(groups, {queue("team-a", json::object())}, {node("n1", 8)},
+                                       {pod("run-0", "run", "n1", "Running", 4)}, {}, kNow);
+  EXPECT_EQ(phase_of(written_group(result, "a")), "Inqueue");  // 4 GPUs fit; 16 would not
+  EXPECT_EQ(std::count_if(result.actions.begin(), result.actions.end(),
+                          [](const Action& a) { return a.name == "a"; }),
+            1);
+  EXPECT_TRUE(written_group(result, "deleted").is_null());
+  EXPECT_EQ(written_group(result, "run")["status"]["running"], 1);
+  EXPECT_EQ(written_queue(result, "team-a")["status"]["allocated"],
+            json({{"nvidia.com/gpu", "8"}}));
+}
+
 // Groups not controlled by a training job (made by hand, or by another controller) are admitted
 // whatever the job caches hold.
 TEST(AdmitTest, GroupsWithoutATrainingJobOwnerCountAsAlways) {
