@@ -1103,6 +1103,26 @@ struct AdmissionCache::Impl {
   Entries<NodeRead> nodes;
   Entries<PodFacts> pods;
   Entries<JobFacts> jobs;
+  /// The entries of one kind a pass handed out, in the order the input listed the objects, and
+  /// the last pass's: an informer lists them in the same order pass after pass, so the entry at
+  /// the same place is tried first, before a hash and a bucket (a cache miss each, and a seventh
+  /// of a steady pass over 10,000 gangs). Null where an object was not cached.
+  template <class Facts>
+  struct Order {
+    std::vector<typename Entries<Facts>::value_type*> last, now;
+    void begin() {
+      last.swap(now);
+      now.clear();
+    }
+    /// The last pass's entry at the place of the next object, when it is `uid`'s.
+    typename Entries<Facts>::value_type* hint(const std::string& uid) const {
+      const std::size_t i = now.size();
+      return i < last.size() && last[i] != nullptr && last[i]->first == uid ? last[i] : nullptr;
+    }
+  };
+  Order<GroupFacts> group_order;
+  Order<NodeRead> node_order;
+  Order<PodFacts> pod_order;
   std::uint64_t pass = 0;
   /// The last non-empty AdmissionInput::jobs_version, and a number for it that grows with every
   /// new one (what a GroupFacts' job lookup remembers).
@@ -1132,6 +1152,20 @@ struct AdmissionCache::Impl {
     ++pass;
     read = used = 0;
     uncached.clear();
+    group_order.begin();
+    node_order.begin();
+    pod_order.begin();
+  }
+
+  /// The input order of entries of `Facts` (PodGroups, nodes, pods).
+  template <class Facts>
+  Order<Facts>& order() {
+    if constexpr (std::is_same_v<Facts, GroupFacts>)
+      return group_order;
+    else if constexpr (std::is_same_v<Facts, NodeRead>)
+      return node_order;
+    else
+      return pod_order;
   }
 
   /// Drops what this pass did not use: objects deleted (or no longer listed) since.
@@ -1159,7 +1193,8 @@ struct AdmissionCache::Impl {
   template <class Facts, class Read>
   std::shared_ptr<const Facts> get(Entries<Facts>& entries, const json& object, Read read_object) {
     const auto [uid, version] = uid_and_version(object_member(object, "metadata"));
-    return get<Facts>(entries, uid, version, [&] { return read_object(object); });
+    return get<Facts>(
+        entries, uid, version, [&] { return read_object(object); }, &order<Facts>());
   }
 
   /// The same for an object found with its version (its facts read from `object` when not
@@ -1180,12 +1215,22 @@ struct AdmissionCache::Impl {
   }
 
   /// The facts of the object of `uid` and `version` (null: it has none), cached, else
-  /// `read_facts()`.
+  /// `read_facts()`; `order`, when given, is where the object comes in the input.
   template <class Facts, class Read>
   std::shared_ptr<const Facts> get(Entries<Facts>& entries, const std::string* uid,
-                                   const std::string* version, Read read_facts) {
+                                   const std::string* version, Read read_facts,
+                                   Order<Facts>* order = nullptr) {
+    typename Entries<Facts>::value_type* at = nullptr;
     if (keeps && uid != nullptr && version != nullptr && !uid->empty() && !version->empty()) {
-      Entry<Facts>& e = entries[*uid];
+      if (order != nullptr)
+        at = order->hint(*uid);
+      if (at == nullptr)
+        at = &*entries.try_emplace(*uid).first;
+    }
+    if (order != nullptr)
+      order->now.push_back(at);
+    if (at != nullptr) {
+      Entry<Facts>& e = at->second;
       if (e.facts && e.version == *version)
         return use(e);
       if (e.pass != pass) {  // not handed out in this pass: may be replaced

@@ -1453,6 +1453,39 @@ TEST(AdmissionCacheTest, ANodeReadAlikeUnderANewVersionKeepsTheNodeListsCapacity
   EXPECT_FALSE(cache.stats().node_list_reused);
 }
 
+// Each object's entry is tried where the last pass found it in the input first; objects listed
+// in another order, or after one that is gone, are still found by uid and not read again.
+TEST(AdmissionCacheTest, ObjectsListedInAnotherOrderAreFoundByUid) {
+  std::vector<json> groups = {group("a", "team-a", {{"nvidia.com/gpu", "8"}}),
+                              group("b", "team-a", {{"nvidia.com/gpu", "8"}}),
+                              group("c", "team-a", {{"nvidia.com/gpu", "8"}})};
+  std::vector<json> nodes = {versioned_node("n1", 8, 1), versioned_node("n2", 8, 1)};
+  AdmissionCache cache;
+  const auto pass = [&] {
+    return admit({.pod_groups = groups,
+                  .queues = {queue("team-a", json::object())},
+                  .nodes = nodes,
+                  .now = kNow},
+                 {}, nullptr, &cache);
+  };
+  const AdmissionResult first = pass();
+  EXPECT_EQ(cache.stats().read, 5);
+  std::reverse(groups.begin(), groups.end());
+  std::reverse(nodes.begin(), nodes.end());
+  const AdmissionResult reversed = pass();
+  EXPECT_EQ(cache.stats().read, 0);
+  EXPECT_FALSE(cache.stats().node_list_reused);  // another order: indexed again
+  groups.erase(groups.begin());                  // c is gone: b and a move up a place
+  const AdmissionResult shifted = pass();
+  EXPECT_EQ(cache.stats().read, 0);
+  EXPECT_EQ(cache.stats().pod_groups, 2);
+  for (const AdmissionResult* r : {&first, &reversed, &shifted}) {
+    EXPECT_EQ(phase_of(written_group(*r, "a")), "Inqueue");
+    EXPECT_EQ(phase_of(written_group(*r, "b")), "Inqueue");
+  }
+  EXPECT_EQ(phase_of(written_group(first, "c")), "Pending");
+}
+
 // A queue's order is kept between passes only while its gangs wait under the same keys: a
 // PriorityClass raised between two passes reorders gangs whose objects did not change.
 TEST(AdmissionCacheTest, AQueuesOrderIsMadeAgainWhenAGangsPriorityChanges) {
