@@ -220,10 +220,14 @@ Application make_tree(const AddVerbs& add) {
 
 }  // namespace
 
-Application make_application() {
-  return make_tree([](CLI::App& app, const GlobalFlags& flags) {
-    for (const VerbRegistration& verb : kVerbs)
-      verb.add(app, flags);
+Application make_application(std::string_view subcommand) {
+  return make_tree([subcommand](CLI::App& app, const GlobalFlags& flags) {
+    for (const VerbRegistration& verb : kVerbs) {
+      if (verb.add_for != nullptr && !subcommand.empty())
+        verb.add_for(app, flags, subcommand);
+      else
+        verb.add(app, flags);
+    }
   });
 }
 
@@ -239,6 +243,20 @@ std::optional<Application> make_verb_application(std::string_view verb,
     else
       it->add(app, flags);
   });
+}
+
+Application completion_tree(const std::vector<std::string>& words) {
+  if (words.size() > 1) {
+    // A flag between the verb and the cursor may be one before the subcommand's name (with
+    // its value): every subcommand is built then.
+    const bool flag_first = std::any_of(words.begin() + 1, words.end() - 1,
+                                        [](const std::string& w) { return w.starts_with('-'); });
+    if (std::optional<Application> verb =
+            make_verb_application(words[0], flag_first ? "" : words[1]))
+      return std::move(*verb);
+    return make_application();  // global flags first: the verb is further on
+  }
+  return make_application(kNoSubcommand);
 }
 
 namespace {

@@ -86,14 +86,24 @@ TEST(VerbApplicationTest, PastTheVerbItAloneCompletesAsTheWholeTree) {
     return std::vector<std::string>{"a", "b"};
   };
   for (const std::string& word : verb_words(*whole.app)) {
-    std::optional<Application> alone = make_verb_application(word);
-    ASSERT_TRUE(alone) << word;
-    const CommandDoc alone_doc = describe(*alone->app);
-    for (const auto& rest : std::vector<std::vector<std::string>>{
-             {""}, {"-"}, {"--"}, {"--o"}, {"-n", ""}, {"x", ""}, {"--", "x", ""}}) {
+    ASSERT_TRUE(make_verb_application(word)) << word;
+    for (const auto& rest :
+         std::vector<std::vector<std::string>>{{""},
+                                               {"-"},
+                                               {"--"},
+                                               {"--o"},
+                                               {"-n", ""},
+                                               {"x", ""},
+                                               {"--", "x", ""},
+                                               {"tf"},
+                                               {"tfjob"},
+                                               {"tfjob", "--w"},
+                                               {"mpijob", "--", ""},
+                                               {"--namespace", "x", "tfjob", ""}}) {
       std::vector<std::string> words{word};
       words.insert(words.end(), rest.begin(), rest.end());
-      EXPECT_EQ(format_completion(complete(alone_doc, words, lookup)),
+      const Application alone = completion_tree(words);
+      EXPECT_EQ(format_completion(complete(describe(*alone.app), words, lookup)),
                 format_completion(complete(whole_doc, words, lookup)))
           << word << " " << rest.front();
     }
@@ -147,7 +157,18 @@ TEST(VerbApplicationTest, OneLevelCompletesTheVerbUnderTheCursorAsTheWholeTree) 
     EXPECT_EQ(format_completion(complete(one_level, {typed}, lookup)),
               format_completion(complete(all, {typed}, lookup)))
         << typed;
+    // What __complete builds for the verb word: no job kind's flags.
+    const Application verbs = completion_tree({typed});
+    EXPECT_EQ(format_completion(complete(describe(*verbs.app, 1), {typed}, lookup)),
+              format_completion(complete(all, {typed}, lookup)))
+        << typed;
+    const CLI::App* submit = verbs.app->get_subcommand("submit");
+    EXPECT_EQ(submit->get_subcommand("tfjob")->get_options().size(), 1u) << typed;  // --help
   }
+  // Global flags before the verb: the whole tree.
+  const std::vector<std::string> words = {"-n", "x", "submit", "tfjob", "--w"};
+  EXPECT_EQ(format_completion(complete(describe(*completion_tree(words).app), words, lookup)),
+            format_completion(complete(all, words, lookup)));
 }
 
 TEST(VerbApplicationTest, AWordThatIsNoVerbBuildsNoTree) {

@@ -110,17 +110,6 @@ void write_completions(const std::filesystem::path& dir) {
     write_file(dir / name, content);
 }
 
-/// The commands `__complete` needs: once the cursor is past the verb, that verb's alone (and
-/// past its subcommand, that subcommand's).
-Application tree_to_complete(const std::vector<std::string>& words) {
-  if (words.size() > 1) {
-    if (std::optional<Application> verb =
-            make_verb_application(words[0], words.size() > 2 ? words[1] : ""))
-      return std::move(*verb);
-  }
-  return make_application();
-}
-
 struct CompletionOptions {
   std::string shell;
 
@@ -174,7 +163,7 @@ trainctl completion fish | source)");
   complete_cmd->group("");
   complete_cmd->add_option("words", *words, "The words after `trainctl`, the last one unfinished");
   complete_cmd->callback([words] {
-    const Application tree = tree_to_complete(*words);
+    const Application tree = completion_tree(*words);
     // The verb under the cursor needs the verbs' names, not their flags and subcommands.
     const CommandDoc root = describe(*tree.app, words->size() > 1 ? SIZE_MAX : 1);
     std::cout << format_completion(complete(root, *words, lookup_values));
