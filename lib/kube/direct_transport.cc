@@ -29,6 +29,9 @@ namespace {
 
 /// How long opening a connection may take, as libcurl's CONNECTTIMEOUT was set.
 constexpr std::chrono::seconds kConnectTimeout{30};
+/// How long a connect may go unanswered before the next address is tried too: libcurl's
+/// happy-eyeballs timeout.
+constexpr std::chrono::milliseconds kConnectStagger{200};
 
 using SslCtxPtr = std::unique_ptr<SSL_CTX, OpenSslFree<SSL_CTX_free>>;
 
@@ -45,7 +48,7 @@ std::string unbracketed(const std::string& host) {
              : host;
 }
 
-/// A TCP connection to host:port, tried address by address, by `deadline`.
+/// A TCP connection to host:port, by `deadline` (connect_first).
 int connect_tcp(const std::string& host, const std::string& port, Deadline deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -56,44 +59,14 @@ int connect_tcp(const std::string& host, const std::string& port, Deadline deadl
     throw Error(ErrorKind::Connection,
                 fmt::format("cannot resolve host {}: {}", host, gai_strerror(rc)));
   }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
-  std::string why = "no address";
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
+  std::vector<TcpAddress> addresses;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd =
-        ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      why = std::strerror(errno);
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    int err = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::min(deadline, SteadyClock::now() + kConnectTimeout) - SteadyClock::now());
-      int rc;
-      do {
-        rc = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
-      } while (rc < 0 && errno == EINTR);
-      socklen_t len = sizeof err;
-      if (rc == 0) {
-        err = ETIMEDOUT;
-      } else if (rc < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-        err = errno;
-      }
-    }
-    if (err == 0)
-      return fd;
-    ::close(fd);
-    if (err == ETIMEDOUT && SteadyClock::now() >= deadline)
-      throw Error(ErrorKind::Timeout,
-                  fmt::format("timed out connecting to {} port {}", host, port));
-    why = std::strerror(err);
+    TcpAddress t{.length = a->ai_addrlen};
+    std::memcpy(&t.address, a->ai_addr, std::min<std::size_t>(a->ai_addrlen, sizeof t.address));
+    addresses.push_back(t);
   }
-  throw Error(ErrorKind::Connection,
-              fmt::format("cannot connect to {} port {}: {}", host, port, why));
+  return connect_first(addresses, deadline, fmt::format("{} port {}", host, port));
 }
 
 /// The status code of a status line (`HTTP/1.1 200 OK`); whether it is HTTP/1.0 in `http10`.
@@ -152,6 +125,80 @@ BodyFraming response_framing(const std::string& method, int status,
 }
 
 }  // namespace
+
+int connect_first(const std::vector<TcpAddress>& addresses, Deadline deadline,
+                  std::string_view what) {
+  const Deadline until = std::min(deadline, SteadyClock::now() + kConnectTimeout);
+  std::vector<pollfd> trying;  // connects in progress, oldest first
+  const auto close_all = [&] {
+    for (const pollfd& p : trying)
+      ::close(p.fd);
+  };
+  std::string why = "no address";
+  std::size_t next = 0;
+  Deadline next_at = SteadyClock::now();
+  for (;;) {
+    // Start the next address: when nothing is in progress, or the last one started has not
+    // answered within the stagger.
+    while (next < addresses.size() && (trying.empty() || SteadyClock::now() >= next_at)) {
+      const TcpAddress& a = addresses[next++];
+      const int fd = ::socket(a.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        why = std::strerror(errno);
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&a.address), a.length) == 0) {
+        close_all();
+        return fd;
+      }
+      if (errno != EINPROGRESS) {
+        why = std::strerror(errno);
+        ::close(fd);
+        continue;
+      }
+      trying.push_back({fd, POLLOUT, 0});
+      next_at = SteadyClock::now() + kConnectStagger;
+    }
+    if (trying.empty())
+      throw Error(ErrorKind::Connection, fmt::format("cannot connect to {}: {}", what, why));
+    const Deadline wake = next < addresses.size() ? std::min(until, next_at) : until;
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(wake - SteadyClock::now(), SteadyClock::duration::zero()));
+    int rc;
+    do {
+      rc = ::poll(trying.data(), trying.size(), static_cast<int>(wait.count()) + 1);
+    } while (rc < 0 && errno == EINTR);
+    for (std::size_t i = 0; rc > 0 && i < trying.size();) {
+      if (trying[i].revents == 0) {
+        ++i;
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::getsockopt(trying[i].fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+      if (err == 0) {
+        const int fd = trying[i].fd;
+        trying.erase(trying.begin() + static_cast<std::ptrdiff_t>(i));
+        close_all();
+        return fd;
+      }
+      why = std::strerror(err);
+      ::close(trying[i].fd);
+      trying.erase(trying.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (SteadyClock::now() >= until) {
+      close_all();
+      if (SteadyClock::now() >= deadline)
+        throw Error(ErrorKind::Timeout, fmt::format("timed out connecting to {}", what));
+      throw Error(ErrorKind::Connection,
+                  fmt::format("cannot connect to {}: {}", what, std::strerror(ETIMEDOUT)));
+    }
+  }
+}
 
 ResponseHead read_response_head(MessageReader& reader, const std::string& method) {
   ResponseHead result;

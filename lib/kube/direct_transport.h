@@ -10,12 +10,15 @@
 // is not asked: its key is then never parsed), sessions kept between commands
 // (tls_sessions.h). Proxies and plain http:// stay with libcurl (HttpTransport decides).
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +42,21 @@ struct ResponseHead {
 /// skipped. Throws HttpFailure for a malformed one, Error(Timeout) when the server stays silent,
 /// Error(Connection) when it closes the connection first.
 ResponseHead read_response_head(MessageReader& reader, const std::string& method);
+
+/// An address getaddrinfo gave.
+struct TcpAddress {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+};
+
+/// A connected TCP socket to the first of `addresses` that answers, by `deadline` and within 30
+/// s. As libcurl and RFC 8305 ("happy eyeballs") do, the next address is tried too when the last
+/// one tried has not answered in 200 ms, and at once after one that fails: an address whose
+/// packets are dropped (a dead IPv6 route, a firewall) costs 200 ms, not the connect timeout.
+/// Throws Error(Timeout) once `deadline` passes, Error(Connection) naming `what` (host and port)
+/// and the last failure otherwise.
+int connect_first(const std::vector<TcpAddress>& addresses, Deadline deadline,
+                  std::string_view what);
 
 class DirectTransport {
  public:

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,6 +24,7 @@
 #include "error.h"
 #include "http1.h"
 #include "kube/client.h"
+#include "kube/direct_transport.h"
 #include "kube/http.h"
 #include "openssl_handles.h"
 #include "tests/support/expect_error.h"
@@ -466,6 +469,85 @@ TEST(DirectTransportTest, AReadTheServerDroppedOnAKeptConnectionIsSentAgainButAW
   EXPECT_THAT(server.requests(),
               ::testing::ElementsAre("0 GET /one HTTP/1.1", "0 GET /two HTTP/1.1",
                                      "1 GET /two HTTP/1.1", "1 POST /three HTTP/1.1"));
+}
+
+/// A socket listening on 127.0.0.1 (an ephemeral port) with `backlog`, and its address.
+struct Listener {
+  int fd = -1;
+  TcpAddress address;
+  explicit Listener(int backlog) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in in{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}};
+    socklen_t length = sizeof in;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&in), sizeof in) != 0 ||
+        ::listen(fd, backlog) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&in), &length))
+      throw std::runtime_error("test listener");
+    std::memcpy(&address.address, &in, sizeof in);
+    address.length = sizeof in;
+  }
+  ~Listener() { ::close(fd); }
+  int port() const {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&address.address)->sin_port);
+  }
+};
+
+/// Connects to `l` until a connect goes unanswered (the accept queue is full and the kernel
+/// drops the SYNs, as a dead route or a firewall does); the sockets, to close.
+std::vector<int> fill_backlog(const Listener& l) {
+  std::vector<int> held;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    held.push_back(fd);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&l.address.address), l.address.length) == 0)
+      continue;
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, 100) == 0)
+      return held;  // unanswered
+  }
+  throw std::runtime_error("the test listener's backlog never filled");
+}
+
+int peer_port(int fd) {
+  sockaddr_in in{};
+  socklen_t length = sizeof in;
+  ::getpeername(fd, reinterpret_cast<sockaddr*>(&in), &length);
+  return ntohs(in.sin_port);
+}
+
+// An address that does not answer costs the stagger (200 ms), not the 30 s connect timeout: the
+// next address is tried meanwhile and the first to answer is taken; one that refuses is passed
+// at once; when none answers by the deadline, a Timeout naming what it connected to.
+TEST(DirectTransportTest, AnAddressThatDoesNotAnswerIsPassedForTheNextAsHappyEyeballsDo) {
+  const Listener silent(0);
+  const std::vector<int> held = fill_backlog(silent);
+  const Listener good(8);
+  const auto started = SteadyClock::now();
+  int fd = connect_first({silent.address, good.address}, deadline_after(std::chrono::seconds(20)),
+                         "test port");
+  EXPECT_EQ(peer_port(fd), good.port());
+  EXPECT_LT(SteadyClock::now() - started, std::chrono::seconds(5));  // 0.2 s, not 20
+  ::close(fd);
+
+  TcpAddress refused = good.address;
+  {
+    const Listener gone(1);
+    refused = gone.address;
+  }  // closed: its port refuses
+  fd = connect_first({refused, good.address}, deadline_after(std::chrono::seconds(20)), "x");
+  EXPECT_EQ(peer_port(fd), good.port());
+  ::close(fd);
+  const Error none = testing::expect_error(
+      [&] { connect_first({refused}, deadline_after(std::chrono::seconds(20)), "host port 1"); });
+  EXPECT_EQ(none.kind(), ErrorKind::Connection);
+  EXPECT_THAT(none.message(), HasSubstr("cannot connect to host port 1: Connection refused"));
+
+  const Error late = testing::expect_error([&] {
+    connect_first({silent.address}, deadline_after(std::chrono::milliseconds(300)), "host port 2");
+  });
+  EXPECT_EQ(late.kind(), ErrorKind::Timeout);
+  EXPECT_THAT(late.message(), HasSubstr("timed out connecting to host port 2"));
+  for (const int h : held)
+    ::close(h);
 }
 
 // A client certificate the server asks for but that cannot be given is a Config error saying
