@@ -135,11 +135,14 @@ class AdmissionCache {
 
   /// How the last pass used the cache.
   struct Stats {
-    std::size_t pod_groups = 0;     // PodGroups cached after it
-    std::size_t nodes = 0;          // nodes cached after it
-    std::size_t pods = 0;           // pods cached after it
-    std::size_t jobs = 0;           // training jobs cached after it
-    std::size_t read = 0;           // objects it read (not found, or changed)
+    std::size_t pod_groups = 0;  // PodGroups cached after it
+    std::size_t nodes = 0;       // nodes cached after it
+    std::size_t pods = 0;        // pods cached after it
+    std::size_t jobs = 0;        // training jobs cached after it
+    std::size_t read = 0;        // objects it read (not found, or changed)
+    /// PodGroups, nodes and pods whose entry was where the last pass found it in the input
+    /// (the rest were looked up by uid).
+    std::size_t found_by_place = 0;
     bool node_list_reused = false;  // every node as in the pass before: capacity not rebuilt
   };
   Stats stats() const;

@@ -313,6 +313,8 @@ struct CacheEntry {
   std::string version;
   std::shared_ptr<const Facts> facts;
   std::uint64_t pass = 0;  // the last pass that used it
+  /// Where it came in the input of the last pass that handed it out in input order (Order).
+  std::size_t place = std::numeric_limits<std::size_t>::max();
 };
 
 /// What one PodGroup object says, read once per resourceVersion (AdmissionCache).
@@ -1109,15 +1111,32 @@ struct AdmissionCache::Impl {
   /// of a steady pass over 10,000 gangs). Null where an object was not cached.
   template <class Facts>
   struct Order {
-    std::vector<typename Entries<Facts>::value_type*> last, now;
+    using Item = typename Entries<Facts>::value_type;
+    std::vector<Item*> last, now;
+    std::size_t next = 0;  // where in `last` the next object's entry is looked for
+    std::size_t hits = 0;  // entries found there in this pass
     void begin() {
       last.swap(now);
       now.clear();
+      next = hits = 0;
     }
     /// The last pass's entry at the place of the next object, when it is `uid`'s.
-    typename Entries<Facts>::value_type* hint(const std::string& uid) const {
-      const std::size_t i = now.size();
-      return i < last.size() && last[i] != nullptr && last[i]->first == uid ? last[i] : nullptr;
+    Item* hint(const std::string& uid) {
+      const bool hit = next < last.size() && last[next] != nullptr && last[next]->first == uid;
+      hits += hit;
+      return hit ? last[next] : nullptr;
+    }
+    /// Records the next object's entry (null: not cached). The object after it is looked for
+    /// after the place this one had in the last pass: an object inserted or deleted before it
+    /// costs one lookup by uid, not one for every object after it.
+    void handed_out(Item* at) {
+      if (at != nullptr) {
+        const std::size_t was = at->second.place;
+        if (was < last.size() && last[was] == at)
+          next = was + 1;
+        at->second.place = now.size();
+      }
+      now.push_back(at);
     }
   };
   Order<GroupFacts> group_order;
@@ -1228,7 +1247,7 @@ struct AdmissionCache::Impl {
         at = &*entries.try_emplace(*uid).first;
     }
     if (order != nullptr)
-      order->now.push_back(at);
+      order->handed_out(at);
     if (at != nullptr) {
       Entry<Facts>& e = at->second;
       if (e.facts && e.version == *version)
@@ -1255,12 +1274,14 @@ AdmissionCache::AdmissionCache() : impl_(std::make_unique<Impl>()) {}
 AdmissionCache::~AdmissionCache() = default;
 
 AdmissionCache::Stats AdmissionCache::stats() const {
-  return {.pod_groups = impl_->groups.size(),
-          .nodes = impl_->nodes.size(),
-          .pods = impl_->pods.size(),
-          .jobs = impl_->jobs.size(),
-          .read = impl_->read,
-          .node_list_reused = impl_->node_list_reused};
+  return {
+      .pod_groups = impl_->groups.size(),
+      .nodes = impl_->nodes.size(),
+      .pods = impl_->pods.size(),
+      .jobs = impl_->jobs.size(),
+      .read = impl_->read,
+      .found_by_place = impl_->group_order.hits + impl_->node_order.hits + impl_->pod_order.hits,
+      .node_list_reused = impl_->node_list_reused};
 }
 
 kube::cache::Versioned found_job(const json& job, const kube::cache::DecodeFilter& decode) {

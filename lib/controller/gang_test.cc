@@ -1475,10 +1475,19 @@ TEST(AdmissionCacheTest, ObjectsListedInAnotherOrderAreFoundByUid) {
   const AdmissionResult reversed = pass();
   EXPECT_EQ(cache.stats().read, 0);
   EXPECT_FALSE(cache.stats().node_list_reused);  // another order: indexed again
-  groups.erase(groups.begin());                  // c is gone: b and a move up a place
+  EXPECT_EQ(cache.stats().found_by_place, 0u);
+  groups.erase(groups.begin());  // c is gone: b and a move up a place
   const AdmissionResult shifted = pass();
   EXPECT_EQ(cache.stats().read, 0);
   EXPECT_EQ(cache.stats().pod_groups, 2);
+  // b is looked up by uid; after it, a is where the last pass had it, and so are the nodes.
+  EXPECT_EQ(cache.stats().found_by_place, 3u);
+  // An object listed before the others (a PodGroup just created): those after it are found by
+  // place, not by uid.
+  groups.insert(groups.begin(), group("new", "team-a", {{"nvidia.com/gpu", "1"}}));
+  pass();
+  EXPECT_EQ(cache.stats().read, 1);
+  EXPECT_EQ(cache.stats().found_by_place, 4u);  // b, a and both nodes
   for (const AdmissionResult* r : {&first, &reversed, &shifted}) {
     EXPECT_EQ(phase_of(written_group(*r, "a")), "Inqueue");
     EXPECT_EQ(phase_of(written_group(*r, "b")), "Inqueue");
