@@ -122,4 +122,9 @@ std::string format_resource_list(const api::ResourceList& list) {
   return parts.empty() ? "<none>" : fmt::format("{}", fmt::join(parts, ","));
 }
 
+api::ResourceList nonzero(api::ResourceList list) {
+  erase_if(list, [](const auto& r) { return r.second == 0; });
+  return list;
+}
+
 }  // namespace trainctl::cli

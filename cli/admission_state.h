@@ -48,4 +48,7 @@ controller::AdmissionView read_admission_view(kube::Client& client);
 /// `cpu=32,nvidia.com/gpu=8` (by resource name), or <none>.
 std::string format_resource_list(const api::ResourceList& list);
 
+/// `list` without the resources it has none of (a deserved share of 0 cpu says nothing).
+api::ResourceList nonzero(api::ResourceList list);
+
 }  // namespace trainctl::cli

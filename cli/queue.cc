@@ -304,7 +304,7 @@ struct QueueGetOptions : ConnectedOutput {
                                 [&](const controller::QueueUsage& u) { return u.name == name; });
     if (q == view.queues.end())
       return;
-    out << fmt::format("Deserved share: {}\n", format_resource_list(q->deserved));
+    out << fmt::format("Deserved share: {}\n", format_resource_list(nonzero(q->deserved)));
     if (q->pending.empty()) {
       out << "Pending gangs: none\n";
       return;

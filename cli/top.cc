@@ -26,12 +26,6 @@ std::string quantity(const api::ResourceList& list, std::string_view resource) {
   return api::format_quantity(resource, api::amount(list, std::string(resource)));
 }
 
-/// `list` without the resources it has none of (a deserved share of 0 cpu says nothing).
-api::ResourceList nonzero(api::ResourceList list) {
-  erase_if(list, [](const auto& r) { return r.second == 0; });
-  return list;
-}
-
 /// What is free: allocatable less requested and reserved, each resource never below 0.
 api::ResourceList free_of(const controller::NodeUsage& node) {
   api::ResourceList free;

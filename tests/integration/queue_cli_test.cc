@@ -255,6 +255,8 @@ TEST_F(TopCliTest, TopAndQueueGetShowReservationsSharesAndWhyTheHeadWaits) {
 
   const auto get = run("queue get team-a");
   ASSERT_EQ(get.exit_code, 0) << get.err;
+  // The resources it asks none of are left out, as in top queues (the gang asks no cpu).
+  EXPECT_THAT(get.out, HasSubstr("\nDeserved share: nvidia.com/gpu=20\n"));
   EXPECT_THAT(get.out, HasSubstr("Pending gangs, in the order admission tries them:\n  1. "
                                  "default/huge (priority 0): " +
                                  why + "\n"));
