@@ -57,6 +57,52 @@ TEST(TableTest, CustomResourcesUsePrinterColumnsAndAddAge) {
   EXPECT_EQ(table["rows"][0]["object"]["spec"]["workers"], 4);
 }
 
+// kube-apiserver's event printer: every cell (wide ones too), from core/v1 fields or, for an event
+// written as events.k8s.io/v1, from that group's (the real server converts, then prints alike).
+TEST(TableTest, EventRowsAreTheApiServersWhicheverGroupWroteThem) {
+  const json core = {
+      {"metadata", {{"name", "w-0.18ebce06"}, {"creationTimestamp", "2027-01-15T07:00:00Z"}}},
+      {"involvedObject", {{"kind", "Pod"}, {"name", "w-0"}, {"fieldPath", "spec.containers{a}"}}},
+      {"reason", "Scheduled"},
+      {"message", "Successfully assigned team/w-0 to node-1 \n"},
+      {"source", {{"component", "default-scheduler"}, {"host", "vm"}}},
+      {"firstTimestamp", "2027-01-15T07:55:00Z"},
+      {"lastTimestamp", "2027-01-15T07:59:00Z"},
+      {"count", 3},
+      {"type", "Normal"}};
+  const json table =
+      to_table({"", "v1", "events", "Event", true, false}, {core}, nullptr, "", kNow);
+  std::vector<std::string> names;
+  for (const auto& c : table["columnDefinitions"])
+    names.push_back(c["name"].get<std::string>() + (c["priority"] == 1 ? "*" : ""));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"Last Seen", "Type", "Reason", "Object", "Subobject*",
+                                      "Source*", "Message", "First Seen*", "Count*", "Name*"}));
+  EXPECT_EQ(table["columnDefinitions"][9]["format"], "name");
+  EXPECT_EQ(
+      table["rows"][0]["cells"],
+      json({"60s", "Normal", "Scheduled", "pod/w-0", "spec.containers{a}", "default-scheduler, vm",
+            "Successfully assigned team/w-0 to node-1", "5m", 3, "w-0.18ebce06"}));
+
+  const json new_group = {
+      {"metadata", {{"name", "job.1"}, {"creationTimestamp", "2027-01-15T07:00:00Z"}}},
+      {"regarding", {{"kind", "TFJob"}, {"name", "mnist"}}},
+      {"reason", "SuccessfulCreatePod"},
+      {"note", "Created pod: mnist-worker-0"},
+      {"reportingController", "trainctl"},
+      {"reportingInstance", "trainctl-0"},
+      {"eventTime", "2027-01-15T07:50:00.123456Z"},
+      {"series", {{"count", 7}, {"lastObservedTime", "2027-01-15T07:58:00.000001Z"}}},
+      {"type", "Normal"}};
+  const json no_times = {{"metadata", {{"name", "x"}}}, {"involvedObject", {{"kind", "Node"}}}};
+  const json rows = to_table({"events.k8s.io", "v1", "events", "Event", true, false},
+                             {new_group, no_times}, nullptr, "", kNow)["rows"];
+  EXPECT_EQ(rows[0]["cells"],
+            json({"2m", "Normal", "SuccessfulCreatePod", "tfjob/mnist", "", "trainctl, trainctl-0",
+                  "Created pod: mnist-worker-0", "10m", 7, "job.1"}));
+  EXPECT_EQ(rows[1]["cells"], json({"<unknown>", "", "", "node", "", "", "", "<unknown>", 1, "x"}));
+}
+
 json service(const std::string& name, json spec, json status = json::object()) {
   return {{"metadata", {{"name", name}, {"creationTimestamp", "2027-01-15T07:59:00Z"}}},
           {"spec", std::move(spec)},
