@@ -134,6 +134,8 @@ json ServedResources::resource_list(const std::string& group, const std::string&
                   {"verbs", all_verbs}};
     if (!served.strategy->short_names().empty())
       entry["shortNames"] = served.strategy->short_names();
+    if (!served.strategy->categories().empty())
+      entry["categories"] = served.strategy->categories();
     resources.push_back(entry);
     auto sub = [&](const std::string& name, const std::string& kind,
                    const std::vector<std::string>& verbs) {

@@ -10,8 +10,11 @@ namespace trainctl::sandbox {
 
 using nlohmann::json;
 
-ResourceStrategy::ResourceStrategy(ResourceInfo info, std::vector<std::string> short_names)
-    : info_(std::move(info)), short_names_(std::move(short_names)) {}
+ResourceStrategy::ResourceStrategy(ResourceInfo info, std::vector<std::string> short_names,
+                                   std::vector<std::string> categories)
+    : info_(std::move(info)),
+      short_names_(std::move(short_names)),
+      categories_(std::move(categories)) {}
 
 bool ResourceStrategy::custom() const {
   return !is_builtin_group(info_.group);

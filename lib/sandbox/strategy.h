@@ -64,7 +64,8 @@ enum class DeleteFlow {
 /// has no strategy of its own, or of a custom resource (a group no built-in one): see custom().
 class ResourceStrategy {
  public:
-  explicit ResourceStrategy(ResourceInfo info, std::vector<std::string> short_names = {});
+  explicit ResourceStrategy(ResourceInfo info, std::vector<std::string> short_names = {},
+                            std::vector<std::string> categories = {});
   virtual ~ResourceStrategy() = default;
   ResourceStrategy(const ResourceStrategy&) = delete;
   ResourceStrategy& operator=(const ResourceStrategy&) = delete;
@@ -73,6 +74,9 @@ class ResourceStrategy {
   const ResourceInfo& info() const { return info_; }
   /// kubectl's short names (discovery's shortNames).
   const std::vector<std::string>& short_names() const { return short_names_; }
+  /// The categories it belongs to (discovery's categories: `kubectl get all` lists those in
+  /// "all").
+  const std::vector<std::string>& categories() const { return categories_; }
   /// Served from a CustomResourceDefinition: its group is not one kube-apiserver serves.
   bool custom() const;
 
@@ -168,6 +172,7 @@ class ResourceStrategy {
  private:
   ResourceInfo info_;
   std::vector<std::string> short_names_;
+  std::vector<std::string> categories_;
 };
 
 using StrategyPtr = std::shared_ptr<const ResourceStrategy>;

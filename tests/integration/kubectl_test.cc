@@ -415,6 +415,54 @@ TEST_F(KubectlTest, GetServicesPrintsTypeClusterIpExternalIpAndPorts) {
   EXPECT_EQ(still_up.exit_code, 0) << still_up.err;
 }
 
+// `kubectl get all` lists the resources discovery puts in the category "all" (pods, services, jobs,
+// deployments, HPAs, as kube-apiserver does); `kubectl get events` prints kube-apiserver's event
+// columns. The sandbox's discovery had no categories (kubectl: the server doesn't have a resource
+// type "all") and its events printed NAME and AGE.
+TEST_F(KubectlTest, GetAllListsTheCategoryAndGetEventsPrintsTheEventColumns) {
+  ASSERT_EQ(kubectl({"create", "namespace", "everything"}).exit_code, 0);
+  ASSERT_EQ(kubectl({"create", "-n", "everything", "-f",
+                     manifest("all-pod.yaml", pod_yaml("worker", 60))})
+                .exit_code,
+            0);
+  ASSERT_EQ(kubectl({"create", "service", "clusterip", "web", "--tcp=80:80", "-n", "everything"})
+                .exit_code,
+            0);
+  Output all = kubectl({"get", "all", "-n", "everything", "-o", "name"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_THAT(lines_of(all.out), ::testing::UnorderedElementsAre("pod/worker", "service/web"));
+
+  ASSERT_EQ(kubectl({"create", "-n", "everything", "-f", manifest("event.yaml", R"(apiVersion: v1
+kind: Event
+metadata:
+  name: worker.1
+involvedObject:
+  kind: Pod
+  name: worker
+  namespace: everything
+reason: Pulled
+message: Container image pulled
+type: Normal
+source:
+  component: kubelet
+count: 2
+firstTimestamp: "2020-01-01T00:00:00Z"
+lastTimestamp: "2020-01-01T00:00:00Z"
+)")})
+                .exit_code,
+            0);
+  Output events = kubectl({"get", "events", "-n", "everything"});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  const auto lines = lines_of(events.out);
+  ASSERT_EQ(lines.size(), 2u) << events.out;
+  EXPECT_THAT(lines[0], ::testing::MatchesRegex("LAST SEEN +TYPE +REASON +OBJECT +MESSAGE *"));
+  EXPECT_THAT(lines[1],
+              ::testing::MatchesRegex(
+                  "[0-9]+y[0-9]*d? +Normal +Pulled +pod/worker +Container image pulled *"));
+  EXPECT_THAT(kubectl({"get", "events", "-n", "everything", "-o", "wide"}).out,
+              ::testing::ContainsRegex("kubelet +Container image pulled +[0-9y]+.* 2 +worker\\.1"));
+}
+
 TEST_F(KubectlTest, ApiResourcesListsBuiltInResources) {
   Output r = kubectl({"api-resources", "-o", "name"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -17,10 +17,10 @@ namespace {
 class CustomResourceStrategy final : public ResourceStrategy {
  public:
   CustomResourceStrategy(ResourceInfo storage, std::vector<std::string> short_names,
-                         std::vector<std::string> versions,
+                         std::vector<std::string> categories, std::vector<std::string> versions,
                          std::map<std::string, StructuralSchema> schemas,
                          std::map<std::string, json> columns, std::map<std::string, json> scales)
-      : ResourceStrategy(std::move(storage), std::move(short_names)),
+      : ResourceStrategy(std::move(storage), std::move(short_names), std::move(categories)),
         versions_(std::move(versions)),
         schemas_(std::move(schemas)),
         columns_(std::move(columns)),
@@ -99,12 +99,17 @@ CustomResource custom_resource(const json& crd) {
     if (scale.is_object())
       scales[info.version] = scale;
   }
-  std::vector<std::string> short_names;
-  for (const auto& s : names.value("shortNames", json::array()))
-    short_names.push_back(s);
+  const auto strings = [&names](const char* key) {
+    std::vector<std::string> list;
+    for (const auto& s : names.value(key, json::array())) {
+      if (s.is_string())
+        list.push_back(s);
+    }
+    return list;
+  };
   out.strategy = std::make_shared<CustomResourceStrategy>(
-      std::move(storage), std::move(short_names), std::move(versions), std::move(schemas),
-      std::move(columns), std::move(scales));
+      std::move(storage), strings("shortNames"), strings("categories"), std::move(versions),
+      std::move(schemas), std::move(columns), std::move(scales));
   return out;
 }
 

@@ -252,7 +252,7 @@ class HorizontalPodAutoscalerStrategy final : public ResourceStrategy {
   HorizontalPodAutoscalerStrategy()
       : ResourceStrategy({"autoscaling", "v2", "horizontalpodautoscalers",
                           "HorizontalPodAutoscaler", true, true},
-                         {"hpa"}) {}
+                         {"hpa"}, {"all"}) {}
 
   std::vector<std::string> served_versions() const override { return {"v2", "v1"}; }
 

@@ -86,7 +86,7 @@ void take_scheduling_directives(json& old_template, const json& next_template) {
 
 class JobStrategy final : public ResourceStrategy {
  public:
-  JobStrategy() : ResourceStrategy({"batch", "v1", "jobs", "Job", true, true}) {}
+  JobStrategy() : ResourceStrategy({"batch", "v1", "jobs", "Job", true, true}, {}, {"all"}) {}
 
   void admit(json& job, const AdmissionContext&) const override {
     const std::vector<FieldError> errs = default_and_validate(job);

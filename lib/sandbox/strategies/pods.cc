@@ -146,7 +146,7 @@ std::string pod_status(const json& pod) {
 
 class PodStrategy final : public ResourceStrategy {
  public:
-  PodStrategy() : ResourceStrategy({"", "v1", "pods", "Pod", true, true}, {"po"}) {}
+  PodStrategy() : ResourceStrategy({"", "v1", "pods", "Pod", true, true}, {"po"}, {"all"}) {}
 
   void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
   bool tracks_generation() const override { return true; }

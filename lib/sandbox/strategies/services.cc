@@ -79,7 +79,8 @@ std::string format_labels(const json& labels) {
 
 class ServiceStrategy final : public ResourceStrategy {
  public:
-  ServiceStrategy() : ResourceStrategy({"", "v1", "services", "Service", true, true}, {"svc"}) {}
+  ServiceStrategy()
+      : ResourceStrategy({"", "v1", "services", "Service", true, true}, {"svc"}, {"all"}) {}
 
   void admit(json& service, const AdmissionContext& context) const override {
     json& spec = service["spec"];

@@ -11,7 +11,8 @@ namespace {
 class DeploymentStrategy final : public ResourceStrategy {
  public:
   DeploymentStrategy()
-      : ResourceStrategy({"apps", "v1", "deployments", "Deployment", true, true}, {"deploy"}) {}
+      : ResourceStrategy({"apps", "v1", "deployments", "Deployment", true, true}, {"deploy"},
+                         {"all"}) {}
 
   bool tracks_generation() const override { return true; }
 
