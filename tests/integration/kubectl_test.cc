@@ -101,6 +101,8 @@ spec:
     listKind: TFJobList
     plural: tfjobs
     singular: tfjob
+    shortNames: [tfj]
+    categories: [kubeflow]
   versions:
   - name: v1
     served: true
@@ -490,6 +492,9 @@ TEST_F(KubectlTest, CreatingACrdServesItsResourceToKubectl) {
   ASSERT_EQ(job.exit_code, 0) << job.err;
   EXPECT_EQ(job.out, "tfjob.kubeflow.org/mnist created\n");
   EXPECT_EQ(kubectl({"get", "tfjobs", "-o", "name"}).out, "tfjob.kubeflow.org/mnist\n");
+  // By its short name and its category, as discovery lists them.
+  EXPECT_EQ(kubectl({"get", "tfj", "-o", "name"}).out, "tfjob.kubeflow.org/mnist\n");
+  EXPECT_EQ(kubectl({"get", "kubeflow", "-o", "name"}).out, "tfjob.kubeflow.org/mnist\n");
   EXPECT_EQ(jsonpath("tfjob/mnist",
                      "{.spec.tfReplicaSpecs.Worker.replicas} "
                      "{.spec.tfReplicaSpecs.Worker.template.spec.containers[0].name}"),
