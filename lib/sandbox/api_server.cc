@@ -381,7 +381,7 @@ void ApiServer::serve(const Request& request, ResponseWriter& response, const Us
                     .ns = r->ns,
                     .name = r->name});
   }
-  r->user = user.name;
+  r->user = user;
   serve_resource(request, response, *r);
 }
 
@@ -442,6 +442,21 @@ void ApiServer::serve_resource(const Request& request, ResponseWriter& response,
     }
     return false;
   };
+  if (!route.strategy->stored()) {
+    if (!route.name.empty() || !route.subresource.empty())
+      return respond_status(response, 404, "NotFound",
+                            "the server could not find the requested resource");
+    if (m != "POST")
+      return not_allowed();
+    json review = received_object(request, route);
+    review = route.strategy->answer(std::move(review), route.user, route.ns);
+    json& meta = review["metadata"];
+    if (!meta.is_object())
+      meta = json::object();
+    meta["creationTimestamp"] = nullptr;  // never stored
+    respond_json(response, 201, review);
+    return;
+  }
   if (route.name.empty()) {
     if (m == "GET") {
       const std::string watch = request.param("watch");

@@ -17,13 +17,6 @@
 
 namespace trainctl::sandbox {
 
-/// An authenticated caller, as the API server's authenticators name one.
-struct UserInfo {
-  std::string name;
-  std::string uid;
-  std::vector<std::string> groups;
-};
-
 /// Fault injection for reliability tests; everything off by default. Also settable at runtime
 /// through PUT /sandbox/faults.
 struct Faults {
@@ -103,6 +96,9 @@ class ApiServer {
   void serve_list(const Request& request, ResponseWriter& response, const Route& route);
   void serve_watch(const Request& request, ResponseWriter& response, const Route& route);
   void serve_create(const Request& request, ResponseWriter& response, const Route& route);
+  /// A create's body, checked to be an object of the route's apiVersion and kind (absent ones
+  /// are taken as the route's).
+  static nlohmann::json received_object(const Request& request, const Route& route);
   void serve_update(const Request& request, ResponseWriter& response, const Route& route);
   void serve_patch(const Request& request, ResponseWriter& response, const Route& route);
   void serve_delete(const Request& request, ResponseWriter& response, const Route& route);

@@ -49,7 +49,7 @@ struct ApiServer::Route {
   std::string ns;
   std::string name;
   std::string subresource;
-  std::string user;  // the authenticated caller's name
+  UserInfo user;  // the authenticated caller
 
   std::string api_version() const { return group.empty() ? version : group + "/" + version; }
   /// A stored object as this version shows it.

@@ -136,7 +136,7 @@ void ApiServer::serve_exec(const Request& request, ResponseWriter& response, con
     fail(ErrorKind::Forbidden, 403,
          fmt::format("pods {:?} is forbidden: User {:?} cannot create resource \"pods/exec\" in "
                      "API group \"\" in the namespace {:?} (injected fault)",
-                     route.name, route.user, route.ns));
+                     route.name, route.user.name, route.ns));
   }
   const json pod = store_.get(route.info.group_resource(), route.ns, route.name);
   const std::string container = pick_container(pod, request.param("container"));

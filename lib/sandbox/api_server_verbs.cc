@@ -299,8 +299,7 @@ void ApiServer::serve_watch(const Request& request, ResponseWriter& response, co
   response.end_stream();
 }
 
-void ApiServer::serve_create(const Request& request, ResponseWriter& response, const Route& route) {
-  const FieldValidation mode = field_validation(request, "CreateOptions");
+json ApiServer::received_object(const Request& request, const Route& route) {
   json obj = parse_body(request);
   if (!obj.is_object())
     fail(ErrorKind::BadRequest, 400, "the request body is not an object");
@@ -317,6 +316,12 @@ void ApiServer::serve_create(const Request& request, ResponseWriter& response, c
          fmt::format("the kind in the data ({}) does not match the expected kind ({})", kind,
                      route.info.kind));
   }
+  return obj;
+}
+
+void ApiServer::serve_create(const Request& request, ResponseWriter& response, const Route& route) {
+  const FieldValidation mode = field_validation(request, "CreateOptions");
+  json obj = received_object(request, route);
   const HeaderList warnings = decode_body(obj, *route.strategy, route.version, mode);
   obj["apiVersion"] = route.info.api_version();
   obj["kind"] = route.info.kind;

@@ -120,18 +120,16 @@ std::optional<ServedResource> ServedResources::find(const std::string& group,
 
 json ServedResources::resource_list(const std::string& group, const std::string& version) const {
   json resources = json::array();
-  const std::vector<std::string> all_verbs = {"create", "delete", "deletecollection", "get",
-                                              "list",   "patch",  "update",           "watch"};
   std::lock_guard lock(mu_);
   for (const auto& [key, served] : served_) {
     if (std::get<0>(key) != group || std::get<1>(key) != version)
       continue;
     const ResourceInfo& info = served.info;
     json entry = {{"name", info.plural},
-                  {"singularName", to_lower(info.kind)},
+                  {"singularName", served.strategy->stored() ? to_lower(info.kind) : ""},
                   {"namespaced", info.namespaced},
                   {"kind", info.kind},
-                  {"verbs", all_verbs}};
+                  {"verbs", served.strategy->verbs()}};
     if (!served.strategy->short_names().empty())
       entry["shortNames"] = served.strategy->short_names();
     if (!served.strategy->categories().empty())

@@ -114,6 +114,20 @@ std::optional<std::int64_t> ResourceStrategy::graceful_delete_period(
   return std::nullopt;
 }
 
+bool ResourceStrategy::stored() const {
+  return true;
+}
+
+std::vector<std::string> ResourceStrategy::verbs() const {
+  if (!stored())
+    return {"create"};
+  return {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"};
+}
+
+json ResourceStrategy::answer(json object, const UserInfo&, const std::string&) const {
+  return object;
+}
+
 std::vector<PrintColumn> ResourceStrategy::columns(const std::string&) const {
   return {name_column(), age_column()};
 }

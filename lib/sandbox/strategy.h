@@ -51,6 +51,13 @@ struct AdmissionContext {
 
 class ServedResources;
 
+/// An authenticated caller, as the API server's authenticators name one.
+struct UserInfo {
+  std::string name;
+  std::string uid;
+  std::vector<std::string> groups;
+};
+
 /// The API verb that wrote an object.
 enum class WriteVerb { Create, Update, Patch, Delete };
 
@@ -152,6 +159,18 @@ class ResourceStrategy {
       const nlohmann::json& object, std::optional<std::int64_t> requested) const;
 
   // --- Serving (the API server) ----------------------------------------------------------------
+
+  /// False for a type that is never stored, whose create the server answers at once
+  /// (authorization.k8s.io's access reviews, authentication.k8s.io's self review): see answer().
+  virtual bool stored() const;
+  /// The verbs discovery lists: every verb of a stored type (the default), "create" for one
+  /// that is not.
+  virtual std::vector<std::string> verbs() const;
+  /// What the server answers `caller`'s create of `object` in `ns` (empty: cluster-scoped) with,
+  /// for a type that is not stored: the object with its status. Throws the ApiError the real
+  /// server's validation answers.
+  virtual nlohmann::json answer(nlohmann::json object, const UserInfo& caller,
+                                const std::string& ns) const;
 
   /// The Table columns of `version`, NAME first (NAME and AGE by default).
   virtual std::vector<PrintColumn> columns(const std::string& version) const;

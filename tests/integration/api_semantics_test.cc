@@ -434,6 +434,95 @@ TEST_F(ApiErrorTest, UnsupportedMethodIs405) {
   EXPECT_EQ(json::parse(put_collection.body)["reason"], "MethodNotAllowed");
 }
 
+// authorization.k8s.io/v1's reviews, which `kubectl auth can-i` sends: never stored, answered at
+// once (201 with a status), only created; invalid ones refused in the real server's words. The
+// caller is the cluster's admin, whom both servers allow everything.
+TEST_F(ApiErrorTest, AccessReviewsAreAnsweredNotStored) {
+  const auto review = [](const std::string& plural, const std::string& kind, bool namespaced) {
+    return kube::Resource{.group = "authorization.k8s.io",
+                          .version = "v1",
+                          .plural = plural,
+                          .namespaced = namespaced,
+                          .kind = kind};
+  };
+  const kube::Resource self = review("selfsubjectaccessreviews", "SelfSubjectAccessReview", false);
+  const json pods = {{"namespace", ns()}, {"verb", "create"}, {"resource", "pods"}};
+  const json allowed = client().create(self, "",
+                                       {{"apiVersion", "authorization.k8s.io/v1"},
+                                        {"kind", "SelfSubjectAccessReview"},
+                                        {"spec", {{"resourceAttributes", pods}}}});
+  EXPECT_EQ(allowed["status"]["allowed"], true);
+  EXPECT_EQ(allowed["spec"]["resourceAttributes"], pods);
+  EXPECT_TRUE(allowed["metadata"]["creationTimestamp"].is_null());
+
+  const auto invalid = [&](const kube::Resource& resource, const std::string& in_ns,
+                           const json& spec) {
+    const Error e = expect_error([&] {
+      client().create(
+          resource, in_ns,
+          {{"apiVersion", "authorization.k8s.io/v1"}, {"kind", resource.kind}, {"spec", spec}});
+    });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    return e.status()["message"].get<std::string>();
+  };
+  EXPECT_EQ(invalid(self, "", json::object()),
+            ".authorization.k8s.io \"\" is invalid: spec.resourceAttributes: Invalid value: "
+            "\"null\": exactly one of nonResourceAttributes or resourceAttributes must be "
+            "specified");
+  EXPECT_EQ(invalid(self, "",
+                    {{"resourceAttributes", pods},
+                     {"nonResourceAttributes", {{"verb", "get"}, {"path", "/x"}}}}),
+            ".authorization.k8s.io \"\" is invalid: spec.nonResourceAttributes: Invalid value: "
+            "authorization.NonResourceAttributes{Path:\"/x\", Verb:\"get\"}: cannot be "
+            "specified in combination with resourceAttributes");
+  EXPECT_EQ(invalid(review("subjectaccessreviews", "SubjectAccessReview", false), "",
+                    {{"resourceAttributes", pods}}),
+            ".authorization.k8s.io \"\" is invalid: spec.user: Invalid value: \"\": at least "
+            "one of user or group must be specified");
+  const kube::Resource local =
+      review("localsubjectaccessreviews", "LocalSubjectAccessReview", true);
+  EXPECT_EQ(
+      invalid(local, ns(),
+              {{"user", "bob"}, {"resourceAttributes", {{"verb", "get"}, {"resource", "pods"}}}}),
+      ".authorization.k8s.io \"\" is invalid: spec.resourceAttributes.namespace: Invalid "
+      "value: \"\": must match metadata.namespace");
+  EXPECT_EQ(invalid(local, ns(), {{"user", "bob"}, {"nonResourceAttributes", {{"path", "/x"}}}}),
+            ".authorization.k8s.io \"\" is invalid: spec.nonResourceAttributes: Invalid value: "
+            "authorization.NonResourceAttributes{Path:\"/x\", Verb:\"\"}: disallowed on this "
+            "kind of request");
+
+  // What `kubectl auth can-i --list` asks: the rules in a namespace, one it must name.
+  const kube::Resource rules = review("selfsubjectrulesreviews", "SelfSubjectRulesReview", false);
+  const json listed = client().create(rules, "",
+                                      {{"apiVersion", "authorization.k8s.io/v1"},
+                                       {"kind", "SelfSubjectRulesReview"},
+                                       {"spec", {{"namespace", ns()}}}});
+  EXPECT_THAT(listed["status"]["resourceRules"],
+              Contains(json({{"verbs", {"*"}}, {"apiGroups", {"*"}}, {"resources", {"*"}}})));
+  const Error no_namespace = expect_error([&] {
+    client().create(rules, "",
+                    {{"apiVersion", "authorization.k8s.io/v1"},
+                     {"kind", "SelfSubjectRulesReview"},
+                     {"spec", json::object()}});
+  });
+  EXPECT_EQ(no_namespace.http_code(), 400);
+  EXPECT_EQ(no_namespace.status()["message"], "no namespace on request");
+
+  // Nothing to read back: a list is not allowed, a name is not found.
+  RawSandboxHttp http(config());
+  const auto list = http.send("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "");
+  EXPECT_EQ(list.status, 405);
+  EXPECT_EQ(json::parse(list.body)["reason"], "MethodNotAllowed");
+  EXPECT_EQ(http.send("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews/x", "").status,
+            404);
+  const json discovery = client().discover("authorization.k8s.io", "v1");
+  for (const auto& r : discovery["resources"]) {
+    EXPECT_EQ(r["verbs"], json({"create"})) << r;
+    EXPECT_EQ(r["singularName"], "") << r;
+  }
+  EXPECT_EQ(discovery["resources"].size(), 4u);
+}
+
 TEST_F(ApiErrorTest, StrategicMergeOnACustomResourceIs415) {
   testing::install_training_crds(client());
   client().create(resources::job(api::JobKind::TFJob), ns(), tfjob("mnist"));

@@ -465,6 +465,22 @@ lastTimestamp: "2020-01-01T00:00:00Z"
               ::testing::ContainsRegex("kubelet +Container image pulled +[0-9y]+.* 2 +worker\\.1"));
 }
 
+// kubectl auth: the sandbox authorizes every authenticated caller (kube-apiserver's AlwaysAllow)
+// and says so when asked; whoami names the kubeconfig's user.
+TEST_F(KubectlTest, AuthCanIAndWhoamiAnswer) {
+  Output can = kubectl({"auth", "can-i", "create", "pods"});
+  EXPECT_EQ(can.exit_code, 0) << can.err;
+  EXPECT_EQ(can.out, "yes\n");
+  Output rules = kubectl({"auth", "can-i", "--list"});
+  EXPECT_EQ(rules.exit_code, 0) << rules.err;
+  EXPECT_THAT(rules.out, ::testing::ContainsRegex("\n\\*\\.\\* +\\[\\] +\\[\\] +\\[\\*\\]\n"));
+  Output whoami = kubectl({"auth", "whoami", "-o",
+                           "jsonpath={.status.userInfo.username} "
+                           "{.status.userInfo.groups}"});
+  EXPECT_EQ(whoami.exit_code, 0) << whoami.err;
+  EXPECT_THAT(whoami.out, ::testing::MatchesRegex("[^ ]+ .*system:authenticated.*"));
+}
+
 TEST_F(KubectlTest, ApiResourcesListsBuiltInResources) {
   Output r = kubectl({"api-resources", "-o", "name"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -27,6 +27,8 @@ StrategyPtr job_strategy();
 StrategyPtr horizontal_pod_autoscaler_strategy();
 StrategyPtr deployment_strategy();
 std::vector<StrategyPtr> rbac_strategies();
+/// authorization.k8s.io's access reviews and authentication.k8s.io's self review (never stored).
+std::vector<StrategyPtr> review_strategies();
 StrategyPtr custom_resource_definition_strategy();
 
 /// SetDefaults_PodSpec and SetDefaults_Container with ValidatePodSpec's checks of them, for a

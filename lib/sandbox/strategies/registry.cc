@@ -18,6 +18,8 @@ const std::vector<StrategyPtr>& builtin_strategies() {
     };
     for (const auto& rbac : rbac_strategies())
       v.push_back(rbac);
+    for (const auto& review : review_strategies())
+      v.push_back(review);
     v.push_back(events_k8s_io_strategy());
     v.push_back(custom_resource_definition_strategy());
     return v;
