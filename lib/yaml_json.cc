@@ -94,51 +94,246 @@ nlohmann::json typed_scalar(const std::string& s) {
   return s;
 }
 
+// --- Emitting: block YAML byte for byte as yaml-cpp 0.7's Emitter writes it (indent 2, block maps
+// and sequences, empty ones in flow), which deciding plain or quoted for every string made half of
+// `trainctl render` (its regular expressions run per character). yaml_json_test checks the two
+// agree on random documents.
+
+bool null_word(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+/// A blank or a line break at s[i] ("\r" only before "\n").
+bool blank_or_break_at(std::string_view s, std::size_t i) {
+  if (i >= s.size())
+    return false;
+  const char c = s[i];
+  return c == ' ' || c == '\t' || c == '\n' || (c == '\r' && i + 1 < s.size() && s[i + 1] == '\n');
+}
+
+/// Not c-printable (YAML 1.2, 5.1) at s[i], as yaml-cpp's emitter tells it: C0 controls but tab
+/// and line breaks, DEL, C1 controls but NEL.
+bool not_printable_at(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c <= 0x08 || c == 0x0B || c == 0x0C || (c >= 0x0E && c <= 0x1F) || c == 0x7F)
+    return true;
+  if (c != 0xC2 || i + 1 >= s.size())
+    return false;
+  const auto next = static_cast<unsigned char>(s[i + 1]);
+  return (next >= 0x80 && next <= 0x84) || (next >= 0x86 && next <= 0x9F);
+}
+
+/// Whether `s` may be written as a plain scalar in block context (yaml-cpp's IsValidPlainScalar):
+/// not a null word, no indicator or blank first, no trailing space, no ": ", " #", line break,
+/// tab, byte order mark or unprintable character.
+bool plain(std::string_view s) {
+  if (null_word(s) || blank_or_break_at(s, 0) ||
+      std::string_view(",[]{}#&*!|>'\"%@`").find(s[0]) != std::string_view::npos)
+    return false;
+  if ((s[0] == '-' || s[0] == '?' || s[0] == ':') && (s.size() == 1 || blank_or_break_at(s, 1)))
+    return false;
+  if (s.back() == ' ')
+    return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '\n' || c == '\t' || not_printable_at(s, i) || s.substr(i, 3) == "\xEF\xBB\xBF")
+      return false;
+    if (c == ':' && (i + 1 == s.size() || blank_or_break_at(s, i + 1)))
+      return false;
+    if (blank_or_break_at(s, i)) {
+      if (c == '\r')
+        return false;  // "\r\n": a line break
+      if (i + 1 < s.size() && s[i + 1] == '#')
+        return false;
+    }
+  }
+  return true;
+}
+
+/// The code point of the UTF-8 sequence at s[i] (i moved past it); U+FFFD for one that does not
+/// decode to a character (a bad or cut sequence, a surrogate, a noncharacter).
+unsigned next_code_point(std::string_view s, std::size_t& i) {
+  constexpr unsigned kReplacement = 0xFFFD;
+  const auto lead = static_cast<unsigned char>(s[i++]);
+  const int length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
+  if (length == 0)
+    return kReplacement;  // a continuation byte first
+  unsigned cp = lead & (0xFFu >> (length + 1));
+  if (length == 1)
+    return lead;
+  for (int left = length - 1; left > 0; --left, ++i) {
+    if (i >= s.size() || (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80)
+      return kReplacement;
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
+  }
+  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || (cp & 0xFFFE) == 0xFFFE ||
+      (cp >= 0xFDD0 && cp <= 0xFDEF))
+    return kReplacement;
+  return cp;
+}
+
+void append_utf8(std::string& out, unsigned cp) {
+  if (cp <= 0x7F) {
+    out += static_cast<char>(cp);
+    return;
+  }
+  const int length = cp <= 0x7FF ? 2 : cp <= 0xFFFF ? 3 : 4;
+  out += static_cast<char>((0xF00u >> length) | (cp >> (6 * (length - 1))));
+  for (int shift = 6 * (length - 2); shift >= 0; shift -= 6)
+    out += static_cast<char>(0x80 | ((cp >> shift) & 0x3F));
+}
+
+/// `s` double-quoted: C escapes for quote, backslash and \n \t \r \b \f, \xNN for other
+/// controls, C1 and no-break space, \ufeff for a byte order mark; the rest as UTF-8.
+void append_double_quoted(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned cp = next_code_point(s, i);
+    const std::string_view escape = cp == '"'    ? "\\\""
+                                    : cp == '\\' ? "\\\\"
+                                    : cp == '\n' ? "\\n"
+                                    : cp == '\t' ? "\\t"
+                                    : cp == '\r' ? "\\r"
+                                    : cp == '\b' ? "\\b"
+                                    : cp == '\f' ? "\\f"
+                                                 : "";
+    if (!escape.empty()) {
+      out += escape;
+    } else if (cp < 0x20 || (cp >= 0x80 && cp <= 0xA0) || cp == 0xFEFF) {
+      const int digits = cp < 0xFF ? 2 : 4;
+      out += cp < 0xFF ? "\\x" : "\\u";
+      for (int d = digits - 1; d >= 0; --d)
+        out += kHex[(cp >> (4 * d)) & 0xF];
+    } else {
+      append_utf8(out, cp);
+    }
+  }
+  out += '"';
+}
+
+class YamlWriter {
+ public:
+  std::string take() && { return std::move(out_); }
+
+  void document(const nlohmann::json& doc) {
+    if (inline_value(doc))
+      scalar(doc);
+    else if (doc.is_object())
+      map(doc, 0);
+    else
+      seq(doc, 0);
+    if (out_.empty() || out_.back() != '\n')
+      out_ += '\n';
+  }
+
+ private:
+  /// Written on the line of its key or dash: a scalar, or an empty map or sequence.
+  static bool inline_value(const nlohmann::json& v) {
+    return !(v.is_object() || v.is_array()) || v.empty();
+  }
+
+  void string(const std::string& s, bool quoted) {
+    if (!quoted && plain(s))
+      out_ += s;
+    else
+      append_double_quoted(out_, s);
+  }
+
+  void scalar(const nlohmann::json& v) {
+    switch (v.type()) {
+      case nlohmann::json::value_t::string: {
+        const auto& s = v.get_ref<const std::string&>();
+        string(s, reads_as_other_type(s));
+        break;
+      }
+      case nlohmann::json::value_t::boolean:
+        out_ += v.get<bool>() ? "true" : "false";
+        break;
+      case nlohmann::json::value_t::null:
+      case nlohmann::json::value_t::discarded:
+        out_ += '~';
+        break;
+      case nlohmann::json::value_t::object:
+        out_ += "{}";  // empty: on the key's line, as kubectl prints it
+        break;
+      case nlohmann::json::value_t::array:
+        out_ += "[]";
+        break;
+      default:
+        out_ += v.dump();  // numbers keep their JSON spelling
+        break;
+    }
+  }
+
+  /// After the key's ':' or the dash: the value, or a block on the next lines at `indent`.
+  void value(const nlohmann::json& v, std::size_t indent, bool block_on_this_line) {
+    if (inline_value(v)) {
+      out_ += ' ';
+      scalar(v);
+    } else if (v.is_object() && block_on_this_line) {
+      out_ += ' ';
+      map(v, indent);
+    } else {
+      out_ += '\n';
+      out_.append(indent, ' ');
+      v.is_object() ? map(v, indent) : seq(v, indent);
+    }
+  }
+
+  /// A block map whose first key goes where the line stands; the next ones at `indent`.
+  void map(const nlohmann::json& m, std::size_t indent) {
+    bool first = true;
+    for (const auto& [k, v] : m.items()) {
+      if (!first) {
+        out_ += '\n';
+        out_.append(indent, ' ');
+      }
+      first = false;
+      if (k.size() > 1024) {  // a long key: "? key", then ": value" on a line of its own
+        out_ += "? ";
+        string(k, false);
+        out_ += '\n';
+        out_.append(indent, ' ');
+        out_ += ':';
+        if (inline_value(v)) {
+          out_ += ' ';
+          scalar(v);
+        } else {
+          out_ += ' ';
+          v.is_object() ? map(v, indent + 2) : seq(v, indent + 2);
+        }
+        continue;
+      }
+      string(k, false);
+      out_ += ':';
+      value(v, indent + 2, false);
+    }
+  }
+
+  /// A block sequence whose first dash goes where the line stands; the next ones at `indent`. A
+  /// map item starts on its dash's line, a sequence item on the next.
+  void seq(const nlohmann::json& a, std::size_t indent) {
+    bool first = true;
+    for (const auto& v : a) {
+      if (!first) {
+        out_ += '\n';
+        out_.append(indent, ' ');
+      }
+      first = false;
+      out_ += '-';
+      value(v, indent + 2, true);
+    }
+  }
+
+  std::string out_;
+};
+
+}  // namespace
+
 bool reads_as_other_type(const std::string& s) {
   return !typed_scalar(s).is_string();
 }
-
-void emit(YAML::Emitter& out, const nlohmann::json& doc) {
-  switch (doc.type()) {
-    case nlohmann::json::value_t::object:
-      if (doc.empty())
-        out << YAML::Flow;  // `{}` on the key's line, as kubectl prints it
-      out << YAML::BeginMap;
-      for (const auto& [k, v] : doc.items()) {
-        out << YAML::Key << k << YAML::Value;
-        emit(out, v);
-      }
-      out << YAML::EndMap;
-      break;
-    case nlohmann::json::value_t::array:
-      if (doc.empty())
-        out << YAML::Flow;
-      out << YAML::BeginSeq;
-      for (const auto& v : doc)
-        emit(out, v);
-      out << YAML::EndSeq;
-      break;
-    case nlohmann::json::value_t::string: {
-      const auto& s = doc.get_ref<const std::string&>();
-      if (reads_as_other_type(s))
-        out << YAML::DoubleQuoted;
-      out << s;
-      break;
-    }
-    case nlohmann::json::value_t::boolean:
-      out << (doc.get<bool>() ? "true" : "false");
-      break;
-    case nlohmann::json::value_t::null:
-    case nlohmann::json::value_t::discarded:
-      out << YAML::Null;
-      break;
-    default:
-      out << doc.dump();  // numbers keep their JSON spelling
-      break;
-  }
-}
-
-}  // namespace
 
 nlohmann::json yaml_to_json(const YAML::Node& node) {
   switch (node.Type()) {
@@ -169,15 +364,9 @@ nlohmann::json yaml_scalar_to_json(const YAML::Node& scalar) {
 }
 
 std::string json_to_yaml(const nlohmann::json& doc) {
-  YAML::Emitter out;
-  out.SetIndent(2);
-  out.SetSeqFormat(YAML::Block);
-  out.SetMapFormat(YAML::Block);
-  emit(out, doc);
-  std::string s = out.c_str();
-  if (!s.empty() && s.back() != '\n')
-    s.push_back('\n');
-  return s;
+  YamlWriter writer;
+  writer.document(doc);
+  return std::move(writer).take();
 }
 
 std::string string_at(const nlohmann::json& object, const nlohmann::json::json_pointer& path) {

@@ -22,6 +22,10 @@ nlohmann::json yaml_scalar_to_json(const YAML::Node& scalar);
 /// type (e.g. "true", "123") are quoted.
 std::string json_to_yaml(const nlohmann::json& doc);
 
+/// Whether `s`, written as a plain YAML scalar, reads back as something else than this string
+/// (null, a bool, a number): json_to_yaml quotes it.
+bool reads_as_other_type(const std::string& s);
+
 /// The value at `path` as text: a string as it is, another scalar as JSON ("3", "true"); "" when
 /// the path is missing or null. For reading names, phases and states out of API objects.
 std::string string_at(const nlohmann::json& object, const nlohmann::json::json_pointer& path);

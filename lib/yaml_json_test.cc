@@ -72,6 +72,178 @@ TEST(YamlJsonTest, RoundTripKeepsStringsThatLookLikeOtherTypes) {
   EXPECT_EQ(out, in);
 }
 
+/// What json_to_yaml wrote before it wrote YAML itself: yaml-cpp's Emitter, the reference its
+/// output must equal byte for byte (render's golden files, `-o yaml` as users saw it).
+void reference_emit(YAML::Emitter& out, const nlohmann::json& doc) {
+  switch (doc.type()) {
+    case nlohmann::json::value_t::object:
+      if (doc.empty())
+        out << YAML::Flow;
+      out << YAML::BeginMap;
+      for (const auto& [k, v] : doc.items()) {
+        out << YAML::Key << k << YAML::Value;
+        reference_emit(out, v);
+      }
+      out << YAML::EndMap;
+      break;
+    case nlohmann::json::value_t::array:
+      if (doc.empty())
+        out << YAML::Flow;
+      out << YAML::BeginSeq;
+      for (const auto& v : doc)
+        reference_emit(out, v);
+      out << YAML::EndSeq;
+      break;
+    case nlohmann::json::value_t::string: {
+      const auto& s = doc.get_ref<const std::string&>();
+      if (reads_as_other_type(s))
+        out << YAML::DoubleQuoted;
+      out << s;
+      break;
+    }
+    case nlohmann::json::value_t::boolean:
+      out << (doc.get<bool>() ? "true" : "false");
+      break;
+    case nlohmann::json::value_t::null:
+      out << YAML::Null;
+      break;
+    default:
+      out << doc.dump();
+      break;
+  }
+}
+
+std::string reference_yaml(const nlohmann::json& doc) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out.SetSeqFormat(YAML::Block);
+  out.SetMapFormat(YAML::Block);
+  reference_emit(out, doc);
+  std::string s = out.c_str();
+  if (!s.empty() && s.back() != '\n')
+    s.push_back('\n');
+  return s;
+}
+
+/// Strings made of pieces that decide plain or quoted: indicators first, ": " and " #" inside,
+/// line breaks and tabs, controls, C1, no-break space, byte order marks, bad and cut UTF-8,
+/// surrogates and noncharacters, words that read as other types, and keys over 1,024 bytes.
+std::string awkward_string(std::mt19937& random) {
+  static const std::vector<std::string> pieces = {"a",
+                                                  "x",
+                                                  " ",
+                                                  "-",
+                                                  "?",
+                                                  ":",
+                                                  "#",
+                                                  "'",
+                                                  "\"",
+                                                  "\\",
+                                                  "\n",
+                                                  "\t",
+                                                  "\r",
+                                                  "\r\n",
+                                                  "~",
+                                                  "null",
+                                                  "true",
+                                                  "1",
+                                                  "0.5",
+                                                  "e3",
+                                                  "[",
+                                                  "]",
+                                                  "{",
+                                                  "}",
+                                                  ",",
+                                                  "&",
+                                                  "*",
+                                                  "!",
+                                                  "|",
+                                                  ">",
+                                                  "%",
+                                                  "@",
+                                                  "`",
+                                                  "\xC2\x85",
+                                                  "\xC2\x80",
+                                                  "\xC2\xA0",
+                                                  "\xEF\xBB\xBF",
+                                                  "\xE2\x82\xAC",
+                                                  "\xFF",
+                                                  "\xC3",
+                                                  "\x7F",
+                                                  "\x01",
+                                                  "\x0B",
+                                                  "\x1F",
+                                                  "\x08",
+                                                  "\x0C",
+                                                  "\x0E",
+                                                  "\xED\xA0\x80",
+                                                  "\xEF\xB7\x90",
+                                                  "\xF0\x9F\x98\x80",
+                                                  "\xF4\x90\x80\x80",
+                                                  "\xE2\x82",
+                                                  "\xC0\xAF",
+                                                  "\xEF\xBF\xBE",
+                                                  " #",
+                                                  ": ",
+                                                  "a:",
+                                                  "-x",
+                                                  "- x",
+                                                  "key: value",
+                                                  "yes",
+                                                  "0x1F",
+                                                  ".inf",
+                                                  "2024-01-01",
+                                                  "---",
+                                                  "<<"};
+  if (random() % 50 == 0)
+    return std::string(1000 + random() % 60, 'k');
+  std::string s;
+  for (int n = static_cast<int>(random() % (random() % 10 == 0 ? 12 : 5)); n > 0; --n)
+    s += pieces[random() % pieces.size()];
+  return s;
+}
+
+nlohmann::json random_document(std::mt19937& random, int depth) {
+  switch (random() % (depth > 3 ? 5 : 8)) {
+    case 0:
+      return awkward_string(random);
+    case 1:
+      return static_cast<int>(random() % 100) - 50;
+    case 2:
+      return random() % 2 == 0;
+    case 3:
+      return nullptr;
+    case 4:
+      return random() % 2 == 0 ? 1.5 * (random() % 7) : 1e300;
+    case 5:
+    case 6: {
+      nlohmann::json object = nlohmann::json::object();
+      for (int n = static_cast<int>(random() % 6); n > 0; --n)
+        object[awkward_string(random)] = random_document(random, depth + 1);
+      return object;
+    }
+    default: {
+      nlohmann::json array = nlohmann::json::array();
+      for (int n = static_cast<int>(random() % 4); n > 0; --n)
+        array.push_back(random_document(random, depth + 1));
+      return array;
+    }
+  }
+}
+
+// json_to_yaml writes what yaml-cpp's Emitter wrote, byte for byte, for 5,000 random documents of
+// awkward strings (600,000 agreed while it was written).
+TEST(YamlJsonTest, PropertyEmitsWhatYamlCppsEmitterEmits) {
+  std::mt19937 random(17);
+  for (int i = 0; i < 5'000; ++i) {
+    nlohmann::json doc = random_document(random, 0);
+    if (i % 3 == 0)
+      doc = {{"k", std::move(doc)}};
+    ASSERT_EQ(json_to_yaml(doc), reference_yaml(doc))
+        << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+}
+
 TEST(YamlJsonTest, EmitsBlockStyle) {
   EXPECT_EQ(json_to_yaml({{"metadata", {{"name", "x"}}}}), "metadata:\n  name: x\n");
   EXPECT_EQ(json_to_yaml({{"a", nlohmann::json::object()}, {"b", nlohmann::json::array()}}),
