@@ -1,6 +1,19 @@
 #include "json_access.h"
 
+#include <algorithm>
+
 namespace trainctl {
+
+void append_json_string(std::string& out, std::string_view text) {
+  if (std::all_of(text.begin(), text.end(),
+                  [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; })) {
+    out += '"';
+    out += text;
+    out += '"';
+  } else {
+    out += nlohmann::json(text).dump();
+  }
+}
 
 const nlohmann::json& member(const nlohmann::json& object, std::string_view key) {
   static const nlohmann::json kNull;

@@ -9,6 +9,10 @@ namespace trainctl {
 // Safe reads of API objects whose shape the server, a user or a test decides: a missing member
 // or one of another type reads as empty instead of throwing.
 
+/// Appends `text` as json::dump writes a string (quoted, escaped), without making a JSON value of
+/// it when it needs no escaping (names, resource names, quantities).
+void append_json_string(std::string& out, std::string_view text);
+
 /// The member `key` of `object`, or null when `object` is not an object or has no such member.
 const nlohmann::json& member(const nlohmann::json& object, std::string_view key);
 

@@ -821,19 +821,6 @@ std::map<std::size_t, ResourceList> taken_per_node(const std::vector<PodDemand>&
   return result;
 }
 
-/// `text` as json::dump writes a string. Node names, resource names and quantities need no
-/// escaping and are copied; anything else goes through the serializer.
-void append_json_string(std::string& out, std::string_view text) {
-  if (std::all_of(text.begin(), text.end(),
-                  [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; })) {
-    out += '"';
-    out += text;
-    out += '"';
-  } else {
-    out += json(text).dump();
-  }
-}
-
 /// The reservation annotation of an admitted group, {node: {resource: quantity}}, exactly as
 /// json::dump writes that object, without building it: `per_node` comes in the order of node
 /// names (NodeCapacity's indices), resources in theirs. Of two nodes of one name the later

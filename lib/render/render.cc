@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "error.h"
+#include "json_access.h"
 #include "render/value_schema.h"
 #include "render/values.h"
 
@@ -28,25 +29,38 @@ bool is_set(const nlohmann::json& values, const char* key) {
   return values.is_object() && values.contains(key) && !values[key].is_null();
 }
 
-/// Inline JSON with ", " and ": " separators: valid YAML flow syntax for every parser.
-std::string flow(const nlohmann::json& v) {
-  std::string out;
+/// Appends `v` as inline JSON with ", " and ": " separators: valid YAML flow syntax for every
+/// parser.
+void append_flow(std::string& out, const nlohmann::json& v) {
   if (v.is_object()) {
-    out = "{";
+    out += '{';
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (it != v.begin())
         out += ", ";
-      out += nlohmann::json(it.key()).dump() + ": " + flow(it.value());
+      append_json_string(out, it.key());
+      out += ": ";
+      append_flow(out, it.value());
     }
-    return out + "}";
+    out += '}';
+  } else if (v.is_array()) {
+    out += '[';
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i > 0)
+        out += ", ";
+      append_flow(out, v[i]);
+    }
+    out += ']';
+  } else if (v.is_string()) {
+    append_json_string(out, v.get_ref<const std::string&>());
+  } else {
+    out += v.dump();
   }
-  if (v.is_array()) {
-    out = "[";
-    for (size_t i = 0; i < v.size(); ++i)
-      out += (i ? ", " : "") + flow(v[i]);
-    return out + "]";
-  }
-  return v.dump();
+}
+
+std::string flow(const nlohmann::json& v) {
+  std::string out;
+  append_flow(out, v);
+  return out;
 }
 
 nlohmann::json env_list(const nlohmann::json& env) {
