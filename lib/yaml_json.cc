@@ -125,10 +125,17 @@ bool not_printable_at(std::string_view s, std::size_t i) {
 
 /// Whether `s` may be written as a plain scalar in block context (yaml-cpp's IsValidPlainScalar):
 /// not a null word, no indicator or blank first, no trailing space, no ": ", " #", line break,
-/// tab, byte order mark or unprintable character.
-bool plain(std::string_view s) {
+/// tab, byte order mark or unprintable character. Where yaml-cpp's did not read back, more: a
+/// carriage return (a line break to YAML: "a\rb" read "a b", "\r" null), U+FFFE and U+FFFF
+/// (not printable), and, at a line's start, a document marker ("--- x: 1", a document "---": the
+/// document ends there).
+enum class Place { Inline, KeyAtLineStart, Document };
+bool plain(std::string_view s, Place place) {
   if (null_word(s) || blank_or_break_at(s, 0) ||
       std::string_view(",[]{}#&*!|>'\"%@`").find(s[0]) != std::string_view::npos)
+    return false;
+  if (place != Place::Inline && (s.starts_with("---") || s.starts_with("...")) &&
+      (s.size() == 3 ? place == Place::Document : blank_or_break_at(s, 3)))
     return false;
   if ((s[0] == '-' || s[0] == '?' || s[0] == ':') && (s.size() == 1 || blank_or_break_at(s, 1)))
     return false;
@@ -136,22 +143,20 @@ bool plain(std::string_view s) {
     return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
-    if (c == '\n' || c == '\t' || not_printable_at(s, i) || s.substr(i, 3) == "\xEF\xBB\xBF")
+    if (c == '\n' || c == '\r' || c == '\t' || not_printable_at(s, i) ||
+        s.substr(i, 3) == "\xEF\xBB\xBF" || s.substr(i, 3) == "\xEF\xBF\xBE" ||
+        s.substr(i, 3) == "\xEF\xBF\xBF")
       return false;
     if (c == ':' && (i + 1 == s.size() || blank_or_break_at(s, i + 1)))
       return false;
-    if (blank_or_break_at(s, i)) {
-      if (c == '\r')
-        return false;  // "\r\n": a line break
-      if (i + 1 < s.size() && s[i + 1] == '#')
-        return false;
-    }
+    if ((c == ' ' || c == '\t') && i + 1 < s.size() && s[i + 1] == '#')
+      return false;
   }
   return true;
 }
 
 /// The code point of the UTF-8 sequence at s[i] (i moved past it); U+FFFD for one that does not
-/// decode to a character (a bad or cut sequence, a surrogate, a noncharacter).
+/// decode (a bad or cut sequence, a surrogate, past U+10FFFF).
 unsigned next_code_point(std::string_view s, std::size_t& i) {
   constexpr unsigned kReplacement = 0xFFFD;
   const auto lead = static_cast<unsigned char>(s[i++]);
@@ -166,8 +171,7 @@ unsigned next_code_point(std::string_view s, std::size_t& i) {
       return kReplacement;
     cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
   }
-  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || (cp & 0xFFFE) == 0xFFFE ||
-      (cp >= 0xFDD0 && cp <= 0xFDEF))
+  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
     return kReplacement;
   return cp;
 }
@@ -184,7 +188,9 @@ void append_utf8(std::string& out, unsigned cp) {
 }
 
 /// `s` double-quoted: C escapes for quote, backslash and \n \t \r \b \f, \xNN for other
-/// controls, C1 and no-break space, \ufeff for a byte order mark; the rest as UTF-8.
+/// controls, C1 and no-break space, \uNNNN for a byte order mark, U+FFFE and U+FFFF; the rest as
+/// UTF-8 (yaml-cpp wrote U+FFFD for every noncharacter, which lost them), a sequence that does
+/// not decode as U+FFFD.
 void append_double_quoted(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
@@ -200,7 +206,8 @@ void append_double_quoted(std::string& out, std::string_view s) {
                                                  : "";
     if (!escape.empty()) {
       out += escape;
-    } else if (cp < 0x20 || (cp >= 0x80 && cp <= 0xA0) || cp == 0xFEFF) {
+    } else if (cp < 0x20 || (cp >= 0x80 && cp <= 0xA0) || cp == 0xFEFF || cp == 0xFFFE ||
+               cp == 0xFFFF) {
       const int digits = cp < 0xFF ? 2 : 4;
       out += cp < 0xFF ? "\\x" : "\\u";
       for (int d = digits - 1; d >= 0; --d)
@@ -233,8 +240,10 @@ class YamlWriter {
     return !(v.is_object() || v.is_array()) || v.empty();
   }
 
-  void string(const std::string& s, bool quoted) {
-    if (!quoted && plain(s))
+  /// `s` plain where that reads back as `s` (not `quoted`: it would read as another type), else
+  /// double-quoted; `place`: whether it begins a line (a top-level key, or the document).
+  void string(const std::string& s, bool quoted, Place place) {
+    if (!quoted && plain(s, place))
       out_ += s;
     else
       append_double_quoted(out_, s);
@@ -244,7 +253,7 @@ class YamlWriter {
     switch (v.type()) {
       case nlohmann::json::value_t::string: {
         const auto& s = v.get_ref<const std::string&>();
-        string(s, reads_as_other_type(s));
+        string(s, reads_as_other_type(s), out_.empty() ? Place::Document : Place::Inline);
         break;
       }
       case nlohmann::json::value_t::boolean:
@@ -292,7 +301,7 @@ class YamlWriter {
       first = false;
       if (k.size() > 1024) {  // a long key: "? key", then ": value" on a line of its own
         out_ += "? ";
-        string(k, false);
+        string(k, false, Place::Inline);
         out_ += '\n';
         out_.append(indent, ' ');
         out_ += ':';
@@ -305,7 +314,7 @@ class YamlWriter {
         }
         continue;
       }
-      string(k, false);
+      string(k, false, indent == 0 ? Place::KeyAtLineStart : Place::Inline);
       out_ += ':';
       value(v, indent + 2, false);
     }
