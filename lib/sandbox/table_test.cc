@@ -171,6 +171,17 @@ TEST(TableTest, FieldsOfAnUnexpectedTypePrintAsEmptyInsteadOfThrowing) {
                       to_table({"", "v1", "pods", "Pod", true, true}, {pod}, nullptr, "", kNow));
   EXPECT_EQ(table["rows"][0]["cells"][1], "0/0");
   EXPECT_EQ(table["rows"][0]["cells"][2], "Unknown");
+  const json event = {{"metadata", {{"name", "e"}}},
+                      {"involvedObject", "pod/x"},
+                      {"count", "3"},
+                      {"source", 5},
+                      {"firstTimestamp", 7},
+                      {"series", {{"count", "x"}}},
+                      {"message", {{"a", 1}}}};
+  ASSERT_NO_THROW(
+      table = to_table({"", "v1", "events", "Event", true, false}, {event}, nullptr, "", kNow));
+  EXPECT_EQ(table["rows"][0]["cells"],
+            json({"<unknown>", "", "", "", "", "", "{\"a\":1}", "<unknown>", 0, "e"}));
 }
 
 TEST(TableTest, OnlyAsTableAcceptHeadersGetTables) {
