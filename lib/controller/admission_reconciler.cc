@@ -75,11 +75,24 @@ class AdmissionReconciler : public Runnable {
                 {.resource = kube::resources::pods(), .informer = pods_}};
     for (Informer* informer : {pod_groups_, queues_, nodes_, pods_, priority_classes_})
       informer->add_handlers(handlers);
+    // The pass's facts are read here, from the objects the informers decoded to deliver (gang.h:
+    // AdmissionCache): a pass, the first after a start too, reads only what changed since.
+    observe(*pod_groups_, &AdmissionCache::observe_pod_group);
+    observe(*nodes_, &AdmissionCache::observe_node);
+    observe(*pods_, &AdmissionCache::observe_pod);
     for (const auto& info : api::job_kinds()) {
       Informer& informer = manager.informer(kube::resources::job(info.kind));
       informer.add_handlers({.on_delete = due});  // its PodGroup, if still cached, no longer counts
+      observe(informer, &AdmissionCache::observe_job);
       jobs_.emplace(info.kind, &informer);
     }
+  }
+
+  void observe(Informer& informer, void (AdmissionCache::*read)(const json&)) {
+    const auto seen = [this, read](const json& object) { (cache_.*read)(object); };
+    informer.add_handlers({.on_add = seen,
+                           .on_modify = seen,
+                           .on_delete = [this](const json& gone) { cache_.forget(gone); }});
   }
 
   void prepare() override { client_.require_served(kube::resources::queues()); }
@@ -113,6 +126,7 @@ class AdmissionReconciler : public Runnable {
     }
     ensure_default_queue();
     const auto started = std::chrono::steady_clock::now();  // what it reads counts too
+    cache_.take_observed();  // before the lists, whose filters ask the cache what it has
     // Only the jobs PodGroups name are read, not a copy of every cached job.
     const JobLookup job =
         [this](std::string_view kind, std::string_view ns, std::string_view name,
@@ -286,8 +300,8 @@ class AdmissionReconciler : public Runnable {
   std::chrono::steady_clock::time_point written_deadline_;
   Executor executor_;
   AdmissionOptions options_;
-  /// What earlier passes read from PodGroups, nodes and pods; only the loop's one worker uses it
-  /// (one key, so never two passes at once).
+  /// What earlier passes and the informers' handlers read from PodGroups, nodes, pods and jobs;
+  /// only the loop's one worker runs passes (one key, so never two at once).
   AdmissionCache cache_;
   ReconcileLoop<AdmissionKey> loop_;
   Informer* pod_groups_ = nullptr;

@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -1174,6 +1175,64 @@ struct AdmissionCache::Impl {
       return pod_order;
   }
 
+  /// The newest facts of an object an informer delivered (AdmissionCache::observe_*), until
+  /// take_observed() moves them into the entries.
+  template <class Facts>
+  struct Seen {
+    std::string version;
+    std::shared_ptr<const Facts> facts;
+  };
+  template <class Facts>
+  using Inbox = std::unordered_map<std::string, Seen<Facts>>;  // by uid
+  struct Observed {
+    Inbox<GroupFacts> groups;
+    Inbox<NodeRead> nodes;
+    Inbox<PodFacts> pods;
+    Inbox<JobFacts> jobs;
+  };
+  std::mutex observed_mutex;
+  Observed observed;  // guarded by observed_mutex
+
+  /// Reads `object` into `inbox` (on an informer's thread: the lock is held only to file it).
+  template <class Facts, class Read>
+  void observe(Inbox<Facts> Observed::*inbox, const json& object, Read read_object) {
+    const auto [uid, version] = uid_and_version(object_member(object, "metadata"));
+    if (uid == nullptr || version == nullptr || uid->empty() || version->empty())
+      return;
+    Seen<Facts> seen{.version = *version,
+                     .facts = std::make_shared<const Facts>(read_object(object))};
+    const std::lock_guard lock(observed_mutex);
+    (observed.*inbox).insert_or_assign(*uid, std::move(seen));
+  }
+
+  /// Files observed facts as entries, as get() would have read them (an entry of that version
+  /// stays; a node read alike keeps its earlier read).
+  template <class Facts>
+  static void take(Inbox<Facts>& inbox, Entries<Facts>& entries) {
+    for (auto& [uid, seen] : inbox) {
+      Entry<Facts>& e = entries[uid];
+      if (e.facts && e.version == seen.version)
+        continue;
+      if (!e.facts || !reads_alike(*e.facts, *seen.facts))
+        e.facts = std::move(seen.facts);
+      e.version = std::move(seen.version);
+    }
+  }
+
+  void take_observed() {
+    Observed taken;
+    {
+      const std::lock_guard lock(observed_mutex);
+      std::swap(taken, observed);
+    }
+    if (!keeps)
+      return;
+    take(taken.groups, groups);
+    take(taken.nodes, nodes);
+    take(taken.pods, pods);
+    take(taken.jobs, jobs);
+  }
+
   /// Drops what this pass did not use: objects deleted (or no longer listed) since.
   void end() {
     if (used == groups.size() + nodes.size() + pods.size() + jobs.size())
@@ -1291,6 +1350,36 @@ bool AdmissionCache::has_pod(const std::string& uid, const std::string& resource
 bool AdmissionCache::has_pod_group(const std::string& uid,
                                    const std::string& resource_version) const {
   return impl_->has(impl_->groups, uid, resource_version);
+}
+
+void AdmissionCache::observe_pod_group(const json& object) {
+  impl_->observe(&Impl::Observed::groups, object, read_group);
+}
+
+void AdmissionCache::observe_node(const json& object) {
+  impl_->observe(&Impl::Observed::nodes, object, read_node);
+}
+
+void AdmissionCache::observe_pod(const json& object) {
+  impl_->observe(&Impl::Observed::pods, object, read_pod);
+}
+
+void AdmissionCache::observe_job(const json& object) {
+  impl_->observe(&Impl::Observed::jobs, object, read_job);
+}
+
+void AdmissionCache::forget(const json& object) {
+  const std::string uid = uid_of(object);
+  const std::lock_guard lock(impl_->observed_mutex);
+  auto& observed = impl_->observed;
+  observed.groups.erase(uid);
+  observed.nodes.erase(uid);
+  observed.pods.erase(uid);
+  observed.jobs.erase(uid);
+}
+
+void AdmissionCache::take_observed() {
+  impl_->take_observed();
 }
 
 namespace {
@@ -2067,16 +2156,16 @@ class Round {
       if (!same_status)
         updated["status"] =
             applied(old == &moved_status ? std::move(moved_status) : *old, change, now_text_);
+      // The facts were read from this version of the object: its reference and name as written.
       if (g.phase == kInqueue && old_phase != kInqueue && old_phase != kRunning) {
         result_.events.push_back({"Normal", "Enqueued",
-                                  fmt::format("admitted to queue {}", g.queue),
-                                  reference_to(updated)});
+                                  fmt::format("admitted to queue {}", g.queue), g.facts.reference});
       }
       if (!g.blocked.empty() && !unschedulable_true(g.facts.status))
-        result_.events.push_back({"Warning", std::string(kUnschedulable), std::string(g.blocked),
-                                  reference_to(updated)});
-      result_.actions.push_back({Action::Type::Update, podgroups, namespace_of(updated),
-                                 name_of(updated), std::move(updated), ""});
+        result_.events.push_back(
+            {"Warning", std::string(kUnschedulable), std::string(g.blocked), g.facts.reference});
+      result_.actions.push_back(
+          {Action::Type::Update, podgroups, g.facts.ns, g.facts.name, std::move(updated), ""});
     }
     for (const auto& [name, q] : queues_) {
       json status = queue_status(q);

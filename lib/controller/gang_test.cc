@@ -1560,10 +1560,6 @@ TEST(AdmissionCacheTest, ObjectsWithoutUidOrVersionAreReadEveryPass) {
   EXPECT_EQ(cache.stats().nodes, 0);
 }
 
-// A property: on random clusters that change between passes (writes land under new
-// resourceVersions; nodes fail, grow and go; gangs come, go, get pods), every pass with the
-// cache decides and shows exactly what the same pass without it does, and so does a pass given
-// its input to take apart (admit with an rvalue, as the controller calls it).
 // has_node says which nodes the controller may list as their metadata alone: those read under
 // that very version, by a cache that keeps what it reads.
 TEST(AdmissionCacheTest, HasANodeReadUnderThatVersionOnly) {
@@ -1804,10 +1800,87 @@ TEST(AdmissionCacheTest, APodGroupListedAsItsMetadataAloneIsWrittenFromTheSameVe
   EXPECT_EQ(fetches, 2);
 }
 
+// Objects read where the informers delivered them (observe_*, on their threads in the
+// controller) are not read by the pass that takes them in: the job lookup is not asked for the
+// object, nothing is decoded, and the pass decides as one that reads everything itself. What was
+// observed counts only once taken (take_observed), a deleted object's facts are forgotten, and an
+// object observed under another version than the one listed is read from the list.
+TEST(AdmissionCacheTest, ObjectsObservedAsDeliveredAreNotReadByThePass) {
+  const json two_gpus = container("tensorflow", {{"limits", {{"nvidia.com/gpu", 2}}}});
+  json job = tf_job_of({{"Worker", replica(2, {two_gpus})}}, json::object());
+  job["metadata"]["resourceVersion"] = "5";
+  const json g = cached_pod_group(job);
+  json running =
+      group("r", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T10:00:00Z", "Running", 1);
+  json p = pod("r-0", "r", "n1", "Running", 2);
+  p["metadata"]["uid"] = "uid-r-0";
+  p["metadata"]["resourceVersion"] = "3";
+  const std::vector<json> queues = {queue("default", json::object())};
+  const std::vector<json> nodes = {versioned_node("n1", 4, 1), versioned_node("n2", 2, 1)};
+  int whole = 0;  // lookups asked for the job itself
+  const JobLookup lookup = [&](std::string_view, std::string_view, std::string_view,
+                               const DecodeFilter& decode) -> std::optional<Versioned> {
+    Versioned found = found_job(job, decode);
+    whole += found.object.has_value();
+    return found;
+  };
+  const AdmissionInput input{.pod_groups = {g, running},
+                             .queues = queues,
+                             .nodes = nodes,
+                             .pods = {p},
+                             .job = lookup,
+                             .now = kNow};
+
+  AdmissionCache cache;
+  cache.observe_pod_group(g);
+  cache.observe_pod_group(running);
+  cache.observe_node(nodes[0]);
+  cache.observe_node(nodes[1]);
+  cache.observe_pod(p);
+  cache.observe_job(job);
+  EXPECT_FALSE(cache.has_pod_group("uid-group", "1"));  // not taken in yet
+  cache.take_observed();
+  EXPECT_TRUE(cache.has_pod_group("uid-group", "1"));
+  EXPECT_TRUE(cache.has_node("uid-n2", "1"));
+  EXPECT_TRUE(cache.has_pod("uid-r-0", "3"));
+  const AdmissionResult observed = admit(input, {}, nullptr, &cache);
+  EXPECT_EQ(cache.stats().read, 0);
+  EXPECT_EQ(whole, 0);
+  EXPECT_EQ(decided(observed), decided(admit(input, {}, nullptr)));
+  // 2 x 2 GPUs: n1 has 2 free beside r-0, n2 has 2.
+  EXPECT_EQ(phase_of(written_group(observed, "mnist")), "Inqueue");
+
+  // Observed under a version the list does not show (and saying something else): the listed
+  // object is read and decides; one deleted before a pass took it is forgotten.
+  AdmissionCache other;
+  json grown = g;
+  grown["metadata"]["resourceVersion"] = "9";
+  grown["spec"]["minMember"] = 4;
+  other.observe_pod_group(grown);
+  other.observe_job(job);
+  json gone = versioned_node("n3", 8, 1);
+  other.observe_node(gone);
+  other.forget(gone);
+  other.take_observed();
+  EXPECT_FALSE(other.has_pod_group("uid-group", "1"));
+  EXPECT_FALSE(other.has_node("uid-n3", "1"));
+  const std::string uncached = decided(admit(input, {}, nullptr));
+  whole = 0;
+  EXPECT_EQ(decided(admit(input, {}, nullptr, &other)), uncached);
+  EXPECT_EQ(other.stats().read, 5);  // both PodGroups, the nodes and the pod; not the job
+  EXPECT_EQ(whole, 0);
+  EXPECT_EQ(other.stats().nodes, 2);  // n3 was never taken in
+}
+
+// A property: on random clusters that change between passes (writes land under new
+// resourceVersions; nodes fail, grow and go; gangs come, go, get pods; the informers deliver
+// some objects before the pass, some under versions the list does not show), every pass with the
+// cache decides and shows exactly what the same pass without it does, and so does a pass given
+// its input to take apart (admit with an rvalue, as the controller calls it).
 TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters) {
   std::mt19937 rng(11);
   int groups_listed_as_metadata = 0, nodes_listed_as_metadata = 0, pods_listed_as_metadata = 0;
-  int job_lookups = 0, cached_pass_lookups = 0;
+  int job_lookups = 0, cached_pass_lookups = 0, observed = 0;
   const auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
   for (int cluster = 0; cluster < 30; ++cluster) {
     AdmissionCache cache;
@@ -1867,6 +1940,31 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
                                  .job = lookup,
                                  .jobs_version = std::to_string(jobs_changed),
                                  .now = kNow + std::chrono::seconds(100 * pass)};
+      // The informers' handlers read some objects as they deliver them; some were delivered
+      // under a version the list no longer shows (with other contents), some deleted again.
+      const auto observe = [&](const json& object, void (AdmissionCache::*read)(const json&)) {
+        if (chance(30)) {
+          (cache.*read)(object);
+          ++observed;
+        } else if (chance(5)) {
+          json other = object;
+          other["metadata"]["resourceVersion"] = fmt::format("other-{}", made++);
+          other["metadata"]["labels"]["pool"] = "elsewhere";
+          other["spec"]["minMember"] = 1 + rng() % 8;
+          (cache.*read)(other);
+          if (chance(50))
+            cache.forget(other);
+        }
+      };
+      for (const json& g : groups)
+        observe(g, &AdmissionCache::observe_pod_group);
+      for (const json& n : nodes)
+        observe(n, &AdmissionCache::observe_node);
+      for (const json& p : pods)
+        observe(p, &AdmissionCache::observe_pod);
+      for (const auto& [name, job] : jobs)
+        observe(job, &AdmissionCache::observe_job);
+      cache.take_observed();
       // As the controller lists them: PodGroups, nodes and pods the cache has read under their
       // version as their metadata alone, the PodGroups it writes fetched whole.
       AdmissionInput listed = input;
@@ -1975,6 +2073,7 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
   EXPECT_GT(groups_listed_as_metadata, 100);
   EXPECT_GT(nodes_listed_as_metadata, 100);
   EXPECT_GT(pods_listed_as_metadata, 50);
+  EXPECT_GT(observed, 200);
   // The passes without a cache asked for every job every time; those with one, less often.
   EXPECT_GT(cached_pass_lookups, 0);
   EXPECT_LT(cached_pass_lookups * 2, job_lookups - cached_pass_lookups);
