@@ -4,18 +4,16 @@
 
 #include <array>
 #include <cmath>
-#include <kainjow/mustache.hpp>
 #include <regex>
 
 #include "error.h"
 #include "json_access.h"
+#include "render/mustache.h"
 #include "render/value_schema.h"
 #include "render/values.h"
 
 namespace trainctl::render {
 namespace {
-
-namespace mustache = kainjow::mustache;
 
 constexpr std::array kRoles = {"chief", "master", "ps", "worker", "evaluator", "launcher"};
 constexpr std::array kRoleKeys = {
@@ -27,40 +25,6 @@ constexpr std::array kSchedulingKeys = {"queue", "minAvailable", "priorityClass"
 
 bool is_set(const nlohmann::json& values, const char* key) {
   return values.is_object() && values.contains(key) && !values[key].is_null();
-}
-
-/// Appends `v` as inline JSON with ", " and ": " separators: valid YAML flow syntax for every
-/// parser.
-void append_flow(std::string& out, const nlohmann::json& v) {
-  if (v.is_object()) {
-    out += '{';
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (it != v.begin())
-        out += ", ";
-      append_json_string(out, it.key());
-      out += ": ";
-      append_flow(out, it.value());
-    }
-    out += '}';
-  } else if (v.is_array()) {
-    out += '[';
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i > 0)
-        out += ", ";
-      append_flow(out, v[i]);
-    }
-    out += ']';
-  } else if (v.is_string()) {
-    append_json_string(out, v.get_ref<const std::string&>());
-  } else {
-    out += v.dump();
-  }
-}
-
-std::string flow(const nlohmann::json& v) {
-  std::string out;
-  append_flow(out, v);
-  return out;
 }
 
 nlohmann::json env_list(const nlohmann::json& env) {
@@ -227,47 +191,6 @@ nlohmann::json derived_settings(const nlohmann::json& values,
   return d;
 }
 
-bool falsy(const nlohmann::json& v) {
-  return v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v == 0) ||
-         (v.is_string() && v.get_ref<const std::string&>().empty()) ||
-         (v.is_structured() && v.empty());
-}
-
-mustache::data to_element(const nlohmann::json& v);
-
-/// An object becomes a mustache object whose members are YAML-spelled, with `json:KEY` siblings.
-mustache::data to_object(const nlohmann::json& obj) {
-  mustache::data out{mustache::data::type::object};
-  for (const auto& [key, v] : obj.items()) {
-    if (v.is_null())
-      continue;
-    out.set("json:" + key, flow(v));
-    if (falsy(v))
-      out.set(key, false);
-    else if (v.is_object())
-      out.set(key, to_object(v));
-    else if (v.is_array())
-      out.set(key, to_element(v));
-    else if (v.is_boolean())
-      out.set(key, true);
-    else
-      out.set(key, v.dump());
-  }
-  return out;
-}
-
-mustache::data to_element(const nlohmann::json& v) {
-  if (v.is_object())
-    return to_object(v);
-  if (v.is_array()) {
-    mustache::data list{mustache::data::type::list};
-    for (const auto& item : v)
-      list.push_back(to_element(item));
-    return list;
-  }
-  return mustache::data(v.dump());
-}
-
 int line_of_offset(std::string_view text, size_t offset) {
   offset = std::min(offset, text.size());
   return 1 + static_cast<int>(std::count(text.begin(), text.begin() + offset, '\n'));
@@ -344,19 +267,17 @@ nlohmann::json render_context(const nlohmann::json& values) {
 std::string render_template(std::string_view template_text, const nlohmann::json& values,
                             std::string_view template_name) {
   std::string text(template_text);
-  mustache::mustache tmpl(strip_standalone_lines(text));
-  if (!tmpl.is_valid()) {
+  Mustache tmpl(strip_standalone_lines(text));
+  if (!tmpl.error().empty()) {
     // The text as written says where, in the author's lines (stripping moved the offsets).
-    mustache::mustache as_written(text);
+    const Mustache as_written(text);
     template_error(text, template_name,
-                   as_written.is_valid() ? tmpl.error_message() : as_written.error_message());
+                   as_written.error().empty() ? tmpl.error() : as_written.error());
   }
   require_printable(values);  // the values are dumped as JSON, which takes nothing else
-  // Values are pre-spelled as YAML; HTML escaping would corrupt them.
-  tmpl.set_custom_escape([](const std::string& s) { return s; });
-  std::string out = tmpl.render(to_object(render_context(values)));
-  if (!tmpl.is_valid())
-    template_error(text, template_name, tmpl.error_message());
+  std::string out = tmpl.render(render_context(values));
+  if (!tmpl.error().empty())
+    template_error(text, template_name, tmpl.error());
   return out;
 }
 

@@ -35,7 +35,7 @@ namespace trainctl::render {
 ///   hasRunPolicy / hasSchedulingPolicy -> whether any runPolicy / schedulingPolicy field is set.
 nlohmann::json render_context(const nlohmann::json& values);
 
-/// Renders a mustache template (kainjow) against `render_context(values)` and returns the YAML
+/// Renders a mustache template (mustache.h) against `render_context(values)` and returns the YAML
 /// text; the caller parses and validates it. Same inputs give the same bytes.
 ///
 /// YAML safety: values reach the template already spelled as YAML.
