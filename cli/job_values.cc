@@ -223,14 +223,24 @@ json JobFlags::values(const std::string& namespace_) const {
   return values;
 }
 
-std::string job_example(api::JobKind kind) {
+std::string job_example(api::JobKind kind, std::string_view more_flags) {
+  const std::string_view flags = more_flags.empty() ? "" : " ";
   switch (kind) {
     case api::JobKind::TFJob:
-      return "tfjob --name mnist --image reg/tf:1 --ps 1 --workers 2 -- python train.py";
+      return fmt::format(
+          "tfjob --name mnist --image reg/tf:1 --ps 1 --workers 2{}{} -- python "
+          "train.py",
+          flags, more_flags);
     case api::JobKind::PyTorchJob:
-      return "pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1 -- torchrun train.py";
+      return fmt::format(
+          "pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1{}{} -- "
+          "torchrun train.py",
+          flags, more_flags);
     default:
-      return "mpijob --name pi --image reg/hvd:1 --workers 2 -- mpirun python train.py";
+      return fmt::format(
+          "mpijob --name pi --image reg/hvd:1 --workers 2{}{} -- mpirun python "
+          "train.py",
+          flags, more_flags);
   }
 }
 

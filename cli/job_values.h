@@ -76,12 +76,14 @@ struct JobFlags {
   bool uses_builtin_template() const;
 };
 
+/// A typical `submit`/`render` command line of the kind after the verb, for the Examples
+/// sections: "pytorchjob --name bert --image reg/pt:1 ... -- python train.py", with
+/// `more_flags` before the `--` (after it, they would be the job's command).
+std::string job_example(api::JobKind kind, std::string_view more_flags = "");
+
 /// Registers the job flags on a `submit KIND` or `render KIND` subcommand; the kind-specific
 /// ones (--ps, --nproc-per-node, --slots-per-worker, ...) only for their kind, and the trailing
 /// `-- COMMAND...`.
-/// A typical `submit`/`render` command line of the kind after the verb, for the Examples
-/// sections: "pytorchjob --name bert --image reg/pt:1 ... -- python train.py".
-std::string job_example(api::JobKind kind);
 void add_job_flags(CLI::App& cmd, JobFlags& flags);
 
 /// The template shipped for a kind: "tfjob", "pytorchjob", "mpijob".

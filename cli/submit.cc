@@ -436,8 +436,9 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags, std::string_vie
     add_examples(*cmd, fmt::format(R"(# Run it, follow it with its logs to the end, keep a report
 trainctl submit {}
 # Or first see what would be sent
-trainctl submit {} --dry-run=client)",
-                                   job_example(kinds[i]), job_example(kinds[i])));
+trainctl submit {})",
+                                   job_example(kinds[i], "--wait --logs --report report.json"),
+                                   job_example(kinds[i], "--dry-run=client")));
   }
   add_examples(*submit, R"(# From flags and the built-in template
 trainctl submit pytorchjob --name bert --image reg/pt:1 --workers 3 --gpus 1 -- python train.py

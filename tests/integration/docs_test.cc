@@ -160,6 +160,35 @@ TEST(DocsTest, VerbsHaveExamplesInHelpAndManPage) {
   EXPECT_GT(pages, 25);
 }
 
+// An example's flags come before `--`: after it they are the job's command (`submit tfjob ...
+// -- python train.py --dry-run=client` submitted the job, its command ending in the flag).
+TEST(DocsTest, ExamplesPutTheCommandsFlagsBeforeTheDoubleDash) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kSourceDir / "man")) {
+    const std::string text = TempDir::read(entry.path());
+    const std::size_t examples = text.find(".SH EXAMPLES\n");
+    if (examples == std::string::npos)
+      continue;
+    const std::string options = text.substr(0, examples);  // the page's own flags
+    std::istringstream lines(text.substr(examples));
+    for (std::string line; std::getline(lines, line);) {
+      const std::size_t dashes = line.find(" \\-\\- ");
+      if (!line.starts_with("trainctl ") || dashes == std::string::npos)
+        continue;
+      std::istringstream after(line.substr(dashes + 6));
+      for (std::string word; after >> word;) {
+        const std::string flag = word.substr(0, word.find('='));
+        if (flag.starts_with("\\-")) {
+          EXPECT_EQ(options.find("\\fB" + flag + "\\fR"), std::string::npos)
+              << entry.path().filename() << ": " << line;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
 TEST(DocsTest, ManPagesRenderWithoutWarnings) {
   if (run_command("command -v groff").exit_code != 0)
     GTEST_SKIP() << "groff is not installed";
