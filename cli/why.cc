@@ -45,6 +45,7 @@ enum Rank : int {
   kScheduler,    // the scheduler's own reason for an unschedulable pod
   kContainer,    // a container that cannot start
   kGang,         // the gang is not admitted (a consequence of the above, when they hold)
+  kRefused,      // the API server refuses the job's pods or services (FailedCreate events)
   kMissingPods,  // replicas without a pod
   kEvent,
 };
@@ -348,7 +349,7 @@ struct WhyOptions {
       if (e.value("type", "") != "Warning")
         continue;
       findings.push_back(
-          {kEvent,
+          {e.value("reason", "") == "FailedCreate" ? kRefused : kEvent,
            fmt::format("event {} on {}/{}: {}", e.value("reason", ""),
                        to_lower(string_at(e, "/involvedObject/kind"_json_pointer)),
                        string_at(e, "/involvedObject/name"_json_pointer), e.value("message", ""))});

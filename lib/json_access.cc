@@ -61,16 +61,21 @@ std::string annotation_of(const nlohmann::json& object, std::string_view key) {
   return string_member(object_member(object_member(object, "metadata"), "annotations"), key);
 }
 
-std::string controller_uid(const nlohmann::json& object) {
+const nlohmann::json* controller_owner(const nlohmann::json& object) {
   const nlohmann::json& refs = member(member(object, "metadata"), "ownerReferences");
   if (!refs.is_array())
-    return "";
+    return nullptr;
   for (const auto& ref : refs) {
     const nlohmann::json& controller = member(ref, "controller");
     if (controller.is_boolean() && controller.get<bool>())
-      return string_member(ref, "uid");
+      return &ref;
   }
-  return "";
+  return nullptr;
+}
+
+std::string controller_uid(const nlohmann::json& object) {
+  const nlohmann::json* owner = controller_owner(object);
+  return owner == nullptr ? "" : string_member(*owner, "uid");
 }
 
 bool is_deleting(const nlohmann::json& object) {

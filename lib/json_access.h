@@ -36,6 +36,8 @@ std::string uid_of(const nlohmann::json& object);
 std::string label_of(const nlohmann::json& object, std::string_view key);
 std::string annotation_of(const nlohmann::json& object, std::string_view key);
 
+/// The controller ownerReference of `object`, or nullptr when it has none.
+const nlohmann::json* controller_owner(const nlohmann::json& object);
 /// The uid of the controller ownerReference of `object`, or "" when it has none.
 std::string controller_uid(const nlohmann::json& object);
 

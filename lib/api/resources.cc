@@ -56,6 +56,34 @@ json resource_list_json(const ResourceList& list) {
   return result;
 }
 
+namespace {
+
+/// No domain, or a kubernetes.io one (Kubernetes' IsNativeResource).
+bool is_native_resource(std::string_view name) {
+  return name.find('/') == std::string_view::npos ||
+         name.find("kubernetes.io/") != std::string_view::npos;
+}
+
+}  // namespace
+
+bool overcommit_allowed(std::string_view name) {
+  return is_native_resource(name) && !name.starts_with("hugepages-");
+}
+
+bool is_extended_resource(std::string_view name) {
+  return !is_native_resource(name) && !name.starts_with("requests.");
+}
+
+bool is_env_var_name(std::string_view name) {
+  const auto allowed = [](char c, bool first) {
+    return c == '-' || c == '.' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (!first && c >= '0' && c <= '9');
+  };
+  if (name.empty() || !allowed(name[0], true))
+    return false;
+  return std::all_of(name.begin() + 1, name.end(), [&](char c) { return allowed(c, false); });
+}
+
 ResourceList container_requests(const json& container) {
   const json& resources = member(container, "resources");
   const json& requests = member(resources, "requests");

@@ -121,6 +121,18 @@ ResourceList parse_resource_list(const nlohmann::json& object);
 /// A ResourceList as a `{name: quantity}` object, quantities written by format_quantity.
 nlohmann::json resource_list_json(const ResourceList& list);
 
+/// Whether the API server lets a container request less of `name` than its limit: native
+/// resources (no domain, or a kubernetes.io one) but hugepages (Kubernetes' IsOvercommitAllowed).
+/// For the others (nvidia.com/gpu and every extended resource) a request needs an equal limit.
+bool overcommit_allowed(std::string_view name);
+/// Whether `name` is an extended resource (nvidia.com/gpu, example.com/foo: a domain outside
+/// kubernetes.io): counted in whole units only (Kubernetes' IsExtendedResourceName).
+bool is_extended_resource(std::string_view name);
+
+/// Whether `name` may name an environment variable: [-._a-zA-Z][-._a-zA-Z0-9]* (the API server
+/// refuses a container with any other).
+bool is_env_var_name(std::string_view name);
+
 /// A container's requests, defaulted from its limits per resource as the API server does.
 ResourceList container_requests(const nlohmann::json& container);
 

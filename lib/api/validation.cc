@@ -9,7 +9,9 @@
 
 #include "api/job.h"
 #include "api/quantity.h"
+#include "api/resources.h"
 #include "error.h"
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl::api {
@@ -121,6 +123,10 @@ std::map<std::string, std::int64_t> check_quantities(const json& list, const std
       if (milli < 0)
         problems.add(field,
                      fmt::format("must be greater than or equal to 0, got {}", value.dump()));
+      else if (is_extended_resource(name) && milli % 1000 != 0)
+        problems.add(field, fmt::format("must be a whole number, got {}: {} is counted in whole "
+                                        "devices",
+                                        value.dump(), name));
       else
         parsed[name] = milli;
     } catch (const Error&) {
@@ -146,12 +152,34 @@ void check_resources(const json& container, const std::string& path, Problems& p
   const auto limits = check_quantities(resources.value("limits", json()),
                                        field_path(resources_path, "limits"), problems);
   for (const auto& [name, request] : requests) {
+    const std::string field = field_path(field_path(resources_path, "requests"), name);
     auto limit = limits.find(name);
-    if (limit != limits.end() && request > limit->second) {
-      problems.add(field_path(field_path(resources_path, "requests"), name),
-                   fmt::format("must be less than or equal to the {} limit ({})", name,
-                               resources["limits"][name].dump()));
+    if (limit == limits.end()) {
+      if (!overcommit_allowed(name) && member(member(resources, "limits"), name).is_null())
+        problems.add(field, fmt::format("needs limits.{0} as well, of the same amount: Kubernetes "
+                                        "refuses a {0} request without a limit (setting the "
+                                        "limit alone is enough)",
+                                        name));
+    } else if (request != limit->second && !overcommit_allowed(name)) {
+      problems.add(field, fmt::format("must equal the {} limit ({}): Kubernetes does not "
+                                      "overcommit it",
+                                      name, resources["limits"][name].dump()));
+    } else if (request > limit->second) {
+      problems.add(field, fmt::format("must be less than or equal to the {} limit ({})", name,
+                                      resources["limits"][name].dump()));
     }
+  }
+}
+
+void check_env(const json& container, const std::string& path, Problems& problems) {
+  const json& env = member(container, "env");
+  for (std::size_t i = 0; env.is_array() && i < env.size(); ++i) {
+    const json& name = member(env[i], "name");
+    if (name.is_string() && !is_env_var_name(name.get_ref<const std::string&>()))
+      problems.add(field_path(field_path(field_path(path, "env"), i), "name"),
+                   fmt::format("{} is not a valid environment variable name: use letters, "
+                               "digits, '_', '-' or '.', not starting with a digit",
+                               name.dump()));
   }
 }
 
@@ -174,6 +202,7 @@ bool check_containers(const json& containers, const std::string& path, std::stri
     const json image = c.value("image", json());
     if (!image.is_string() || image.get_ref<const std::string&>().empty())
       problems.add(field_path(item, "image"), "required: every container needs an image");
+    check_env(c, item, problems);
     check_resources(c, item, problems);
   }
   return found;

@@ -312,6 +312,63 @@ spec:
 )",
                        "job.yaml:13: spec.tfReplicaSpecs.Worker.template.spec.containers[0]."
                        "resources.requests.cpu: must be less than or equal to the cpu limit (2)"},
+        // What the API server refuses in a pod, which left the job's pods uncreated: a GPU
+        // request without a limit (or unlike it), a fraction of a device, a bad env name.
+        ValidationCase{"GpuRequestWithoutLimit", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: t}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: tf
+            resources:
+              requests: {nvidia.com/gpu: 1, cpu: 1}
+)",
+                       "job.yaml:13: spec.tfReplicaSpecs.Worker.template.spec.containers[0]."
+                       "resources.requests.nvidia.com/gpu: needs limits.nvidia.com/gpu as well, "
+                       "of the same amount: Kubernetes refuses a nvidia.com/gpu request without "
+                       "a limit (setting the limit alone is enough)"},
+        ValidationCase{"GpuRequestUnlikeItsLimit", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: t}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: tf
+            resources:
+              requests: {nvidia.com/gpu: 1}
+              limits: {nvidia.com/gpu: 2, hugepages-2Mi: 2Mi, example.com/fpga: 500m}
+)",
+                       "job.yaml:13: spec.tfReplicaSpecs.Worker.template.spec.containers[0]."
+                       "resources.requests.nvidia.com/gpu: must equal the nvidia.com/gpu limit "
+                       "(2): Kubernetes does not overcommit it\n"
+                       "job.yaml:14: spec.tfReplicaSpecs.Worker.template.spec.containers[0]."
+                       "resources.limits.example.com/fpga: must be a whole number, got \"500m\": "
+                       "example.com/fpga is counted in whole devices"},
+        ValidationCase{"EnvNameStartingWithADigit", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: t}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: tf
+            env: [{name: 1BAD, value: x}, {name: _ok.x-1, value: y}]
+)",
+                       "job.yaml:12: spec.tfReplicaSpecs.Worker.template.spec.containers[0].env[0]"
+                       ".name: \"1BAD\" is not a valid environment variable name: use letters, "
+                       "digits, '_', '-' or '.', not starting with a digit"},
         ValidationCase{"RunPolicy", R"(apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata: {name: t}

@@ -77,8 +77,10 @@ json Executor::perform(const Action& action) {
       try {
         return client_.create(action.resource, action.namespace_, action.object);
       } catch (const Error& e) {
-        if (e.kind() != ErrorKind::AlreadyExists && !namespace_terminating(e))
+        if (e.kind() != ErrorKind::AlreadyExists && !namespace_terminating(e)) {
+          record_failed_create(action, e);
           throw;
+        }
       }
       return nullptr;
     case Action::Type::Delete: {
@@ -113,6 +115,23 @@ json Executor::perform(const Action& action) {
       return nullptr;
   }
   return nullptr;
+}
+
+void Executor::record_failed_create(const Action& action, const Error& e) {
+  const json* owner = controller_owner(action.object);
+  if (owner == nullptr)
+    return;
+  std::string message = string_member(e.status(), "message");
+  if (message.empty())
+    message = e.message();
+  events_.record({.type = "Warning",
+                  .reason = "FailedCreate",
+                  .message = fmt::format("Error creating: {}", message),
+                  .involved_object = {.api_version = string_member(*owner, "apiVersion"),
+                                      .kind = string_member(*owner, "kind"),
+                                      .namespace_ = action.namespace_,
+                                      .name = string_member(*owner, "name"),
+                                      .uid = string_member(*owner, "uid")}});
 }
 
 json Executor::write(const Action& action) {

@@ -45,7 +45,8 @@ class Executor {
   /// Throws the first error (in action order) that is not "already done" (a Conflict means the
   /// cache was stale: the caller retries); a write to an object that is gone (NotFound, or a
   /// Conflict on its uid: deleted, perhaps re-created under the same name) is done too, and so is a
-  /// create in a namespace being deleted (403 NamespaceTerminating). Events that cannot be
+  /// create in a namespace being deleted (403 NamespaceTerminating). A create refused otherwise is
+  /// also a Warning FailedCreate Event on the object's controller. Events that cannot be
   /// recorded are logged, never fatal. Returns what the server returned for each action
   /// (null for one that was already done). A failed write throws ApplyError.
   std::vector<nlohmann::json> apply(const Plan& plan);
@@ -60,6 +61,11 @@ class Executor {
                        std::vector<nlohmann::json>& results);
   /// Sends an Update, UpdateStatus or Patch.
   nlohmann::json write(const Action& action);
+  /// A Warning FailedCreate Event on the controller of an object the server refused to create,
+  /// with its words, as Kubernetes' pod control records one ("Error creating: ..."): a job whose
+  /// pods are invalid (a GPU request without a limit, an env name the server refuses) says why
+  /// it has none.
+  void record_failed_create(const Action& action, const Error& e);
   void count(std::string_view verb, const kube::Resource& resource);
 
   kube::Client& client_;

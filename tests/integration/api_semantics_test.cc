@@ -351,6 +351,64 @@ TEST_F(ApiErrorTest, PodWithoutImageIsInvalidNamingTheField) {
   EXPECT_EQ(e.status()["details"]["causes"][0]["reason"], "FieldValueRequired");
 }
 
+// The mistakes that left a job's pods refused on a real cluster while the sandbox ran them: a
+// GPU requested without a limit (or unlike it), a fraction of a GPU, a negative quantity, an
+// environment variable name starting with a digit. Each is a 422 naming the field, on both.
+TEST_F(ApiErrorTest, PodsTheServerCannotRunAreInvalidNamingTheField) {
+  const auto refused = [&](const json& resources, const json& env) {
+    json pod = pod_manifest("refused");
+    pod["spec"]["containers"][0]["resources"] = resources;
+    if (!env.is_null())
+      pod["spec"]["containers"][0]["env"] = env;
+    const Error e = expect_error([&] { client().create(resources::pods(), ns(), pod); });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    return e.status()["message"].get<std::string>();
+  };
+  const std::string prefix = "Pod \"refused\" is invalid: spec.containers[0].";
+  EXPECT_EQ(refused({{"requests", {{"nvidia.com/gpu", 1}}}}, nullptr),
+            prefix +
+                "resources.limits: Required value: Limit must be set for non overcommitable "
+                "resources");
+  EXPECT_EQ(
+      refused({{"requests", {{"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "2"}}}},
+              nullptr),
+      prefix +
+          "resources.requests: Invalid value: \"1\": must be equal to nvidia.com/gpu "
+          "limit");
+  EXPECT_EQ(refused({{"requests", {{"cpu", "2"}}}, {"limits", {{"cpu", "1"}}}}, nullptr),
+            prefix +
+                "resources.requests: Invalid value: \"2\": must be less than or equal to "
+                "cpu limit");
+  // A limit without a request is requested too, before validation: reported for both.
+  EXPECT_EQ(refused({{"limits", {{"cpu", "-1"}}}}, nullptr),
+            "Pod \"refused\" is invalid: [spec.containers[0].resources.limits[cpu]: Invalid "
+            "value: \"-1\": must be greater than or equal to 0, spec.containers[0].resources."
+            "requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0]");
+  // The real server prints the quantity as Go's struct dump: only the ends are compared.
+  EXPECT_THAT(refused({{"limits", {{"nvidia.com/gpu", "0.5"}}}}, nullptr),
+              ::testing::AllOf(::testing::StartsWith("Pod \"refused\" is invalid: "
+                                                     "[spec.containers[0].resources.limits[nvidia."
+                                                     "com/gpu]: Invalid value: "),
+                               ::testing::HasSubstr(": must be an integer, spec.containers[0]."
+                                                    "resources.requests[nvidia.com/gpu]: Invalid "
+                                                    "value: "),
+                               ::testing::EndsWith(": must be an integer]")));
+  EXPECT_EQ(refused(json::object(), {{{"name", "1BAD"}, {"value", "x"}}}),
+            prefix +
+                "env[0].name: Invalid value: \"1BAD\": a valid environment variable name "
+                "must consist of alphabetic characters, digits, '_', '-', or '.', and must "
+                "not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or "
+                "'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')");
+  // Allowed: a CPU request under its limit, GPUs as a limit alone or an equal request, hugepages
+  // and other native resources.
+  json pod = pod_manifest("runs");
+  pod["spec"]["containers"][0]["resources"] = {
+      {"requests", {{"cpu", "500m"}, {"nvidia.com/gpu", "2"}}},
+      {"limits", {{"cpu", "1"}, {"nvidia.com/gpu", "2"}, {"example.com/fpga", "1"}}}};
+  pod["spec"]["containers"][0]["env"] = {{{"name", "_OK.x-1"}, {"value", "1"}}};
+  EXPECT_NO_THROW(client().create(resources::pods(), ns(), pod));
+}
+
 TEST_F(ApiErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
   // The server cannot decode the body into a v1.ConfigMap (data is map[string]string): 400
   // BadRequest with the decoder's words (handlers/rest.go transformDecodeError) on a create or

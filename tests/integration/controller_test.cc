@@ -911,6 +911,51 @@ TEST_F(ControllerTest, ExecutorSendsCreatesInSlowStartBatchesAndStopsAtTheFirstE
     EXPECT_EQ(results[i]["metadata"]["name"], "good-" + std::to_string(i));  // in action order
 }
 
+// A create the server refuses is a Warning FailedCreate Event on the object's controller, in the
+// server's words, as Kubernetes' pod control records it: a job whose pods the API server rejects
+// says why it has none (it stayed "Created" with nothing but the controller's log to say why). An
+// object without a controller gets none.
+TEST_F(ControllerTest, ExecutorRecordsACreateTheServerRefusesOnTheObjectsController) {
+  controller::declare_executor_metrics(metrics_);
+  const json owner = {{"apiVersion", "kubeflow.org/v1"},
+                      {"kind", "TFJob"},
+                      {"name", "refused"},
+                      {"uid", "uid-refused"},
+                      {"controller", true}};
+  const auto pod = [&](const std::string& name, bool owned) {
+    json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}}},
+              {"spec", {{"containers", json::array()}}}};  // none: the server refuses it
+    if (owned)
+      p["metadata"]["ownerReferences"] = json::array({owner});
+    return p;
+  };
+  {
+    controller::Executor executor(*controller_client_, metrics_, log_, "test-controller");
+    for (const auto& [name, owned] : {std::pair{"refused-worker-0", true}, {"orphan-0", false}}) {
+      controller::Plan plan;
+      plan.actions.push_back({.type = controller::Action::Type::Create,
+                              .resource = kube::resources::pods(),
+                              .namespace_ = "default",
+                              .object = pod(name, owned)});
+      EXPECT_THROW(executor.apply(plan), controller::ApplyError);
+    }
+  }  // its events sent
+  std::vector<json> events =
+      client().list_all(kube::resources::events(), "default")["items"].get<std::vector<json>>();
+  std::erase_if(events, [](const json& e) { return e["reason"] != "FailedCreate"; });
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["involvedObject"]["kind"], "TFJob");
+  EXPECT_EQ(events[0]["involvedObject"]["name"], "refused");
+  EXPECT_EQ(events[0]["involvedObject"]["uid"], "uid-refused");
+  EXPECT_THAT(events[0]["message"].get<std::string>(),
+              ::testing::StartsWith("Error creating: Pod \"refused-worker-0\" is invalid: "));
+  EXPECT_THAT(events[0]["message"].get<std::string>(),
+              ::testing::Not(::testing::HasSubstr("HTTP")));
+}
+
 // Two writes of one batch fail (pods 3 and 5 of the batch {3, 4, 5, 6}): the error is the first
 // in action order whichever answer came first, the batch's other writes went through and are in
 // the results at their own places, and nothing after the batch is sent. Workers sharing the

@@ -714,6 +714,22 @@ TEST_F(JobFollowTest, WhyAsksWhetherTheControllerRunsOnlyWhenNothingShowsItActed
   EXPECT_THAT(admitted.out, Not(HasSubstr("trainctl controller")));
   EXPECT_THAT(admitted.out, HasSubstr("Most likely blocker: 2 of 2 replica pods do not exist yet: "
                                       "worker-0, worker-1\n"));
+  // The API server refuses its pods (the controller's FailedCreate event): that is why.
+  client().create(kube::resources::events(), "default",
+                  {{"apiVersion", "v1"},
+                   {"kind", "Event"},
+                   {"metadata", {{"name", "admitted.refused"}}},
+                   {"involvedObject",
+                    {{"apiVersion", "kubeflow.org/v1"}, {"kind", "TFJob"}, {"name", "admitted"}}},
+                   {"type", "Warning"},
+                   {"reason", "FailedCreate"},
+                   {"message",
+                    "Error creating: Pod \"admitted-worker-0\" is invalid: "
+                    "spec.containers[0].env[0].name: Invalid value: \"1BAD\""}});
+  RunResult refused = run("why admitted");
+  EXPECT_THAT(refused.out, HasSubstr("Most likely blocker: event FailedCreate on tfjob/admitted: "
+                                     "Error creating: Pod \"admitted-worker-0\" is invalid"));
+  EXPECT_THAT(refused.out, HasSubstr("2. 2 of 2 replica pods do not exist yet"));
 }
 
 TEST_F(JobFollowTest, WhyRanksTheSchedulersReasonAboveAGangNotAdmitted) {

@@ -4,6 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
+#include "api/quantity.h"
+#include "api/resources.h"
+#include "error.h"
 #include "json_access.h"
 #include "sandbox/api_server.h"
 #include "sandbox/selector.h"
@@ -13,6 +18,84 @@
 namespace trainctl::sandbox {
 
 using nlohmann::json;
+
+namespace {
+
+/// A quantity as the server prints a bad value: as written.
+std::string written(const json& v) {
+  return v.is_string() ? validation::go_quote(v.get_ref<const std::string&>())
+                       : validation::go_quote(v.dump());
+}
+
+/// validateEnv's name rule.
+void validate_env(const json& container, const std::string& path, std::vector<FieldError>& errs) {
+  const json& env = member(container, "env");
+  for (std::size_t i = 0; env.is_array() && i < env.size(); ++i) {
+    const std::string name = string_member(env[i], "name");
+    const std::string field = fmt::format("{}.env[{}].name", path, i);
+    if (name.empty())
+      errs.push_back(required_value(field, ""));
+    else if (!api::is_env_var_name(name))
+      errs.push_back(invalid_value(
+          field, validation::go_quote(name),
+          "a valid environment variable name must consist of alphabetic characters, digits, "
+          "'_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or "
+          "'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is "
+          "'[-._a-zA-Z][-._a-zA-Z0-9]*')"));
+  }
+}
+
+/// ValidateResourceRequirements: quantities not negative, extended resources whole, a request
+/// at most its limit, and for resources that cannot be overcommitted (GPUs, every extended
+/// resource, hugepages) equal to a limit that must be set. The server prints a bad whole-number
+/// quantity as Go's struct dump; the sandbox as written.
+void validate_resources(const json& container, const std::string& path,
+                        std::vector<FieldError>& errs) {
+  const json& resources = member(container, "resources");
+  const json& limits = member(resources, "limits");
+  const json& requests = member(resources, "requests");
+  const auto quantities = [&](const json& list, const std::string& list_path) {
+    std::map<std::string, std::int64_t> parsed;
+    if (!list.is_object())
+      return parsed;
+    for (const auto& [name, value] : list.items()) {
+      const std::string field = fmt::format("{}[{}]", list_path, name);
+      std::int64_t milli = 0;
+      try {
+        milli = api::quantity_milli(value);
+      } catch (const Error&) {
+        continue;  // the real server's decoder refuses it (400); the sandbox does not decode pods
+      }
+      if (milli < 0)
+        errs.push_back(invalid_value(field, written(value), "must be greater than or equal to 0"));
+      else if (api::is_extended_resource(name) && milli % 1000 != 0)
+        errs.push_back(invalid_value(field, written(value), "must be an integer"));
+      else
+        parsed[name] = milli;
+    }
+    return parsed;
+  };
+  const std::string limits_path = path + ".resources.limits";
+  const std::string requests_path = path + ".resources.requests";
+  const auto limit = quantities(limits, limits_path);
+  const auto request = quantities(requests, requests_path);
+  for (const auto& [name, milli] : request) {
+    const auto it = limit.find(name);
+    if (it == limit.end()) {
+      if (!api::overcommit_allowed(name) && !limits.contains(name))
+        errs.push_back(
+            required_value(limits_path, "Limit must be set for non overcommitable resources"));
+    } else if (milli != it->second && !api::overcommit_allowed(name)) {
+      errs.push_back(invalid_value(requests_path, written(requests[name]),
+                                   fmt::format("must be equal to {} limit", name)));
+    } else if (milli > it->second) {
+      errs.push_back(invalid_value(requests_path, written(requests[name]),
+                                   fmt::format("must be less than or equal to {} limit", name)));
+    }
+  }
+}
+
+}  // namespace
 
 void default_pod_spec(json& spec, const std::string& path, std::vector<FieldError>& errs) {
   json& containers = spec["containers"];
@@ -34,6 +117,7 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
     const std::string image = c.value("image", "");
     if (image.empty())
       errs.push_back(required_value(field + ".image", ""));
+    validate_env(c, field, errs);
     if (!c.contains("imagePullPolicy")) {
       const bool latest = image.find(':') == std::string::npos || image.ends_with(":latest");
       c["imagePullPolicy"] = latest ? "Always" : "IfNotPresent";
@@ -44,6 +128,17 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
       c["terminationMessagePolicy"] = "File";
     if (!c.contains("resources"))
       c["resources"] = json::object();
+    // SetDefaults_Pod: a limit without a request is requested too (before validation, so a bad
+    // limit is reported for both).
+    if (json& resources = c["resources"]; resources.is_object()) {
+      if (const json& limits = member(resources, "limits"); limits.is_object() && !limits.empty()) {
+        json& requests = ensure_object(resources, "requests");
+        for (const auto& [name, value] : limits.items())
+          if (!requests.contains(name))
+            requests[name] = value;
+      }
+    }
+    validate_resources(c, field, errs);
   }
   const std::string restart = spec.value("restartPolicy", "Always");
   if (restart != "Always" && restart != "OnFailure" && restart != "Never") {
