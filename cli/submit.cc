@@ -12,6 +12,7 @@
 #include <future>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -49,30 +50,55 @@ std::string read_input(const std::string& file) {
   return s.str();
 }
 
-/// Reads and validates every document of every file; throws one Error(Validation) listing every
-/// problem of every document, so nothing is sent when any document is bad.
+/// Reads and validates every document of every file (the items of a List as documents); throws
+/// one Error(Validation) listing every problem of every document, so nothing is sent when any
+/// document is bad. Two documents of one job (kind, namespace and name) are a problem: created
+/// concurrently, which one the server kept would be chance. A resourceVersion (`get -o yaml`
+/// output) is dropped, as kubectl create does: the server refuses a create that carries one.
 std::vector<json> read_jobs(const std::vector<std::string>& files) {
   std::vector<json> jobs;
   std::vector<std::string> problems;
+  std::map<std::string, std::string> written_at;  // kind/namespace/name -> file:line
+  const auto take = [&](api::Manifest& m) {
+    // string_member: `kind:` left empty (null) or a number must be this error, not a throw.
+    const std::string kind = string_member(m.object, "kind");
+    if (!api::job_kind_from_name(kind)) {
+      problems.push_back(fmt::format("{}:{}: kind: \"{}\" is not a TFJob, PyTorchJob or MPIJob",
+                                     m.source.file, m.source.line_of("kind"), kind));
+      return;
+    }
+    try {
+      api::validate_job(m);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Validation)
+        throw;
+      problems.push_back(e.message());
+      return;
+    }
+    const json& metadata = object_member(m.object, "metadata");
+    const std::string name = string_member(metadata, "name");
+    const std::string at = fmt::format("{}:{}", m.source.file, m.source.line_of("metadata.name"));
+    if (!name.empty()) {
+      const auto [first, fresh] = written_at.try_emplace(
+          fmt::format("{}/{}/{}", kind, string_member(metadata, "namespace"), name), at);
+      if (!fresh) {
+        problems.push_back(fmt::format("{}: {} \"{}\" is also at {}: each job once", at, kind, name,
+                                       first->second));
+        return;
+      }
+    }
+    m.object["metadata"].erase("resourceVersion");
+    annotate_job(m.object, "");
+    jobs.push_back(std::move(m.object));
+  };
   for (const auto& file : files) {
     for (auto& m : api::parse_manifests(read_input(file), file)) {
-      // string_member: `kind:` left empty (null) or a number must be this error, not a throw.
-      const std::string kind = string_member(m.object, "kind");
-      if (!api::job_kind_from_name(kind)) {
-        problems.push_back(fmt::format("{}:{}: kind: \"{}\" is not a TFJob, PyTorchJob or MPIJob",
-                                       m.source.file, m.source.line_of("kind"), kind));
+      if (!api::is_list(m.object)) {
+        take(m);
         continue;
       }
-      try {
-        api::validate_job(m);
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::Validation)
-          throw;
-        problems.push_back(e.message());
-        continue;
-      }
-      annotate_job(m.object, "");
-      jobs.push_back(std::move(m.object));
+      for (auto& item : api::list_items(std::move(m)))
+        take(item);
     }
   }
   if (!problems.empty()) {

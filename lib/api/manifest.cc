@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "error.h"
+#include "json_access.h"
 #include "text.h"
 #include "yaml_json.h"
 
@@ -177,6 +178,33 @@ void SourceMap::rename_prefix(std::string_view from, std::string_view to) {
   }
   for (auto& [path, line] : moved)
     lines.insert_or_assign(std::move(path), line);
+}
+
+bool is_list(const nlohmann::json& object) {
+  const nlohmann::json& kind = member(object, "kind");
+  return kind.is_string() && kind.get_ref<const std::string&>().ends_with("List") &&
+         member(object, "items").is_array();
+}
+
+std::vector<Manifest> list_items(Manifest list) {
+  std::vector<Manifest> items;
+  nlohmann::json& array = list.object["items"];
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    Manifest item{.object = std::move(array[i]), .source = {.file = list.source.file, .lines = {}}};
+    const std::string prefix = field_path("items", i);
+    const auto& lines = list.source.lines;
+    for (auto it = lines.lower_bound(prefix); it != lines.end() && it->first.starts_with(prefix);
+         ++it) {
+      std::string_view rest = std::string_view(it->first).substr(prefix.size());
+      if (!rest.empty() && rest[0] != '.' && rest[0] != '[')
+        continue;  // items[10] is not under items[1]
+      if (rest.starts_with('.'))
+        rest.remove_prefix(1);
+      item.source.lines.emplace(rest, it->second);
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
 }
 
 std::vector<Manifest> parse_manifests(std::string_view text, std::string file) {

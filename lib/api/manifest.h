@@ -37,6 +37,12 @@ struct Manifest {
 /// for a document that is not a mapping.
 std::vector<Manifest> parse_manifests(std::string_view text, std::string file);
 
+/// Whether `object` is a list of objects (`kind: List`, or a kind ending in List such as
+/// TFJobList, with an `items` array), as `kubectl get -o yaml` of several objects prints.
+bool is_list(const nlohmann::json& object);
+/// The items of a list manifest (is_list) as manifests of their own, each with its lines.
+std::vector<Manifest> list_items(Manifest list);
+
 /// `parent.key`, or `key` at the top.
 std::string field_path(std::string_view parent, std::string_view key);
 /// `parent[index]`.

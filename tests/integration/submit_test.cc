@@ -613,6 +613,41 @@ TEST_F(SubmitTest, FileFromStdinCreatesEveryDocument) {
               MatchesRegex("[0-9a-f]{64}"));
 }
 
+// What `list -o yaml` and `get -o yaml` print goes back in as kubectl create takes it: a List's
+// items are jobs, a resourceVersion is dropped (the server refuses a create carrying one). Two
+// documents of one job are refused before anything is sent (created concurrently, which one
+// the server kept was chance).
+TEST_F(SubmitTest, ListsAndGetOutputGoBackInAndAJobTwiceIsRefused) {
+  ASSERT_EQ(trainctl("submit -f -", fmt::format(kTwoJobs, 2)).exit_code, 0);
+  RunResult listed = trainctl("list -o yaml");
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  ASSERT_THAT(listed.out, HasSubstr("kind: List"));
+  ASSERT_THAT(listed.out, HasSubstr("resourceVersion:"));
+  RunResult got = trainctl("get second -o yaml");
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  ASSERT_EQ(trainctl("delete --all --wait").exit_code, 0);
+  RunResult again = trainctl("submit -f -", listed.out);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out,
+            "pytorchjob.kubeflow.org/first created\ntfjob.kubeflow.org/second created\n");
+  ASSERT_EQ(trainctl("delete second --wait").exit_code, 0);
+  RunResult one = trainctl("submit -f -", got.out);
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, "tfjob.kubeflow.org/second created\n");
+
+  const auto file = dir_.write(
+      "twice.yaml", fmt::format(kTwoJobs, 2) + "---\n" + tfjob_yaml("second", "reg/tf:2"));
+  RunResult twice = trainctl("submit -f " + file.string() + " --if-exists skip");
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_THAT(twice.err, MatchesRegex(fmt::format("trainctl: {0}:[0-9]+: TFJob \"second\" is "
+                                                  "also at {0}:[0-9]+: each job once\n",
+                                                  file.string())));
+  const json second = client().get(kube::resources::job(api::JobKind::TFJob), "default", "second");
+  EXPECT_EQ(
+      second["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"],
+      "reg/tf:1");  // nothing was sent
+}
+
 TEST_F(SubmitTest, IfExistsFailSkipReplace) {
   const auto v1 = dir_.write("v1.yaml", fmt::format(kTwoJobs, 1));
   const auto v2 = dir_.write("v2.yaml", fmt::format(kTwoJobs, 4));
