@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <iostream>
 
 #include "api/status.h"
@@ -149,7 +150,16 @@ trainctl logs mnist --replica worker-1 --previous)");
                   "Only lines newer than this duration, e.g. 30s, 5m, 1h (the first run of each "
                   "replica)");
   cmd->add_option("--tail", opts->tail, "Only the last N lines of each replica (-1 = all)")
-      ->default_str("-1");
+      ->default_str("-1")
+      ->check(CLI::Validator(
+          [](const std::string& value) {
+            std::int64_t n = 0;
+            const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
+            return error == std::errc() && end == value.data() + value.size() && n < -1
+                       ? std::string("must be greater than or equal to -1 (-1: all)")
+                       : std::string();
+          },
+          "", "at least -1"));
   cmd->add_flag("--timestamps", opts->timestamps, "Start each line with its RFC 3339 timestamp");
   cmd->add_flag("-p,--previous", opts->previous,
                 "The log of each replica's previous container run (after a restart)");

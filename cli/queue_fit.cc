@@ -62,11 +62,17 @@ void warn_about_queues_too_small(const Queues& queues, const std::vector<json>& 
     if (it == queues.end() || it->second.is_null())
       continue;
     const std::optional<api::JobKind> kind = api::kind_of(job);
-    for (const auto& shortfall : capability_shortfalls(it->second, podgroup)) {
-      std::cerr << fmt::format("trainctl: warning: {}/{} will not run: {}\n",
-                               kind ? api::kind_resource_name(*kind) : "job",
-                               string_at(job, "/metadata/name"_json_pointer), shortfall);
-    }
+    const std::string job_name = fmt::format("{}/{}", kind ? api::kind_resource_name(*kind) : "job",
+                                             string_at(job, "/metadata/name"_json_pointer));
+    for (const auto& shortfall : capability_shortfalls(it->second, podgroup))
+      std::cerr << fmt::format("trainctl: warning: {} will not run: {}\n", job_name, shortfall);
+    // Admission takes gangs from Open queues only (gang.h).
+    if (const std::string state = string_at(it->second, "/status/state"_json_pointer);
+        !state.empty() && state != "Open")
+      std::cerr << fmt::format(
+          "trainctl: warning: {} waits: queue {:?} is {}: it admits no gang until it is opened "
+          "(trainctl queue open {})\n",
+          job_name, it->first, state, it->first);
   }
 }
 

@@ -23,8 +23,9 @@ std::vector<std::string> capability_shortfalls(const nlohmann::json& queue,
 using Queues = std::map<std::string, nlohmann::json>;
 Queues read_queues(kube::Client& client, const std::vector<nlohmann::json>& jobs);
 
-/// For each of the `jobs` just submitted whose gang is bigger than its queue's capability,
-/// a warning on stderr; nothing for a job whose queue is null or not in `queues`.
+/// For each of the `jobs` just submitted whose gang is bigger than its queue's capability, or
+/// whose queue is not Open, a warning on stderr; nothing for a job whose queue is null or not in
+/// `queues`.
 void warn_about_queues_too_small(const Queues& queues, const std::vector<nlohmann::json>& jobs);
 
 }  // namespace trainctl::cli

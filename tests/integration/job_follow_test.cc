@@ -167,6 +167,9 @@ TEST_F(JobFollowTest, LogsPrefixesEveryReplicaAndSelectsOneOrTheTail) {
 
   RunResult tail = run("logs mnist --tail 1");
   EXPECT_EQ(tail.out, "[worker-0] exited with code 0\n[worker-1] exited with code 3\n");
+  RunResult negative = run("logs mnist --tail -5");  // kubectl refuses it too
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_THAT(negative.err, HasSubstr("--tail: must be greater than or equal to -1"));
 
   RunResult stamped = run("logs mnist --replica worker-0 --timestamps --tail 1");
   EXPECT_THAT(stamped.out,
@@ -776,6 +779,14 @@ TEST_F(JobFollowTest, WhySaysAJobBiggerThanItsQueueCanNeverRunAndSubmitWarns) {
   RunResult fits =
       run("submit tfjob --name fits --workers 1 --gpus 8 --queue small --image trainer:1 -- true");
   EXPECT_EQ(fits.err, "");
+  // Unless its queue is closed: it admits nothing until opened.
+  ASSERT_EQ(run("queue close small").exit_code, 0);
+  RunResult closed =
+      run("submit tfjob --name shut --workers 1 --gpus 8 --queue small --image trainer:1 -- true");
+  ASSERT_EQ(closed.exit_code, 0) << closed.err;
+  EXPECT_EQ(closed.err,
+            "trainctl: warning: tfjob.kubeflow.org/shut waits: queue \"small\" is Closed: it "
+            "admits no gang until it is opened (trainctl queue open small)\n");
 }
 
 TEST_F(JobFollowTest, WhyOnAnAdmittedRunningJobSeesNoQueueBlocker) {
