@@ -87,7 +87,8 @@ std::vector<json> read_jobs(const std::vector<std::string>& files) {
         return;
       }
     }
-    m.object["metadata"].erase("resourceVersion");
+    if (json& md = m.object["metadata"]; md.is_object())
+      md.erase("resourceVersion");
     annotate_job(m.object, "");
     jobs.push_back(std::move(m.object));
   };

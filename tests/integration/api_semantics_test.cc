@@ -406,7 +406,24 @@ TEST_F(ApiErrorTest, PodsTheServerCannotRunAreInvalidNamingTheField) {
       {"requests", {{"cpu", "500m"}, {"nvidia.com/gpu", "2"}}},
       {"limits", {{"cpu", "1"}, {"nvidia.com/gpu", "2"}, {"example.com/fpga", "1"}}}};
   pod["spec"]["containers"][0]["env"] = {{{"name", "_OK.x-1"}, {"value", "1"}}};
-  EXPECT_NO_THROW(client().create(resources::pods(), ns(), pod));
+  const json created = client().create(resources::pods(), ns(), pod);
+  // A pod's limits are requested too (the fpga's); a pod template's are not (a batch Job's).
+  EXPECT_EQ(created["spec"]["containers"][0]["resources"]["requests"]["example.com/fpga"], "1");
+  json job = {
+      {"apiVersion", "batch/v1"},
+      {"kind", "Job"},
+      {"metadata", {{"name", "limits-only"}}},
+      {"spec",
+       {{"template",
+         {{"spec",
+           {{"restartPolicy", "Never"},
+            {"containers", json::array({{{"name", "c"},
+                                         {"image", "busybox"},
+                                         {"resources", {{"limits", {{"cpu", "1"}}}}}}})}}}}}}}};
+  const json stored = client().create(resources::jobs(), ns(), job, {.dry_run = true});
+  EXPECT_FALSE(
+      stored["spec"]["template"]["spec"]["containers"][0]["resources"].contains("requests"))
+      << stored.dump();
 }
 
 TEST_F(ApiErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {

@@ -128,16 +128,6 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
       c["terminationMessagePolicy"] = "File";
     if (!c.contains("resources"))
       c["resources"] = json::object();
-    // SetDefaults_Pod: a limit without a request is requested too (before validation, so a bad
-    // limit is reported for both).
-    if (json& resources = c["resources"]; resources.is_object()) {
-      if (const json& limits = member(resources, "limits"); limits.is_object() && !limits.empty()) {
-        json& requests = ensure_object(resources, "requests");
-        for (const auto& [name, value] : limits.items())
-          if (!requests.contains(name))
-            requests[name] = value;
-      }
-    }
     validate_resources(c, field, errs);
   }
   const std::string restart = spec.value("restartPolicy", "Always");
@@ -158,6 +148,22 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
 
 void admit_pod(json& pod) {
   json& spec = ensure_object(pod, "spec");
+  // SetDefaults_Pod (pods only, not templates): a limit without a request is requested too,
+  // before validation, so a bad limit is reported for both.
+  if (json& containers = spec["containers"]; containers.is_array()) {
+    for (json& c : containers) {
+      if (!c.is_object() || !c.contains("resources") || !c["resources"].is_object())
+        continue;
+      json& resources = c["resources"];
+      const json& limits = member(resources, "limits");
+      if (!limits.is_object() || limits.empty())
+        continue;
+      json& requests = ensure_object(resources, "requests");
+      for (const auto& [name, value] : limits.items())
+        if (!requests.contains(name))
+          requests[name] = value;
+    }
+  }
   std::vector<FieldError> errs;
   default_pod_spec(spec, "spec", errs);
   if (!errs.empty())
