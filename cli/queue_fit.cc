@@ -47,9 +47,12 @@ Queues read_queues(kube::Client& client, const std::vector<json>& jobs) {
     if (!first)
       continue;
     try {
-      it->second = client.get(kube::resources::queues(), "", name);
-    } catch (const Error&) {
-      // the job is submitted; a warning must not change how submit ends
+      it->second.object = client.get(kube::resources::queues(), "", name);
+    } catch (const Error& e) {
+      // The job is submitted; a warning must not change how submit ends. A 404 naming the queue
+      // (not the one of a server without the Queue resource) says it does not exist.
+      it->second.missing = e.kind() == ErrorKind::NotFound &&
+                           string_at(e.status(), "/details/name"_json_pointer) == name;
     }
   }
   return queues;
@@ -59,15 +62,22 @@ void warn_about_queues_too_small(const Queues& queues, const std::vector<json>& 
   for (const auto& job : jobs) {
     const json podgroup = controller::pod_group(job);
     const auto it = queues.find(string_at(podgroup, "/spec/queue"_json_pointer));
-    if (it == queues.end() || it->second.is_null())
+    if (it == queues.end())
       continue;
     const std::optional<api::JobKind> kind = api::kind_of(job);
     const std::string job_name = fmt::format("{}/{}", kind ? api::kind_resource_name(*kind) : "job",
                                              string_at(job, "/metadata/name"_json_pointer));
-    for (const auto& shortfall : capability_shortfalls(it->second, podgroup))
+    if (it->second.missing && it->first != controller::default_queue)
+      std::cerr << fmt::format(
+          "trainctl: warning: {} waits: queue {:?} does not exist (trainctl queue create {})\n",
+          job_name, it->first, it->first);
+    const json& queue = it->second.object;
+    if (queue.is_null())
+      continue;
+    for (const auto& shortfall : capability_shortfalls(queue, podgroup))
       std::cerr << fmt::format("trainctl: warning: {} will not run: {}\n", job_name, shortfall);
     // Admission takes gangs from Open queues only (gang.h).
-    if (const std::string state = string_at(it->second, "/status/state"_json_pointer);
+    if (const std::string state = string_at(queue, "/status/state"_json_pointer);
         !state.empty() && state != "Open")
       std::cerr << fmt::format(
           "trainctl: warning: {} waits: queue {:?} is {}: it admits no gang until it is opened "

@@ -18,14 +18,19 @@ namespace trainctl::cli {
 std::vector<std::string> capability_shortfalls(const nlohmann::json& queue,
                                                const nlohmann::json& podgroup);
 
-/// The queues of `jobs` by name, each read once however many jobs share it; null for a queue that
-/// cannot be read (no such queue, no Volcano CRDs, not allowed): `why` tells those apart later.
-using Queues = std::map<std::string, nlohmann::json>;
+/// A job's queue as submit read it: the object, null when it could not be read (no Volcano CRDs,
+/// not allowed, the server unreachable), `missing` when the server says it does not exist.
+struct QueueRead {
+  nlohmann::json object;
+  bool missing = false;
+};
+/// The queues of `jobs` by name, each read once however many jobs share it.
+using Queues = std::map<std::string, QueueRead>;
 Queues read_queues(kube::Client& client, const std::vector<nlohmann::json>& jobs);
 
-/// For each of the `jobs` just submitted whose gang is bigger than its queue's capability, or
-/// whose queue is not Open, a warning on stderr; nothing for a job whose queue is null or not in
-/// `queues`.
+/// For each of the `jobs` just submitted whose gang is bigger than its queue's capability, whose
+/// queue is not Open, or whose queue does not exist (but `default`, which the controller makes),
+/// a warning on stderr; nothing for a job whose queue could not be read or is not in `queues`.
 void warn_about_queues_too_small(const Queues& queues, const std::vector<nlohmann::json>& jobs);
 
 }  // namespace trainctl::cli

@@ -787,6 +787,17 @@ TEST_F(JobFollowTest, WhySaysAJobBiggerThanItsQueueCanNeverRunAndSubmitWarns) {
   EXPECT_EQ(closed.err,
             "trainctl: warning: tfjob.kubeflow.org/shut waits: queue \"small\" is Closed: it "
             "admits no gang until it is opened (trainctl queue open small)\n");
+  // Or missing; but `default`, which the controller makes on its first pass.
+  RunResult missing =
+      run("submit tfjob --name lost --workers 1 --queue nosuchq --image trainer:1 -- true");
+  ASSERT_EQ(missing.exit_code, 0) << missing.err;
+  EXPECT_EQ(missing.err,
+            "trainctl: warning: tfjob.kubeflow.org/lost waits: queue \"nosuchq\" does not exist "
+            "(trainctl queue create nosuchq)\n");
+  ASSERT_THROW(client().get(kube::resources::queues(), "", "default"), Error);  // not made yet
+  RunResult in_default = run("submit tfjob --name plain --workers 1 --image trainer:1 -- true");
+  ASSERT_EQ(in_default.exit_code, 0) << in_default.err;
+  EXPECT_EQ(in_default.err, "");
 }
 
 TEST_F(JobFollowTest, WhyOnAnAdmittedRunningJobSeesNoQueueBlocker) {
