@@ -31,6 +31,12 @@ namespace {
 /// cost a third of the controller's CPU.
 constexpr std::size_t kWriterThreads = 16;
 
+/// What the server said, without trainctl's "(HTTP n)": its Status message, else the error's.
+std::string server_words(const Error& e) {
+  std::string message = string_member(e.status(), "message");
+  return message.empty() ? e.message() : message;
+}
+
 /// Whether a write failed because the object it meant is gone: NotFound, or a Conflict on the
 /// uid the write carried (the name now belongs to a newer object, or to none: the real server
 /// compares a PUT's metadata.uid with an empty object then). An optimistic-lock Conflict (same
@@ -40,9 +46,7 @@ bool object_is_gone(const Error& e) {
     return true;
   if (e.kind() != ErrorKind::Conflict)
     return false;
-  std::string message = string_member(e.status(), "message");
-  if (message.empty())
-    message = e.message();
+  const std::string message = server_words(e);
   // storage.Preconditions.Check (update, and delete in some registries), then
   // rest.BeforeDelete (delete).
   return message.find("Precondition failed: UID in precondition:") != std::string::npos ||
@@ -121,12 +125,9 @@ void Executor::record_failed_create(const Action& action, const Error& e) {
   const json* owner = controller_owner(action.object);
   if (owner == nullptr)
     return;
-  std::string message = string_member(e.status(), "message");
-  if (message.empty())
-    message = e.message();
   events_.record({.type = "Warning",
                   .reason = "FailedCreate",
-                  .message = fmt::format("Error creating: {}", message),
+                  .message = fmt::format("Error creating: {}", server_words(e)),
                   .involved_object = {.api_version = string_member(*owner, "apiVersion"),
                                       .kind = string_member(*owner, "kind"),
                                       .namespace_ = action.namespace_,

@@ -88,9 +88,12 @@ void append_flow(std::string& out, const json& v) {
   }
 }
 
-/// Partials rendering partials deeper than this are an error (kainjow recursed until the stack
-/// overflowed: a value that names itself as a partial).
-constexpr int kMaxPartialDepth = 64;
+/// Sections within sections, and partials within partials, deeper than these are errors: the
+/// parser, the renderer and the tree's destruction recurse once per level (kainjow ran out of
+/// stack, or took minutes, at 100,000 nested sections; it recursed for ever on a value that names
+/// itself as a partial). Together they bound the renderer's recursion to 4,096 levels.
+constexpr std::size_t kMaxSectionDepth = 256;
+constexpr int kMaxPartialDepth = 16;
 
 }  // namespace
 
@@ -180,6 +183,10 @@ void Mustache::parse(std::string_view input) {
     const Node::Type type = node.type;
     add(std::move(node));
     if (type == Node::Type::Section || type == Node::Type::Inverted) {
+      if (open.size() > kMaxSectionDepth) {
+        error_ = fmt::format("Sections nested deeper than {} at {}", kMaxSectionDepth, tag_at);
+        return;
+      }
       // Nodes go into it until its end: its parent's children do not move meanwhile.
       open.push_back(&open.back()->children.back());
     } else if (type == Node::Type::SectionEnd) {

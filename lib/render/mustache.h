@@ -15,6 +15,8 @@
 //   - a set-delimiter tag applies to the tags after it; `{{{x}}}` only with "{{ }}";
 //   - errors: "Unclosed tag at N", "Invalid set delimiter tag at N", "Unopened section \"s\" at
 //     N", "Unclosed section \"s\" at N" (N: the tag's byte offset), and a partial's own error.
+// Where it differs: sections nested deeper than 256 and partials deeper than 16 are errors (kainjow
+// overflowed its stack, or took minutes, there).
 
 #include <cstddef>
 #include <nlohmann/json.hpp>

@@ -139,7 +139,21 @@ TEST(MustacheTest, ErrorsAreKainjowsWords) {
 TEST(MustacheTest, APartialThatRendersItselfIsAnErrorNotACrash) {
   const json context = {{"self", "{{>self}}"}};
   const Rendered got = ours("{{>self}}", context);
-  EXPECT_EQ(got.error, "Partial \"self\" nested deeper than 64 at 1");
+  EXPECT_EQ(got.error, "Partial \"self\" nested deeper than 16 at 1");
+}
+
+// Sections nested past any template's need are an error, not a crash (the parser, the renderer
+// and the tree's destruction recurse per level; kainjow crashed or took minutes at 100,000).
+TEST(MustacheTest, SectionsNestedTooDeepAreAnErrorNotACrash) {
+  std::string deep;
+  for (int i = 0; i < 100'000; ++i)
+    deep += "{{#a}}";
+  EXPECT_EQ(ours(deep, {{"a", true}}).error, "Sections nested deeper than 256 at 1536");
+  std::string fits;
+  for (int i = 0; i < 256; ++i)
+    fits = "{{#a}}" + fits + "{{/a}}";
+  EXPECT_EQ(ours(fits + "x", {{"a", true}}).text, "x");
+  EXPECT_EQ(ours(fits + "x", {{"a", true}}).error, "");
 }
 
 // A property: random templates (text, line breaks, blanks, every kind of tag, dotted and json:
