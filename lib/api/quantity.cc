@@ -37,7 +37,8 @@ struct QuantityParts {
   std::string_view suffix;
 };
 
-QuantityParts split_quantity(std::string_view s) {
+/// nullopt when `s` does not have a quantity's form.
+std::optional<QuantityParts> split_quantity(std::string_view s) {
   QuantityParts parts;
   std::size_t pos = 0;
   if (pos < s.size() && (s[pos] == '-' || s[pos] == '+')) {
@@ -66,7 +67,7 @@ QuantityParts split_quantity(std::string_view s) {
   while (pos < s.size() && is_digit(s[pos]))
     ++pos;
   if (pos != s.size())
-    fail(s, kFormatWrong);
+    return std::nullopt;
   parts.suffix = s.substr(suffix_begin);
   return parts;
 }
@@ -219,23 +220,52 @@ std::string format_quantity(std::string_view resource, std::int64_t milli) {
   return binary.size() <= decimal.size() ? binary : decimal;
 }
 
-std::int64_t parse_quantity_milli(std::string_view text) {
-  if (text.empty())
-    fail(text, kFormatWrong);
-  const QuantityParts parts = split_quantity(text);
-  const std::optional<Scale> scale = interpret_suffix(parts.suffix);
+namespace {
+
+/// A quantity as ParseQuantity reads it, or why it refuses it (`refused` not empty).
+struct Reading {
+  QuantityParts parts;
+  Scale scale;
+  std::string_view refused;
+};
+
+Reading read_quantity(std::string_view text) {
+  const std::optional<QuantityParts> parts = text.empty() ? std::nullopt : split_quantity(text);
+  if (!parts)
+    return {.refused = kFormatWrong};
+  const std::optional<Scale> scale = interpret_suffix(parts->suffix);
   if (!scale)
-    fail(text, kSuffixWrong);
+    return {.refused = kSuffixWrong};
+  return {.parts = *parts, .scale = *scale};
+}
+
+}  // namespace
+
+std::int64_t parse_quantity_milli(std::string_view text) {
+  const Reading reading = read_quantity(text);
+  if (!reading.refused.empty())
+    fail(text, reading.refused);
+  const QuantityParts& parts = reading.parts;
   std::string digits(parts.whole);
   digits += parts.fraction;
   const std::size_t significant = digits.find_first_not_of('0');
   if (significant == std::string::npos)
     return 0;
   // Thousandths, rounded away from zero as MilliValue() rounds.
-  const std::int64_t pow10 = scale->pow10 + 3 - static_cast<std::int64_t>(parts.fraction.size());
+  const std::int64_t pow10 =
+      reading.scale.pow10 + 3 - static_cast<std::int64_t>(parts.fraction.size());
   const std::int64_t milli =
-      scale_up(std::string_view(digits).substr(significant), scale->pow2, pow10);
+      scale_up(std::string_view(digits).substr(significant), reading.scale.pow2, pow10);
   return parts.negative ? -milli : milli;
+}
+
+std::optional<std::string> quantity_decode_error(const nlohmann::json& value) {
+  if (value.is_null())
+    return std::nullopt;
+  // Quantity.UnmarshalJSON: a string's contents, anything else as its JSON text, trimmed.
+  const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  const std::string_view refused = read_quantity(trim(text)).refused;
+  return refused.empty() ? std::nullopt : std::optional<std::string>(refused);
 }
 
 std::int64_t quantity_milli(const nlohmann::json& value) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,11 @@ std::int64_t parse_quantity_milli(std::string_view text);
 /// The same for a value as it appears in an object: a string, or a number when a manifest said
 /// `cpu: 2` (the API server accepts both).
 std::int64_t quantity_milli(const nlohmann::json& value);
+
+/// Why resource.Quantity's JSON decoding refuses `value` ("quantities must match the regular
+/// expression ...", "unable to parse quantity's suffix"), as the API server's decoder reports
+/// it; nullopt when it reads (null reads as zero).
+std::optional<std::string> quantity_decode_error(const nlohmann::json& value);
 
 /// Writes thousandths of `resource`'s unit back as a quantity, in canonical form as
 /// Quantity.String() writes it: "1500m", "2", "4k"; memory and storage in binary units when

@@ -19,6 +19,7 @@
 #include "sandbox/api_server_internal.h"
 #include "sandbox/field_errors.h"
 #include "sandbox/patch.h"
+#include "sandbox/strategies/builtin.h"
 #include "sandbox/table.h"
 #include "text.h"
 #include "yaml_json.h"
@@ -115,6 +116,7 @@ void install_builtin_resources(Store& store) {
       if (e.kind() != ErrorKind::AlreadyExists)
         throw;
     }
+    create_default_service_account(store, ns);
   }
 }
 

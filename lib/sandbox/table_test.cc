@@ -103,6 +103,59 @@ TEST(TableTest, EventRowsAreTheApiServersWhicheverGroupWroteThem) {
   EXPECT_EQ(rows[1]["cells"], json({"<unknown>", "", "", "node", "", "", "", "<unknown>", 1, "x"}));
 }
 
+// kube-apiserver's job printer: completions (a work queue's "of N"), the run's duration until
+// now or its completion, and with -o wide the template's containers and the selector.
+TEST(TableTest, JobRowsShowCompletionsDurationAndTheTemplateWhenWide) {
+  const json done = {
+      {"metadata", {{"name", "done"}, {"creationTimestamp", "2027-01-15T07:00:00Z"}}},
+      {"spec",
+       {{"completions", 3},
+        {"selector", {{"matchLabels", {{"job-name", "done"}, {"app", "x"}}}}},
+        {"template",
+         {{"spec",
+           {{"containers",
+             {{{"name", "main"}, {"image", "busybox:1"}},
+              {{"name", "side"}, {"image", "envoy"}}}}}}}}}},
+      {"status",
+       {{"succeeded", 3},
+        {"startTime", "2027-01-15T07:00:05Z"},
+        {"completionTime", "2027-01-15T07:02:10Z"},
+        {"conditions", {{{"type", "Complete"}, {"status", "True"}}}}}}};
+  const json queue = {
+      {"metadata", {{"name", "queue"}, {"creationTimestamp", "2027-01-15T07:50:00Z"}}},
+      {"spec", {{"parallelism", 4}}},
+      {"status", {{"succeeded", 1}, {"startTime", "2027-01-15T07:55:00Z"}}}};
+  const json not_started = {
+      {"metadata", {{"name", "new"}, {"creationTimestamp", "2027-01-15T07:59:50Z"}}},
+      {"spec", {{"completions", 1}}}};
+  const json table = to_table({"batch", "v1", "jobs", "Job", true, true},
+                              {done, queue, not_started}, nullptr, "", kNow);
+  std::vector<std::string> names;
+  for (const auto& c : table["columnDefinitions"])
+    names.push_back(c["name"].get<std::string>() + (c["priority"] == 1 ? "*" : ""));
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Status", "Completions", "Duration", "Age",
+                                             "Containers*", "Images*", "Selector*"}));
+  EXPECT_EQ(table["rows"][0]["cells"], json({"done", "Complete", "3/3", "2m5s", "60m", "main,side",
+                                             "busybox:1,envoy", "app=x,job-name=done"}));
+  EXPECT_EQ(table["rows"][1]["cells"],
+            json({"queue", "Running", "1/1 of 4", "5m", "10m", "", "", "<none>"}));
+  EXPECT_EQ(table["rows"][2]["cells"],
+            json({"new", "Running", "0/1", "", "10s", "", "", "<none>"}));
+}
+
+TEST(TableTest, ServiceAccountRowsCountTheirSecrets) {
+  const json account = {
+      {"metadata", {{"name", "builder"}, {"creationTimestamp", "2027-01-15T07:59:00Z"}}},
+      {"secrets", {{{"name", "builder-token"}}, {{"name", "registry"}}}}};
+  const json bare = {
+      {"metadata", {{"name", "default"}, {"creationTimestamp", "2027-01-15T07:00:00Z"}}}};
+  const json table = to_table({"", "v1", "serviceaccounts", "ServiceAccount", true, false},
+                              {account, bare}, nullptr, "", kNow);
+  EXPECT_EQ(table["columnDefinitions"][1]["name"], "Secrets");
+  EXPECT_EQ(table["rows"][0]["cells"], json({"builder", 2, "60s"}));
+  EXPECT_EQ(table["rows"][1]["cells"], json({"default", 0, "60m"}));
+}
+
 json service(const std::string& name, json spec, json status = json::object()) {
   return {{"metadata", {{"name", name}, {"creationTimestamp", "2027-01-15T07:59:00Z"}}},
           {"spec", std::move(spec)},

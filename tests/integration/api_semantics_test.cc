@@ -426,6 +426,57 @@ TEST_F(ApiErrorTest, PodsTheServerCannotRunAreInvalidNamingTheField) {
       << stored.dump();
 }
 
+// A quantity resource.Quantity cannot read fails the decoding of the whole body: 400 naming the
+// kind, in a pod or a Job's template, before defaulting or validation. Ports default to TCP.
+TEST_F(ApiErrorTest, QuantitiesTheDecoderCannotReadAreABadRequest) {
+  const auto refused = [&](const json& cpu) {
+    json pod = pod_manifest("bad-quantity");
+    pod["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", cpu}}}};
+    const Error e = expect_error([&] { client().create(resources::pods(), ns(), pod); });
+    EXPECT_EQ(e.kind(), ErrorKind::BadRequest);
+    EXPECT_EQ(e.http_code(), 400);
+    return e.status()["message"].get<std::string>();
+  };
+  const std::string format =
+      "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular "
+      "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+  EXPECT_EQ(refused("abc"), format);
+  EXPECT_EQ(refused(true), format);
+  EXPECT_EQ(refused("1mm"),
+            "Pod in version \"v1\" cannot be handled as a Pod: unable to parse quantity's suffix");
+
+  json job = {{"apiVersion", "batch/v1"},
+              {"kind", "Job"},
+              {"metadata", {{"name", "bad-quantity"}}},
+              {"spec",
+               {{"template",
+                 {{"spec",
+                   {{"restartPolicy", "Never"},
+                    {"containers",
+                     json::array({{{"name", "c"},
+                                   {"image", "busybox"},
+                                   {"ports", json::array({{{"containerPort", 80}}})},
+                                   {"resources", {{"requests", {{"memory", "1Gx"}}}}}}})}}}}}}}};
+  const Error e = expect_error([&] { client().create(resources::jobs(), ns(), job); });
+  EXPECT_EQ(e.http_code(), 400);
+  EXPECT_EQ(e.status()["message"],
+            "Job in version \"v1\" cannot be handled as a Job: quantities must match the "
+            "regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
+
+  json& container = job["spec"]["template"]["spec"]["containers"][0];
+  container["resources"] = {{"requests", {{"memory", "1Gi"}}}};
+  const json stored = client().create(resources::jobs(), ns(), job, {.dry_run = true});
+  EXPECT_EQ(stored["spec"]["template"]["spec"]["containers"][0]["ports"],
+            json::parse(R"([{"containerPort": 80, "protocol": "TCP"}])"));
+  json pod = pod_manifest("ports");
+  pod["spec"]["containers"][0]["ports"] = {{{"containerPort", 8080}, {"protocol", "UDP"}},
+                                           {{"containerPort", 2222}, {"name", "ssh"}}};
+  const json created = client().create(resources::pods(), ns(), pod, {.dry_run = true});
+  EXPECT_EQ(created["spec"]["containers"][0]["ports"], json::parse(R"([
+      {"containerPort": 8080, "protocol": "UDP"},
+      {"containerPort": 2222, "name": "ssh", "protocol": "TCP"}])"));
+}
+
 TEST_F(ApiErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
   // The server cannot decode the body into a v1.ConfigMap (data is map[string]string): 400
   // BadRequest with the decoder's words (handlers/rest.go transformDecodeError) on a create or
@@ -662,6 +713,23 @@ TEST_F(ApiListTest, ServicesPrintAsTheServersTable) {
   one_cells.erase(5);
   cells.erase(5);
   EXPECT_EQ(one_cells, cells);
+}
+
+// The service account controller gives every namespace a `default` ServiceAccount (pods name
+// it unless they say otherwise); `kubectl get sa` prints how many secrets each lists.
+TEST_F(ApiListTest, EveryNamespaceHasADefaultServiceAccountPrintedWithItsSecrets) {
+  RawSandboxHttp http(config());
+  const auto one = http.send("GET", "/api/v1/namespaces/default/serviceaccounts/default", "", "",
+                             {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}});
+  ASSERT_EQ(one.status, 200) << one.body;
+  const json table = json::parse(one.body);
+  std::vector<std::string> columns;
+  for (const json& c : table["columnDefinitions"])
+    columns.push_back(c["name"]);
+  EXPECT_EQ(columns, (std::vector<std::string>{"Name", "Secrets", "Age"}));
+  ASSERT_EQ(table["rows"].size(), 1u) << one.body;
+  EXPECT_EQ(table["rows"][0]["cells"][0], "default");
+  EXPECT_EQ(table["rows"][0]["cells"][1], 0);
 }
 
 TEST_F(ApiListTest, LabelSelectorsSupportEveryOperator) {

@@ -12,7 +12,11 @@
 
 namespace trainctl::sandbox {
 
+class Store;
+
 StrategyPtr namespace_strategy();
+/// The `default` ServiceAccount the service account controller makes in every namespace.
+void create_default_service_account(Store& store, const std::string& ns);
 StrategyPtr pod_strategy();
 StrategyPtr service_strategy();
 StrategyPtr configmap_strategy();
@@ -35,6 +39,11 @@ StrategyPtr custom_resource_definition_strategy();
 /// pod's spec and a pod template's alike; `path` is where `spec` is ("spec",
 /// "spec.template.spec"). Defined with the pod strategy.
 void default_pod_spec(nlohmann::json& spec, const std::string& path, std::vector<FieldError>& errs);
+
+/// The decoder's error for a pod spec (a pod's or a template's) whose resource quantities
+/// resource.Quantity cannot read: containers' requests and limits, the pod's overhead and its
+/// emptyDir size limits. The server answers 400 before any defaulting or validation.
+std::optional<std::string> pod_spec_decode_error(const nlohmann::json& spec);
 
 /// errors.NewInvalid for one field of `object` of the strategy's type, the cause's reason read
 /// from how `what` starts ("Required value", "Unsupported value", else FieldValueInvalid).

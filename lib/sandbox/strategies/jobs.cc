@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "api/status.h"
 #include "api/well_known.h"
 #include "json_access.h"
 #include "sandbox/selector.h"
@@ -19,6 +20,17 @@ namespace {
 /// Whether `obj` has `key` set to something other than null.
 bool has_field(const json& obj, const char* key) {
   return !member(obj, key).is_null();
+}
+
+/// `field` (name or image) of each container of the job's pod template, comma-separated, as
+/// kubectl's layoutContainerCells writes them.
+std::string template_containers(const json& job, const char* field) {
+  std::vector<std::string> cells;
+  const json& pod_spec =
+      object_member(object_member(object_member(job, "spec"), "template"), "spec");
+  for (const json& c : array_member(pod_spec, "containers"))
+    cells.push_back(string_member(c, field));
+  return fmt::format("{}", fmt::join(cells, ","));
 }
 
 /// A map[string]string as Go's %#v prints it: keys sorted, `"k":"v"` pairs.
@@ -87,6 +99,11 @@ void take_scheduling_directives(json& old_template, const json& next_template) {
 class JobStrategy final : public ResourceStrategy {
  public:
   JobStrategy() : ResourceStrategy({"batch", "v1", "jobs", "Job", true, true}, {}, {"all"}) {}
+
+  Decoded decode(json& job, const std::string&) const override {
+    return {.error = pod_spec_decode_error(
+                object_member(object_member(object_member(job, "spec"), "template"), "spec"))};
+  }
 
   void admit(json& job, const AdmissionContext&) const override {
     const std::vector<FieldError> errs = default_and_validate(job);
@@ -177,14 +194,37 @@ class JobStrategy final : public ResourceStrategy {
          }},
         {"Completions", "string", "The completion status of the job.", 0,
          [](const json& job, TablePrintTime) {
-           const json& completions = member(object_member(job, "spec"), "completions");
-           return json(
-               fmt::format("{}/{}", integer_member(object_member(job, "status"), "succeeded"),
-                           completions.is_number_integer() ? completions.get<std::int64_t>() : 1));
+           const json& spec = object_member(job, "spec");
+           const json& completions = member(spec, "completions");
+           const std::int64_t succeeded = integer_member(object_member(job, "status"), "succeeded");
+           if (completions.is_number_integer())
+             return json(fmt::format("{}/{}", succeeded, completions.get<std::int64_t>()));
+           // A work queue: done at its first success, of `parallelism` pods at once.
+           const std::int64_t parallelism = integer_member(spec, "parallelism");
+           return json(parallelism > 1 ? fmt::format("{}/1 of {}", succeeded, parallelism)
+                                       : fmt::format("{}/1", succeeded));
          }},
         {"Duration", "string", "Time required to complete the job.", 0,
-         [](const json&, TablePrintTime) { return json(""); }},
-        age_column()};
+         [](const json& job, TablePrintTime now) {
+           const auto took = api::job_duration(job, now);
+           return json(took ? api::human_duration(*took) : "");
+         }},
+        age_column(),
+        {"Containers", "string", "Names of each container in the template.", 1,
+         [](const json& job, TablePrintTime) { return json(template_containers(job, "name")); }},
+        {"Images", "string", "Images referenced by each container in the template.", 1,
+         [](const json& job, TablePrintTime) { return json(template_containers(job, "image")); }},
+        {"Selector", "string",
+         "A label query over pods that should match the pod count. Normally, the system sets "
+         "this field for you. More info: "
+         "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/"
+         "#label-selectors",
+         1, [](const json& job, TablePrintTime) {
+           // metav1.FormatLabelSelector: a selector that selects nothing prints as <none>.
+           const auto selector =
+               LabelSelector::from_api(member(object_member(job, "spec"), "selector"));
+           return json(or_none(selector ? selector->to_string() : ""));
+         }}};
   }
 
  private:

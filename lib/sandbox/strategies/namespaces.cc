@@ -96,21 +96,23 @@ class NamespaceStrategy final : public ResourceStrategy {
   }
 
   void after_write(json& ns, WriteVerb verb, ServedResources& served) const override {
-    if (verb != WriteVerb::Create)
-      return;
-    try {
-      served.store().create("serviceaccounts",
-                            {{"apiVersion", "v1"},
-                             {"kind", "ServiceAccount"},
-                             {"metadata", {{"name", "default"}, {"namespace", name_of(ns)}}}});
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::AlreadyExists)
-        throw;
-    }
+    if (verb == WriteVerb::Create)
+      create_default_service_account(served.store(), name_of(ns));
   }
 };
 
 }  // namespace
+
+void create_default_service_account(Store& store, const std::string& ns) {
+  try {
+    store.create("serviceaccounts", {{"apiVersion", "v1"},
+                                     {"kind", "ServiceAccount"},
+                                     {"metadata", {{"name", "default"}, {"namespace", ns}}}});
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::AlreadyExists)
+      throw;
+  }
+}
 
 StrategyPtr namespace_strategy() {
   static const StrategyPtr strategy = std::make_shared<NamespaceStrategy>();

@@ -95,7 +95,49 @@ void validate_resources(const json& container, const std::string& path,
   }
 }
 
+/// The quantities of a resource list (an object of them) the decoder refuses first.
+std::optional<std::string> resource_list_decode_error(const json& list) {
+  if (!list.is_object())
+    return std::nullopt;
+  for (const auto& [name, value] : list.items()) {
+    if (auto error = api::quantity_decode_error(value))
+      return error;
+  }
+  return std::nullopt;
+}
+
+/// SetDefaults_ContainerPort: a port's protocol is TCP unless it says otherwise.
+void default_port_protocols(json& container) {
+  const auto ports = container.find("ports");
+  if (ports == container.end() || !ports->is_array())
+    return;
+  for (json& port : *ports) {
+    if (port.is_object() && !port.contains("protocol"))
+      port["protocol"] = "TCP";
+  }
+}
+
 }  // namespace
+
+std::optional<std::string> pod_spec_decode_error(const json& spec) {
+  for (const char* list : {"initContainers", "containers", "ephemeralContainers"}) {
+    for (const json& c : array_member(spec, list)) {
+      const json& resources = object_member(c, "resources");
+      for (const char* part : {"limits", "requests"}) {
+        if (auto error = resource_list_decode_error(member(resources, part)))
+          return error;
+      }
+    }
+  }
+  if (auto error = resource_list_decode_error(member(spec, "overhead")))
+    return error;
+  for (const json& volume : array_member(spec, "volumes")) {
+    if (auto error =
+            api::quantity_decode_error(member(object_member(volume, "emptyDir"), "sizeLimit")))
+      return error;
+  }
+  return std::nullopt;
+}
 
 void default_pod_spec(json& spec, const std::string& path, std::vector<FieldError>& errs) {
   json& containers = spec["containers"];
@@ -128,7 +170,14 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
       c["terminationMessagePolicy"] = "File";
     if (!c.contains("resources"))
       c["resources"] = json::object();
+    default_port_protocols(c);
     validate_resources(c, field, errs);
+  }
+  if (const auto inits = spec.find("initContainers"); inits != spec.end() && inits->is_array()) {
+    for (json& c : *inits) {
+      if (c.is_object())
+        default_port_protocols(c);
+    }
   }
   const std::string restart = spec.value("restartPolicy", "Always");
   if (restart != "Always" && restart != "OnFailure" && restart != "Never") {
@@ -251,6 +300,10 @@ class PodStrategy final : public ResourceStrategy {
 
   void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
   bool tracks_generation() const override { return true; }
+
+  Decoded decode(json& pod, const std::string&) const override {
+    return {.error = pod_spec_decode_error(object_member(pod, "spec"))};
+  }
 
   /// podStrategy.CheckGracefulDelete: the requested period, else terminationGracePeriodSeconds;
   /// 0 for a pod no kubelet runs (unscheduled) or one already finished.

@@ -3,6 +3,7 @@
 // be tested here).
 
 #include "sandbox/strategies/builtin.h"
+#include "sandbox/table.h"
 
 namespace trainctl::sandbox {
 
@@ -24,12 +25,28 @@ class DeploymentStrategy final : public ResourceStrategy {
   }
 };
 
+class ServiceAccountStrategy final : public ResourceStrategy {
+ public:
+  ServiceAccountStrategy()
+      : ResourceStrategy({"", "v1", "serviceaccounts", "ServiceAccount", true, false}, {"sa"}) {}
+
+  std::vector<PrintColumn> columns(const std::string&) const override {
+    return {name_column(),
+            {"Secrets", "string",
+             "Secrets is a list of the secrets in the same namespace that pods running using this "
+             "ServiceAccount are allowed to use.",
+             0,
+             [](const nlohmann::json& account, TablePrintTime) {
+               return nlohmann::json(array_member(account, "secrets").size());
+             }},
+            age_column()};
+  }
+};
+
 }  // namespace
 
 StrategyPtr service_account_strategy() {
-  static const StrategyPtr strategy = std::make_shared<const ResourceStrategy>(
-      ResourceInfo{"", "v1", "serviceaccounts", "ServiceAccount", true, false},
-      std::vector<std::string>{"sa"});
+  static const StrategyPtr strategy = std::make_shared<ServiceAccountStrategy>();
   return strategy;
 }
 
