@@ -25,6 +25,47 @@ int base64_value(char c) {
 
 }  // namespace
 
+std::optional<std::size_t> base64_corrupt_at(std::string_view in) {
+  const auto line_break = [](char c) { return c == '\n' || c == '\r'; };
+  const auto skip_line_breaks = [&](std::size_t at) {
+    while (at < in.size() && line_break(in[at]))
+      ++at;
+    return at;
+  };
+  std::size_t at = 0;
+  // Quantum by quantum, as decodeQuantum reads them.
+  while (at < in.size()) {
+    for (int symbols = 0; symbols < 4; ++symbols) {
+      if (at == in.size()) {
+        if (symbols == 0)
+          return std::nullopt;
+        return at - static_cast<std::size_t>(symbols);  // a quantum cut short: padding missing
+      }
+      const char c = in[at++];
+      if (base64_value(c) >= 0)
+        continue;
+      if (line_break(c)) {
+        --symbols;
+        continue;
+      }
+      if (c != '=' || symbols < 2)
+        return at - 1;
+      if (symbols == 2) {  // "==": the second must follow, line breaks aside
+        at = skip_line_breaks(at);
+        if (at == in.size())
+          return in.size();
+        if (in[at] != '=')
+          return at - 1;
+        ++at;
+      }
+      // Padding ends the input: anything after it is corrupt.
+      at = skip_line_breaks(at);
+      return at < in.size() ? std::optional(at) : std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> base64_decode(std::string_view in) {
   std::string out;
   std::uint32_t acc = 0;

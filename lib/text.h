@@ -11,9 +11,13 @@ namespace trainctl {
 std::string base64_encode(std::string_view in);
 /// Every byte of `in` as two lower-case hex digits.
 std::string hex_encode(std::span<const unsigned char> in);
-/// Standard base64 as Go's encoding/json reads []byte: whitespace ignored, padding optional;
-/// nullopt for anything else.
+/// Standard base64, read leniently: whitespace ignored, padding optional; nullopt for anything
+/// else.
 std::optional<std::string> base64_decode(std::string_view in);
+/// Where Go's base64.StdEncoding, which the API server's decoder reads a []byte field with,
+/// finds `in` corrupt: the input byte its CorruptInputError names (padding required, line
+/// breaks skipped). nullopt when it decodes.
+std::optional<std::size_t> base64_corrupt_at(std::string_view in);
 /// `s` without leading and trailing whitespace.
 std::string_view trim(std::string_view s);
 std::string to_lower(std::string_view s);

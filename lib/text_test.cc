@@ -21,12 +21,29 @@ TEST(TextTest, HexEncodeWritesTwoLowerCaseDigitsPerByte) {
   EXPECT_EQ(hex_encode({}), "");
 }
 
-TEST(TextTest, Base64DecodeIsAsLenientAsGoAndNoMore) {
+TEST(TextTest, Base64DecodeSkipsLineBreaksAndMissingPadding) {
   EXPECT_EQ(base64_decode("Zm9v\nYmFy\n"), "foobar");  // line-wrapped PEM-style data
   EXPECT_EQ(base64_decode("Zm8"), "fo");               // padding optional
   EXPECT_FALSE(base64_decode("Zm9v!").has_value());
   EXPECT_FALSE(base64_decode("Z").has_value());
   EXPECT_FALSE(base64_decode("Zm==9v").has_value());
+}
+
+// Each offset as kube-apiserver 1.26 reported it for a Secret's data value (checked with curl).
+TEST(TextTest, Base64CorruptAtNamesTheByteGoNames) {
+  EXPECT_EQ(base64_corrupt_at(""), std::nullopt);
+  EXPECT_EQ(base64_corrupt_at("YWJj"), std::nullopt);
+  EXPECT_EQ(base64_corrupt_at("YWJj\n"), std::nullopt);  // line breaks are skipped
+  EXPECT_EQ(base64_corrupt_at("YQ=="), std::nullopt);
+  EXPECT_EQ(base64_corrupt_at("YWI="), std::nullopt);
+  EXPECT_EQ(base64_corrupt_at("YWJ"), 0u);  // a quantum cut short: padding is required
+  EXPECT_EQ(base64_corrupt_at("YQ"), 0u);
+  EXPECT_EQ(base64_corrupt_at("YW Jj"), 2u);  // a space is a bad byte
+  EXPECT_EQ(base64_corrupt_at("Y==="), 1u);   // padding after one symbol
+  EXPECT_EQ(base64_corrupt_at("!!!!"), 0u);
+  EXPECT_EQ(base64_corrupt_at("YWJjZA="), 7u);    // "==" missing its second '='
+  EXPECT_EQ(base64_corrupt_at("YWJjZA==x"), 8u);  // anything after the padding
+  EXPECT_EQ(base64_corrupt_at("YWJjZA=x"), 6u);   // the second '=' is not one
 }
 
 TEST(TextTest, EditDistanceCountsSingleByteEditsIgnoringCase) {

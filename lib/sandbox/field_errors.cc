@@ -28,6 +28,11 @@ FieldError forbidden_value(std::string field, std::string_view detail) {
   return {"FieldValueForbidden", std::move(field), "Forbidden: " + std::string(detail)};
 }
 
+FieldError too_long(std::string field, std::size_t max) {
+  return {"FieldValueTooLong", std::move(field),
+          fmt::format("Too long: must have at most {} bytes", max)};
+}
+
 FieldError not_supported(std::string field, const std::string& quoted_value,
                          const std::vector<std::string>& supported) {
   std::string values;

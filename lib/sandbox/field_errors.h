@@ -3,6 +3,7 @@
 // The API server's field.ErrorList and errors.NewInvalid: what a 422 Invalid answer says, shared
 // by the store's metadata checks and the API server's admission of each type.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,8 @@ FieldError immutable(std::string field, const std::string& quoted_value);
 FieldError required_value(std::string field, std::string_view detail);
 /// field.Forbidden: `Forbidden: <detail>`.
 FieldError forbidden_value(std::string field, std::string_view detail);
+/// field.TooLong: `Too long: must have at most <max> bytes`.
+FieldError too_long(std::string field, std::size_t max);
 /// field.NotSupported: `Unsupported value: <quoted_value>: supported values: "a", "b"`.
 FieldError not_supported(std::string field, const std::string& quoted_value,
                          const std::vector<std::string>& supported);

@@ -525,6 +525,59 @@ TEST_F(ApiErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
                                  "ConfigMap.binaryData of type []uint8"));
 }
 
+// A Secret's data is []byte: base64 the decoder reads strictly (400 naming the byte) and the
+// server writes back canonically; stringData is written into data and not kept. Keys of both
+// kinds are config keys; a typed Secret needs its keys (422 naming them).
+TEST_F(ApiErrorTest, SecretAndConfigMapDataAreDecodedAndCheckedAsTheServerDoes) {
+  const auto secret = [](json data, json string_data = nullptr, std::string type = "") {
+    json s = {{"apiVersion", "v1"}, {"kind", "Secret"}, {"metadata", {{"name", "s"}}}};
+    s["data"] = std::move(data);
+    if (!string_data.is_null())
+      s["stringData"] = std::move(string_data);
+    if (!type.empty())
+      s["type"] = type;
+    return s;
+  };
+  const auto refused = [&](const kube::Resource& r, const json& object) {
+    const Error e = expect_error([&] { client().create(r, ns(), object, {.dry_run = true}); });
+    return std::to_string(e.http_code()) + " " + e.status()["message"].get<std::string>();
+  };
+  EXPECT_EQ(refused(resources::secrets(), secret({{"a", "YWJ"}})),
+            "400 Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at "
+            "input byte 0");
+  EXPECT_EQ(refused(resources::secrets(), secret({{"a", "YWJjZA==x"}})),
+            "400 Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at "
+            "input byte 8");
+  EXPECT_EQ(refused(resources::secrets(), secret(json::object(), {{"a", 5}})),
+            "400 Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal "
+            "number into Go struct field Secret.stringData of type string");
+  EXPECT_EQ(refused(resources::secrets(), secret({{"a", "YWJj"}}, {{"bad key", "x"}})),
+            "422 Secret \"s\" is invalid: data[bad key]: Invalid value: \"bad key\": a valid "
+            "config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+            "'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+            "'[-._a-zA-Z0-9]+')");
+  EXPECT_EQ(refused(resources::secrets(), secret({{"a", "YWJj"}}, nullptr, "kubernetes.io/tls")),
+            "422 Secret \"s\" is invalid: [data[tls.crt]: Required value, data[tls.key]: "
+            "Required value]");
+  const json stored = client().create(
+      resources::secrets(), ns(),
+      secret({{"a", "YWJj\n"}, {"b", "YR=="}, {"c", "eA=="}}, {{"c", "yy"}, {"d", "zz"}}),
+      {.dry_run = true});
+  EXPECT_EQ(stored["data"], json({{"a", "YWJj"}, {"b", "YQ=="}, {"c", "eXk="}, {"d", "eno="}}));
+  EXPECT_FALSE(stored.contains("stringData")) << stored.dump();
+
+  json cm = configmap("c");
+  cm["data"] = {{"a", "x"}};
+  cm["binaryData"] = {{"a", "eA=="}};
+  EXPECT_EQ(refused(resources::configmaps(), cm),
+            "422 ConfigMap \"c\" is invalid: data[a]: Invalid value: \"a\": duplicate of key "
+            "present in binaryData");
+  cm["binaryData"] = {{"b", "eA="}};
+  EXPECT_EQ(refused(resources::configmaps(), cm),
+            "400 ConfigMap in version \"v1\" cannot be handled as a ConfigMap: illegal base64 "
+            "data at input byte 3");
+}
+
 TEST_F(ApiErrorTest, MissingNamespaceIsNotFound) {
   const std::string nowhere = ns() + "-missing";
   const Error e =
