@@ -89,8 +89,9 @@ void print_documents(std::ostream& out, const std::vector<nlohmann::json>& docs,
 }
 
 void print_name(std::ostream& out, const nlohmann::json& object, std::string_view resource) {
-  out << resource << '/' << object.value("metadata", nlohmann::json::object()).value("name", "")
-      << '\n';
+  const std::string name = object.value("metadata", nlohmann::json::object()).value("name", "");
+  // A job the server has not named yet (generateName, a client dry run): kubectl's placeholder.
+  out << resource << '/' << (name.empty() ? "<unknown>" : name) << '\n';
 }
 
 }  // namespace trainctl::cli

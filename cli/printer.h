@@ -30,7 +30,8 @@ void print_document(std::ostream& out, const nlohmann::json& doc, OutputFormat f
 /// several, a v1 List as kubectl prints them.
 void print_documents(std::ostream& out, const std::vector<nlohmann::json>& docs,
                      OutputFormat format);
-/// `<resource>/<name>` for -o name, e.g. "tfjob.kubeflow.org/mnist".
+/// `<resource>/<name>` for -o name, e.g. "tfjob.kubeflow.org/mnist"; `<unknown>` for an object not
+/// named yet (generateName in a client dry run), as kubectl prints it.
 void print_name(std::ostream& out, const nlohmann::json& object, std::string_view resource);
 
 }  // namespace trainctl::cli

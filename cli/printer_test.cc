@@ -36,6 +36,10 @@ TEST(PrinterTest, NameAndDocuments) {
   print_document(out, {{"a", 1}}, OutputFormat::Yaml);
   print_document(out, {{"a", 1}}, OutputFormat::Json);
   EXPECT_EQ(out.str(), "tfjob.kubeflow.org/mnist\na: 1\n{\n  \"a\": 1\n}\n");
+  // Not named yet (`submit --dry-run=client -o name` of a generateName job): as kubectl prints.
+  std::ostringstream unnamed;
+  print_name(unnamed, {{"metadata", {{"generateName", "tfjob-"}}}}, "tfjob.kubeflow.org");
+  EXPECT_EQ(unnamed.str(), "tfjob.kubeflow.org/<unknown>\n");
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ ResourceStrategy::ResourceStrategy(ResourceInfo info, std::vector<std::string> s
                                    std::vector<std::string> categories)
     : info_(std::move(info)),
       short_names_(std::move(short_names)),
-      categories_(std::move(categories)) {}
+      categories_(std::move(categories)),
+      go_type_{info_.kind, {{"metadata", "v1.ObjectMeta", GoKind::Struct, &object_meta_type()}}} {}
 
 bool ResourceStrategy::custom() const {
   return !is_builtin_group(info_.group);
@@ -33,8 +34,14 @@ json ResourceStrategy::from_version(json object, const std::string&) const {
   return object;
 }
 
-ResourceStrategy::Decoded ResourceStrategy::decode(json&, const std::string&) const {
-  return {};
+ResourceStrategy::Decoded ResourceStrategy::decode(json& object, const std::string&) const {
+  if (custom())
+    return {};
+  return {.error = unmarshal_error(object, go_type())};
+}
+
+const GoStruct& ResourceStrategy::go_type() const {
+  return go_type_;
 }
 
 void ResourceStrategy::admit(json&, const AdmissionContext&) const {}

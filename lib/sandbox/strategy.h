@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sandbox/field_errors.h"
+#include "sandbox/go_types.h"
 #include "sandbox/store.h"
 
 namespace trainctl::sandbox {
@@ -113,6 +114,10 @@ class ResourceStrategy {
   /// string becomes ""); a custom resource is pruned against the version's structural schema and
   /// defaulted. The default decodes anything unchanged.
   virtual Decoded decode(nlohmann::json& object, const std::string& version) const;
+  /// The Go struct a built-in type is decoded into, as far as the sandbox declares it
+  /// (go_types.h): the default declares its metadata. The default decode refuses what
+  /// json.Unmarshal into it refuses.
+  virtual const GoStruct& go_type() const;
 
   /// Fills in what the real server defaults and throws ApiError(422 Invalid) for what its
   /// validation rejects, for a create through the API.
@@ -192,6 +197,7 @@ class ResourceStrategy {
   ResourceInfo info_;
   std::vector<std::string> short_names_;
   std::vector<std::string> categories_;
+  GoStruct go_type_;  // the object with its metadata
 };
 
 using StrategyPtr = std::shared_ptr<const ResourceStrategy>;

@@ -477,6 +477,65 @@ TEST_F(ApiErrorTest, QuantitiesTheDecoderCannotReadAreABadRequest) {
       {"containerPort": 2222, "name": "ssh", "protocol": "TCP"}])"));
 }
 
+// What json.Unmarshal into the Go types cannot hold is a 400 naming the Go struct, the field's
+// path and its type, in a pod, a Job's template or any object's metadata.
+TEST_F(ApiErrorTest, BodiesTheGoTypesCannotHoldAreABadRequestNamingTheField) {
+  const auto refused = [&](const kube::Resource& r, const json& object) {
+    const Error e = expect_error([&] { client().create(r, ns(), object, {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 400) << e.message();
+    return e.status()["message"].get<std::string>();
+  };
+  const auto pod = [&](const json& container, const json& spec = json::object()) {
+    json p = pod_manifest("typed");
+    p["spec"]["containers"][0].update(container);
+    p["spec"].update(spec);
+    return refused(resources::pods(), p);
+  };
+  const std::string prefix =
+      "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal ";
+  EXPECT_EQ(pod({{"image", true}}),
+            prefix + "bool into Go struct field Container.spec.containers.image of type string");
+  EXPECT_EQ(
+      pod({{"command", {1}}}),
+      prefix + "number into Go struct field Container.spec.containers.command of type string");
+  EXPECT_EQ(pod({{"ports", {{{"containerPort", 1.5}}}}}),
+            prefix +
+                "number 1.5 into Go struct field ContainerPort.spec.containers.ports."
+                "containerPort of type int32");
+  EXPECT_EQ(pod({{"ports", {{"a", 1}}}}),
+            prefix +
+                "object into Go struct field Container.spec.containers.ports of type "
+                "[]v1.ContainerPort");
+  EXPECT_EQ(pod(json::object(), {{"tolerations", {{{"tolerationSeconds", "60"}}}}}),
+            prefix +
+                "string into Go struct field Toleration.spec.tolerations.tolerationSeconds of "
+                "type int64");
+  EXPECT_EQ(
+      pod(json::object(), {{"restartPolicy", 5}}),
+      prefix + "number into Go struct field PodSpec.spec.restartPolicy of type v1.RestartPolicy");
+  json labelled = pod_manifest("typed");
+  labelled["metadata"]["labels"] = {{"team", 1}};
+  EXPECT_EQ(refused(resources::pods(), labelled),
+            prefix + "number into Go struct field ObjectMeta.metadata.labels of type string");
+
+  json job = {{"apiVersion", "batch/v1"},
+              {"kind", "Job"},
+              {"metadata", {{"name", "typed"}}},
+              {"spec",
+               {{"template",
+                 {{"spec",
+                   {{"restartPolicy", "Never"},
+                    {"containers", json::array({{{"name", "c"}, {"image", false}}})}}}}}}}};
+  EXPECT_EQ(refused(resources::jobs(), job),
+            "Job in version \"v1\" cannot be handled as a Job: json: cannot unmarshal bool into "
+            "Go struct field Container.spec.template.spec.containers.image of type string");
+  json cm = configmap("typed");
+  cm["metadata"]["annotations"] = {{"a", true}};
+  EXPECT_EQ(refused(resources::configmaps(), cm),
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal "
+            "bool into Go struct field ObjectMeta.metadata.annotations of type string");
+}
+
 TEST_F(ApiErrorTest, ConfigMapDataThatIsNotStringsIsABadRequest) {
   // The server cannot decode the body into a v1.ConfigMap (data is map[string]string): 400
   // BadRequest with the decoder's words (handlers/rest.go transformDecodeError) on a create or

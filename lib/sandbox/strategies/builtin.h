@@ -40,10 +40,11 @@ StrategyPtr custom_resource_definition_strategy();
 /// "spec.template.spec"). Defined with the pod strategy.
 void default_pod_spec(nlohmann::json& spec, const std::string& path, std::vector<FieldError>& errs);
 
-/// The decoder's error for a pod spec (a pod's or a template's) whose resource quantities
-/// resource.Quantity cannot read: containers' requests and limits, the pod's overhead and its
-/// emptyDir size limits. The server answers 400 before any defaulting or validation.
-std::optional<std::string> pod_spec_decode_error(const nlohmann::json& spec);
+/// v1.PodSpec as json.Unmarshal reads it (go_types.h): the fields pods and templates are
+/// written with, resource quantities among them. Defined with the pod strategy.
+const GoStruct& pod_spec_type();
+/// v1.PodTemplateSpec: its metadata and pod_spec_type().
+const GoStruct& pod_template_spec_type();
 
 /// errors.NewInvalid for one field of `object` of the strategy's type, the cause's reason read
 /// from how `what` starts ("Required value", "Unsupported value", else FieldValueInvalid).

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "json_access.h"
+#include "sandbox/go_types.h"
 #include "sandbox/selector.h"
 #include "sandbox/strategies/builtin.h"
 #include "sandbox/table.h"
@@ -17,19 +18,6 @@ namespace trainctl::sandbox {
 using nlohmann::json;
 
 namespace {
-
-/// encoding/json's name for the kind of a JSON value, as UnmarshalTypeError prints it.
-std::string json_kind(const json& value) {
-  if (value.is_object())
-    return "object";
-  if (value.is_array())
-    return "array";
-  if (value.is_boolean())
-    return "bool";
-  if (value.is_number())
-    return "number";
-  return "string";
-}
 
 /// One map field of v1.ConfigMap or v1.Secret as the decoder reads it.
 struct MapField {
@@ -116,10 +104,14 @@ class ConfigMapStrategy final : public ResourceStrategy {
   ConfigMapStrategy()
       : ResourceStrategy({"", "v1", "configmaps", "ConfigMap", true, false}, {"cm"}) {}
 
-  Decoded decode(json& cm, const std::string&) const override {
-    return {.error = decode_maps(cm, "ConfigMap",
-                                 {{"data", "map[string]string", "string", false},
-                                  {"binaryData", "map[string][]uint8", "[]uint8", true}})};
+  Decoded decode(json& cm, const std::string& version) const override {
+    Decoded decoded = ResourceStrategy::decode(cm, version);
+    if (!decoded.error) {
+      decoded.error = decode_maps(cm, "ConfigMap",
+                                  {{"data", "map[string]string", "string", false},
+                                   {"binaryData", "map[string][]uint8", "[]uint8", true}});
+    }
+    return decoded;
   }
 
   /// ValidateConfigMap: config keys, no key in both maps, at most 1 MiB.
@@ -153,10 +145,13 @@ class SecretStrategy final : public ResourceStrategy {
 
   /// The decoder's checks, then the conversion to the internal type: stringData, write-only,
   /// is written into data (base64), overriding a key both have.
-  Decoded decode(json& secret, const std::string&) const override {
-    Decoded decoded{.error = decode_maps(secret, "Secret",
-                                         {{"data", "map[string][]uint8", "[]uint8", true},
-                                          {"stringData", "map[string]string", "string", false}})};
+  Decoded decode(json& secret, const std::string& version) const override {
+    Decoded decoded = ResourceStrategy::decode(secret, version);
+    if (!decoded.error) {
+      decoded.error = decode_maps(secret, "Secret",
+                                  {{"data", "map[string][]uint8", "[]uint8", true},
+                                   {"stringData", "map[string]string", "string", false}});
+    }
     if (decoded.error)
       return decoded;
     const auto strings = secret.find("stringData");

@@ -100,9 +100,23 @@ class JobStrategy final : public ResourceStrategy {
  public:
   JobStrategy() : ResourceStrategy({"batch", "v1", "jobs", "Job", true, true}, {}, {"all"}) {}
 
-  Decoded decode(json& job, const std::string&) const override {
-    return {.error = pod_spec_decode_error(
-                object_member(object_member(object_member(job, "spec"), "template"), "spec"))};
+  const GoStruct& go_type() const override {
+    using enum GoKind;
+    static const GoStruct spec{
+        "JobSpec",
+        {{"parallelism", "int32", Int32},
+         {"completions", "int32", Int32},
+         {"activeDeadlineSeconds", "int64", Int64},
+         {"backoffLimit", "int32", Int32},
+         {"manualSelector", "bool", Bool},
+         {"template", "v1.PodTemplateSpec", Struct, &pod_template_spec_type()},
+         {"ttlSecondsAfterFinished", "int32", Int32},
+         {"completionMode", "v1.CompletionMode", String},
+         {"suspend", "bool", Bool}}};
+    static const GoStruct type{"Job",
+                               {{"metadata", "v1.ObjectMeta", Struct, &object_meta_type()},
+                                {"spec", "v1.JobSpec", Struct, &spec}}};
+    return type;
   }
 
   void admit(json& job, const AdmissionContext&) const override {

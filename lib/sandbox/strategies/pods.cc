@@ -95,17 +95,6 @@ void validate_resources(const json& container, const std::string& path,
   }
 }
 
-/// The quantities of a resource list (an object of them) the decoder refuses first.
-std::optional<std::string> resource_list_decode_error(const json& list) {
-  if (!list.is_object())
-    return std::nullopt;
-  for (const auto& [name, value] : list.items()) {
-    if (auto error = api::quantity_decode_error(value))
-      return error;
-  }
-  return std::nullopt;
-}
-
 /// SetDefaults_ContainerPort: a port's protocol is TCP unless it says otherwise.
 void default_port_protocols(json& container) {
   const auto ports = container.find("ports");
@@ -119,24 +108,85 @@ void default_port_protocols(json& container) {
 
 }  // namespace
 
-std::optional<std::string> pod_spec_decode_error(const json& spec) {
-  for (const char* list : {"initContainers", "containers", "ephemeralContainers"}) {
-    for (const json& c : array_member(spec, list)) {
-      const json& resources = object_member(c, "resources");
-      for (const char* part : {"limits", "requests"}) {
-        if (auto error = resource_list_decode_error(member(resources, part)))
-          return error;
-      }
-    }
-  }
-  if (auto error = resource_list_decode_error(member(spec, "overhead")))
-    return error;
-  for (const json& volume : array_member(spec, "volumes")) {
-    if (auto error =
-            api::quantity_decode_error(member(object_member(volume, "emptyDir"), "sizeLimit")))
-      return error;
-  }
-  return std::nullopt;
+const GoStruct& pod_spec_type() {
+  using enum GoKind;
+  static const GoStruct resources{
+      "ResourceRequirements",
+      {{"limits", "v1.ResourceList", ResourceList}, {"requests", "v1.ResourceList", ResourceList}}};
+  static const GoStruct port{"ContainerPort",
+                             {{"name", "string", String},
+                              {"hostPort", "int32", Int32},
+                              {"containerPort", "int32", Int32},
+                              {"protocol", "v1.Protocol", String},
+                              {"hostIP", "string", String}}};
+  static const GoStruct env{"EnvVar", {{"name", "string", String}, {"value", "string", String}}};
+  static const GoStruct mount{"VolumeMount",
+                              {{"name", "string", String},
+                               {"readOnly", "bool", Bool},
+                               {"mountPath", "string", String},
+                               {"subPath", "string", String}}};
+  static const GoStruct container{
+      "Container",
+      {{"name", "string", String},
+       {"image", "string", String},
+       {"command", "[]string", StringList},
+       {"args", "[]string", StringList},
+       {"workingDir", "string", String},
+       {"ports", "[]v1.ContainerPort", StructList, &port},
+       {"env", "[]v1.EnvVar", StructList, &env},
+       {"resources", "v1.ResourceRequirements", Struct, &resources},
+       {"volumeMounts", "[]v1.VolumeMount", StructList, &mount},
+       {"terminationMessagePath", "string", String},
+       {"terminationMessagePolicy", "v1.TerminationMessagePolicy", String},
+       {"imagePullPolicy", "v1.PullPolicy", String},
+       {"stdin", "bool", Bool},
+       {"stdinOnce", "bool", Bool},
+       {"tty", "bool", Bool}}};
+  static const GoStruct toleration{"Toleration",
+                                   {{"key", "string", String},
+                                    {"operator", "v1.TolerationOperator", String},
+                                    {"value", "string", String},
+                                    {"effect", "v1.TaintEffect", String},
+                                    {"tolerationSeconds", "int64", Int64}}};
+  static const GoStruct empty_dir{
+      "EmptyDirVolumeSource",
+      {{"medium", "v1.StorageMedium", String}, {"sizeLimit", "resource.Quantity", Quantity}}};
+  static const GoStruct volume{
+      "Volume",
+      {{"name", "string", String}, {"emptyDir", "v1.EmptyDirVolumeSource", Struct, &empty_dir}}};
+  static const GoStruct spec{"PodSpec",
+                             {{"volumes", "[]v1.Volume", StructList, &volume},
+                              {"initContainers", "[]v1.Container", StructList, &container},
+                              {"containers", "[]v1.Container", StructList, &container},
+                              {"restartPolicy", "v1.RestartPolicy", String},
+                              {"terminationGracePeriodSeconds", "int64", Int64},
+                              {"activeDeadlineSeconds", "int64", Int64},
+                              {"dnsPolicy", "v1.DNSPolicy", String},
+                              {"nodeSelector", "map[string]string", StringMap},
+                              {"serviceAccountName", "string", String},
+                              {"automountServiceAccountToken", "bool", Bool},
+                              {"nodeName", "string", String},
+                              {"hostNetwork", "bool", Bool},
+                              {"hostPID", "bool", Bool},
+                              {"hostIPC", "bool", Bool},
+                              {"shareProcessNamespace", "bool", Bool},
+                              {"hostname", "string", String},
+                              {"subdomain", "string", String},
+                              {"schedulerName", "string", String},
+                              {"tolerations", "[]v1.Toleration", StructList, &toleration},
+                              {"priorityClassName", "string", String},
+                              {"priority", "int32", Int32},
+                              {"runtimeClassName", "string", String},
+                              {"enableServiceLinks", "bool", Bool},
+                              {"overhead", "v1.ResourceList", ResourceList}}};
+  return spec;
+}
+
+const GoStruct& pod_template_spec_type() {
+  static const GoStruct type{"PodTemplateSpec",
+                             {{"metadata", "v1.ObjectMeta", GoKind::Struct, &object_meta_type()},
+                              {"spec", "v1.PodSpec", GoKind::Struct, &pod_spec_type()}}};
+  return type;
 }
 
 void default_pod_spec(json& spec, const std::string& path, std::vector<FieldError>& errs) {
@@ -301,8 +351,11 @@ class PodStrategy final : public ResourceStrategy {
   void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
   bool tracks_generation() const override { return true; }
 
-  Decoded decode(json& pod, const std::string&) const override {
-    return {.error = pod_spec_decode_error(object_member(pod, "spec"))};
+  const GoStruct& go_type() const override {
+    static const GoStruct type{"Pod",
+                               {{"metadata", "v1.ObjectMeta", GoKind::Struct, &object_meta_type()},
+                                {"spec", "v1.PodSpec", GoKind::Struct, &pod_spec_type()}}};
+    return type;
   }
 
   /// podStrategy.CheckGracefulDelete: the requested period, else terminationGracePeriodSeconds;
