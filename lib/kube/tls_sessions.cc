@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "openssl_handles.h"
 #include "sha256.h"
@@ -19,10 +20,22 @@ namespace {
 using SessionPtr = std::unique_ptr<SSL_SESSION, OpenSslFree<SSL_SESSION_free>>;
 using NewSessionCallback = int (*)(SSL*, SSL_SESSION*);
 
+/// Whether `session` may still be offered: resumable and not expired.
+bool usable(const SSL_SESSION* session) {
+  return session != nullptr && SSL_SESSION_is_resumable(session) == 1 &&
+         SSL_SESSION_get_time(session) + SSL_SESSION_get_timeout(session) > std::time(nullptr);
+}
+
 /// What an SSL_CTX set up by keep_tls_sessions carries (it owns it, as ex_data).
 struct SessionSlot {
   std::string file;
   NewSessionCallback libcurl_new_session = nullptr;  // libcurl's own cache, called after ours
+  /// The session to offer: read from `file` once (decoding one parses the server's certificate
+  /// chain), then the newest the server gave. Shared by the connections of one SSL_CTX: all of
+  /// a direct transport's; libcurl makes one per connection.
+  std::mutex mu;
+  bool read = false;
+  SessionPtr newest;
 };
 
 constexpr std::size_t kLargestSession = 16 * 1024;  // a ticket and the server's chain
@@ -36,8 +49,8 @@ int slot_index() {
   return index;
 }
 
-const SessionSlot* slot_of(const SSL* ssl) {
-  return static_cast<const SessionSlot*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), slot_index()));
+SessionSlot* slot_of(const SSL* ssl) {
+  return static_cast<SessionSlot*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), slot_index()));
 }
 
 /// The session kept in `file`, if it is ours alone, readable and still resumable.
@@ -58,11 +71,7 @@ SessionPtr load(const std::string& file) {
   SessionPtr session(der.empty() ? nullptr
                                  : d2i_SSL_SESSION(nullptr, &bytes, static_cast<long>(der.size())));
   ERR_clear_error();
-  if (!session || SSL_SESSION_is_resumable(session.get()) != 1 ||
-      SSL_SESSION_get_time(session.get()) + SSL_SESSION_get_timeout(session.get()) <=
-          std::time(nullptr))
-    return nullptr;
-  return session;
+  return usable(session.get()) ? std::move(session) : nullptr;
 }
 
 /// Replaces `file` with `session`, atomically (concurrent commands each read a whole one).
@@ -92,10 +101,17 @@ void store(const std::string& file, SSL_SESSION* session) {
 }
 
 int on_new_session(SSL* ssl, SSL_SESSION* session) {
-  const SessionSlot* slot = slot_of(ssl);
+  SessionSlot* slot = slot_of(ssl);
   if (slot == nullptr)
     return 0;
   store(slot->file, session);
+  // A copy: OpenSSL marks the connection's own object not resumable when the connection ends
+  // without a close_notify.
+  if (SessionPtr copy(SSL_SESSION_dup(session)); copy) {
+    const std::lock_guard lock(slot->mu);
+    slot->newest = std::move(copy);
+    slot->read = true;
+  }
   return slot->libcurl_new_session ? slot->libcurl_new_session(ssl, session) : 0;
 }
 
@@ -104,11 +120,16 @@ int on_new_session(SSL* ssl, SSL_SESSION* session) {
 void on_info(const SSL* ssl, int where, int) {
   if ((where & SSL_CB_HANDSHAKE_START) == 0 || SSL_get_session(ssl) != nullptr)
     return;
-  const SessionSlot* slot = slot_of(ssl);
+  SessionSlot* slot = slot_of(ssl);
   if (slot == nullptr)
     return;
-  if (SessionPtr session = load(slot->file))
-    SSL_set_session(const_cast<SSL*>(ssl), session.get());  // takes its own reference
+  const std::lock_guard lock(slot->mu);
+  if (!slot->read) {
+    slot->newest = load(slot->file);
+    slot->read = true;
+  }
+  if (usable(slot->newest.get()))
+    SSL_set_session(const_cast<SSL*>(ssl), slot->newest.get());  // takes its own reference
 }
 
 }  // namespace

@@ -235,6 +235,10 @@ class TlsSessionsTest : public ::testing::TestWithParam<Transport> {
     server_.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"gitVersion":"v1"})", "application/json");
     });
+    server_.routes().Get("/slow", [](const httplib::Request&, httplib::Response& res) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // in flight meanwhile
+      res.set_content("{}", "application/json");
+    });
     server_.start();
     std::filesystem::remove_all(dir_);
   }
@@ -283,6 +287,37 @@ TEST_P(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
   EXPECT_EQ(session_files().size(), 1u);  // replaced, no temporary file left
   // The resumption came from the file: without it a new transport shakes hands in full.
   EXPECT_FALSE(resumed_by_a_new_process(not_keeping_sessions()));
+}
+
+// The file is read (and its session decoded) once per direct transport: its later connections
+// resume the session it holds, or the newest the server gave, even with the file gone meanwhile.
+// (libcurl makes a TLS context per connection: each reads the file.)
+TEST_P(TlsSessionsTest, AnotherConnectionOfTheSameTransportResumesWithoutReadingTheFileAgain) {
+  if (GetParam() != Transport::Direct)
+    GTEST_SKIP() << "libcurl's connections each read the file";
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  HttpTransport transport(keeping_sessions());
+  HttpRequest version;
+  version.path = "/version";
+  transport.send(version, {});
+  EXPECT_TRUE(server_.requests().back().tls_resumed);
+  std::filesystem::remove_all(dir_);
+  std::thread slow([&] {
+    HttpRequest request;
+    request.path = "/slow";
+    transport.send(request, {});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  transport.send(version, {});  // the first connection is busy: a second one
+  slow.join();
+  // Requests: the first process's, this transport's first, then /version and /slow in either
+  // order.
+  const auto requests = server_.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  const auto& second = requests[2].path == "/version" ? requests[2] : requests[3];
+  EXPECT_EQ(second.path, "/version");
+  EXPECT_NE(second.remote_port, requests[1].remote_port) << "no second connection was opened";
+  EXPECT_TRUE(second.tls_resumed);
 }
 
 TEST_P(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
