@@ -85,6 +85,12 @@ void report(const json& queue, std::string_view verb, OutputFormat format) {
   }
 }
 
+/// create and update print what report() prints: a table's -o wide is not one of them.
+void check_report_format(std::string_view verb, OutputFormat format) {
+  if (format == OutputFormat::Wide)
+    throw Error(ErrorKind::Usage, fmt::format("queue {} prints -o json, yaml or name", verb));
+}
+
 /// The flags that set a queue's spec, shared by create and update.
 struct QueueSpecFlags {
   std::string cpu;
@@ -184,7 +190,10 @@ struct QueueCreateOptions : ConnectedOutput {
     ConnectedOutput::Complete(flags);
     spec.complete();
   }
-  void Validate() const { spec.validate(); }
+  void Validate() const {
+    spec.validate();
+    check_report_format("create", format);
+  }
 
   void Run() {
     json queue = {{"apiVersion", kube::resources::queues().api_version()},
@@ -211,6 +220,7 @@ struct QueueUpdateOptions : ConnectedOutput {
 
   void Validate() const {
     spec.validate();
+    check_report_format("update", format);
     if (patch().empty()) {
       throw Error(ErrorKind::Usage,
                   "update needs at least one of --cpu, --memory, --gpus, --capability, --weight, "

@@ -65,6 +65,9 @@ TEST_F(QueueCliTest, CreateRejectsBadQuantitiesBeforeAnyRequest) {
   const auto bad_capability = run("queue create team-a --capability gpu");
   EXPECT_EQ(bad_capability.exit_code, 2);
   EXPECT_THAT(bad_capability.err, HasSubstr("use RESOURCE=QUANTITY"));
+  const auto wide = run("queue create team-a --gpus 2 -o wide");
+  EXPECT_EQ(wide.exit_code, 2);
+  EXPECT_THAT(wide.err, HasSubstr("queue create prints -o json, yaml or name"));
   const auto dry = run("queue create team-a --gpus 2 --dry-run -o json");
   EXPECT_EQ(dry.exit_code, 0) << dry.err;
   EXPECT_EQ(json::parse(dry.out)["spec"]["capability"]["nvidia.com/gpu"], "2");
