@@ -1,6 +1,7 @@
 // trainctl queue create | list | get | update | open | close | delete: Volcano Queues
 // (scheduling.volcano.sh/v1beta1, cluster-scoped), the quotas gangs are admitted against.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "commands.h"
 #include "docs.h"
 #include "error.h"
+#include "json_access.h"
 #include "printer.h"
 #include "yaml_json.h"
 
@@ -352,6 +354,18 @@ struct QueueStateOptions {
   }
 };
 
+/// The jobs whose PodGroups name queue `name`, as namespace/name, sorted.
+std::vector<std::string> jobs_in_queue(kube::Client& client, const std::string& name) {
+  std::vector<std::string> jobs;
+  const json groups = client.list_all(kube::resources::podgroups(), "");
+  for (const auto& group : groups.value("items", json::array())) {
+    if (string_at(group, "/spec/queue"_json_pointer) == name)
+      jobs.push_back(fmt::format("{}/{}", namespace_of(group), name_of(group)));
+  }
+  std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
+
 struct QueueDeleteOptions {
   std::string name;
   bool ignore_not_found = false;
@@ -364,7 +378,8 @@ struct QueueDeleteOptions {
       throw Error(ErrorKind::Usage, "the default queue cannot be deleted (Volcano keeps it)");
   }
 
-  /// Volcano deletes only Closed queues, so no admitted gang loses its queue.
+  /// Volcano deletes only Closed queues, and its queue controller closes a queue only once no
+  /// PodGroup names it: no job, admitted or waiting, loses its queue.
   void Run() {
     kube::Client& client = connection.client();
     try {
@@ -374,6 +389,13 @@ struct QueueDeleteOptions {
                     fmt::format("queue {:?} is {}: only Closed queues can be deleted; run "
                                 "`trainctl queue close {}` first",
                                 name, state, name));
+      }
+      if (const auto jobs = jobs_in_queue(client, name); !jobs.empty()) {
+        throw Error(ErrorKind::Validation,
+                    fmt::format("queue {:?} still has jobs in it, which would wait for ever "
+                                "without it: {}; delete them first (or `trainctl queue open {}` "
+                                "to run them)",
+                                name, fmt::join(jobs, ", "), name));
       }
       client.remove(kube::resources::queues(), "", name);
     } catch (const Error& e) {
@@ -460,7 +482,7 @@ trainctl queue update team-a --gpus 32 --capability cpu-)");
   }
 
   auto remove = std::make_shared<QueueDeleteOptions>();
-  cmd = queue->add_subcommand("delete", "Delete a Closed queue");
+  cmd = queue->add_subcommand("delete", "Delete a Closed queue no job is in any more");
   add_examples(*cmd, R"(trainctl queue close team-a
 trainctl queue delete team-a)");
   add_name(*cmd, remove->name);

@@ -193,6 +193,35 @@ TEST_F(QueueCliTest, DeleteTakesOnlyClosedQueues) {
   EXPECT_EQ(run("queue delete default").exit_code, 2);
 }
 
+// As Volcano, whose queue controller leaves a queue Closing while any PodGroup names it: a job
+// that still waits in a queue would wait for ever once the queue is gone.
+TEST_F(QueueCliTest, DeleteRefusesAQueueJobsAreStillIn) {
+  ASSERT_EQ(run("queue create team-a").exit_code, 0);
+  ASSERT_EQ(run("queue close team-a").exit_code, 0);
+  const auto group = [](const std::string& name, const std::string& queue) {
+    return json{{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                {"kind", "PodGroup"},
+                {"metadata", {{"name", name}, {"namespace", "default"}}},
+                {"spec", {{"minMember", 2}, {"queue", queue}}}};
+  };
+  client().create(kube::resources::podgroups(), "default", group("mnist", "team-a"));
+  client().create(kube::resources::podgroups(), "default", group("bert", "team-a"));
+  client().create(kube::resources::podgroups(), "default", group("other", "team-b"));
+
+  const auto refused = run("queue delete team-a");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.err,
+            "trainctl: queue \"team-a\" still has jobs in it, which would wait for ever without "
+            "it: default/bert, default/mnist; delete them first (or `trainctl queue open team-a` "
+            "to run them)\n");
+  EXPECT_EQ(queue("team-a")["status"]["state"], "Closed");
+
+  for (const char* name : {"mnist", "bert"})
+    client().remove(kube::resources::podgroups(), "default", name);
+  const auto deleted = run("queue delete team-a");
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+}
+
 }  // namespace
 }  // namespace trainctl
 
