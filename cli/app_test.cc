@@ -82,7 +82,8 @@ TEST(VerbApplicationTest, SubmitTfjobAloneListsTheFlagsOfTheWholeTree) {
 TEST(VerbApplicationTest, PastTheVerbItAloneCompletesAsTheWholeTree) {
   Application whole = make_application();
   const CommandDoc whole_doc = describe(*whole.app);
-  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&) {
+  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&,
+                                const std::vector<std::string>&) {
     return std::vector<std::string>{"a", "b"};
   };
   for (const std::string& word : verb_words(*whole.app)) {
@@ -115,7 +116,8 @@ TEST(VerbApplicationTest, TheJobKindAfterSubmitOrRenderAloneGetsTheFlagsOfTheWho
   std::map<std::string, std::string> whole_help;
   collect_help(*whole.app, whole_help);
   const CommandDoc whole_doc = describe(*whole.app);
-  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&) {
+  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&,
+                                const std::vector<std::string>&) {
     return std::vector<std::string>{"a"};
   };
   for (const std::string verb : {"submit", "render"}) {
@@ -150,7 +152,8 @@ TEST(VerbApplicationTest, OneLevelCompletesTheVerbUnderTheCursorAsTheWholeTree) 
   const CommandDoc all = describe(*whole.app);
   const CommandDoc one_level = describe(*whole.app, 1);
   EXPECT_TRUE(one_level.find_subcommand("submit")->options.empty());
-  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&) {
+  const ValueLookup lookup = [](ValueSource, const std::vector<std::string>&,
+                                const std::vector<std::string>&) {
     return std::vector<std::string>{"a"};
   };
   for (const char* typed : {"", "s", "submit", "ls", "-", "--", "--n", "--namespace="}) {
@@ -169,6 +172,22 @@ TEST(VerbApplicationTest, OneLevelCompletesTheVerbUnderTheCursorAsTheWholeTree) 
   const std::vector<std::string> words = {"-n", "x", "submit", "tfjob", "--w"};
   EXPECT_EQ(format_completion(complete(describe(*completion_tree(words).app), words, lookup)),
             format_completion(complete(all, words, lookup)));
+}
+
+// `logs JOB --replica <TAB>` offers that job's replicas, never file names.
+TEST(VerbApplicationTest, LogsReplicaCompletesTheJobsReplicas) {
+  const std::vector<std::string> words = {"logs", "mnist", "--replica", "w"};
+  std::vector<std::pair<ValueSource, std::vector<std::string>>> lookups;
+  const ValueLookup lookup = [&](ValueSource source, const std::vector<std::string>&,
+                                 const std::vector<std::string>& arguments) {
+    lookups.emplace_back(source, arguments);
+    return std::vector<std::string>{"chief-0", "worker-0", "worker-1"};
+  };
+  const Completion c = complete(describe(*completion_tree(words).app), words, lookup);
+  EXPECT_EQ(format_completion(c), "worker-0\nworker-1\n:4\n");
+  ASSERT_EQ(lookups.size(), 1u);
+  EXPECT_EQ(lookups[0].first, ValueSource::Replicas);
+  EXPECT_EQ(lookups[0].second, std::vector<std::string>{"mnist"});
 }
 
 TEST(VerbApplicationTest, AWordThatIsNoVerbBuildsNoTree) {

@@ -13,7 +13,7 @@ namespace {
 struct Position {
   std::vector<const CommandDoc*> chain;  // root first, innermost command last
   std::vector<std::string> global_args;  // root flags and their values, as typed
-  std::size_t positionals = 0;           // arguments given to the innermost command
+  std::vector<std::string> arguments;    // arguments given to the innermost command
   const OptionDoc* pending = nullptr;    // a flag whose value is the word under the cursor
   bool after_separator = false;          // `--` seen: the rest is a command, not flags
 };
@@ -34,7 +34,7 @@ Position walk(const CommandDoc& root, const std::vector<std::string>& words) {
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string& word = words[i];
     if (pos.after_separator) {
-      ++pos.positionals;
+      pos.arguments.push_back(word);
       continue;
     }
     if (word == "--") {
@@ -58,11 +58,11 @@ Position walk(const CommandDoc& root, const std::vector<std::string>& words) {
       continue;
     }
     const CommandDoc* sub = pos.chain.back()->find_subcommand(word);
-    if (sub != nullptr && pos.positionals == 0) {
+    if (sub != nullptr && pos.arguments.empty()) {
       pos.chain.push_back(sub);
       continue;
     }
-    ++pos.positionals;
+    pos.arguments.push_back(word);
   }
   return pos;
 }
@@ -77,7 +77,7 @@ Completion complete_value(const OptionDoc& flag, const std::string& typed, const
                           const Position& pos, const ValueLookup& lookup) {
   std::vector<std::string> values = flag.values;
   if (values.empty() && flag.source)
-    values = lookup(*flag.source, pos.global_args);
+    values = lookup(*flag.source, pos.global_args, pos.arguments);
   else if (values.empty())
     return {{}, kCompleteDefault};
   Completion result{{}, kCompleteNoFileComp};
@@ -118,14 +118,14 @@ Completion complete_arguments(const Position& pos, const std::string& typed,
                               const ValueLookup& lookup) {
   const CommandDoc& cmd = *pos.chain.back();
   Completion result{{}, kCompleteNoFileComp};
-  if (pos.positionals == 0) {
+  if (pos.arguments.empty()) {
     for (const auto& sub : cmd.subcommands) {
       if (matches(sub.path.back(), typed))
         result.candidates.push_back({sub.path.back(), sub.description});
     }
   }
-  const OptionDoc* arg = positional_at(cmd, pos.positionals);
-  if (arg == nullptr || (pos.positionals == 0 && cmd.needs_subcommand))
+  const OptionDoc* arg = positional_at(cmd, pos.arguments.size());
+  if (arg == nullptr || (pos.arguments.empty() && cmd.needs_subcommand))
     return result;
   const Completion values = complete_value(*arg, typed, "", pos, lookup);
   result.candidates.insert(result.candidates.end(), values.candidates.begin(),

@@ -32,10 +32,12 @@ struct Completion {
 };
 
 /// Looks up dynamic values. `global_args` are the root command's flags as typed on the command
-/// line (e.g. {"--context", "prod", "-n", "team-a"}) so lookups honour them. Returns nothing
-/// rather than throwing when the cluster cannot be reached.
+/// line (e.g. {"--context", "prod", "-n", "team-a"}) so lookups honour them; `arguments` are the
+/// innermost command's arguments typed so far (the job whose replicas --replica takes). Returns
+/// nothing rather than throwing when the cluster cannot be reached.
 using ValueLookup = std::function<std::vector<std::string>(
-    ValueSource source, const std::vector<std::string>& global_args)>;
+    ValueSource source, const std::vector<std::string>& global_args,
+    const std::vector<std::string>& arguments)>;
 
 /// Completes the last of `words` (the words after the program name; the last one is the word
 /// under the cursor, possibly empty).

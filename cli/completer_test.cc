@@ -23,6 +23,7 @@ class CompleteTest : public ::testing::Test {
     get->add_option("job", s_, "The job")->check(completes(ValueSource::Jobs));
     get->add_option("-o,--output", s_, "Output format")->check(one_of({"json", "yaml", "wide"}));
     get->add_flag("--watch", b_, "Watch");
+    get->add_option("--replica", s_, "Replica")->check(completes(ValueSource::Replicas));
     auto* submit = app_.add_subcommand("submit", "Submit a job");
     submit->add_option("-f,--filename", v_, "Manifest");
     auto* tf = submit->add_subcommand("tfjob", "A TFJob");
@@ -38,12 +39,15 @@ class CompleteTest : public ::testing::Test {
   }
 
   Completion run(const std::vector<std::string>& words) {
-    return complete(root_, words, [this](ValueSource source, const std::vector<std::string>& args) {
-      lookups_.emplace_back(source, args);
-      if (source == ValueSource::Jobs)
-        return std::vector<std::string>{"bert", "mnist", "mnist-2"};
-      return std::vector<std::string>{"team-a", "team-b"};
-    });
+    return complete(root_, words,
+                    [this](ValueSource source, const std::vector<std::string>& global_args,
+                           const std::vector<std::string>& arguments) {
+                      lookups_.emplace_back(source, global_args);
+                      arguments_.push_back(arguments);
+                      if (source == ValueSource::Jobs)
+                        return std::vector<std::string>{"bert", "mnist", "mnist-2"};
+                      return std::vector<std::string>{"team-a", "team-b"};
+                    });
   }
 
   static std::vector<std::string> values(const Completion& c) {
@@ -59,6 +63,7 @@ class CompleteTest : public ::testing::Test {
   bool b_ = false;
   CommandDoc root_;
   std::vector<std::pair<ValueSource, std::vector<std::string>>> lookups_;
+  std::vector<std::vector<std::string>> arguments_;  // of each lookup
 };
 
 TEST_F(CompleteTest, VerbsWithDescriptionsButNotHiddenOnes) {
@@ -106,6 +111,16 @@ TEST_F(CompleteTest, DynamicFlagValues) {
   EXPECT_EQ(lookups_.back().first, ValueSource::Templates);
   EXPECT_THAT(values(run({"--context=t"})), ElementsAre("--context=team-a", "--context=team-b"));
   EXPECT_EQ(lookups_.back().first, ValueSource::Contexts);
+}
+
+TEST_F(CompleteTest, LookupsSeeTheArgumentsTypedBeforeTheFlag) {
+  const Completion c = run({"-n", "team-a", "get", "mnist", "--replica", ""});
+  EXPECT_EQ(c.directive, kCompleteNoFileComp);
+  EXPECT_EQ(lookups_.back().first, ValueSource::Replicas);
+  EXPECT_THAT(arguments_.back(), ElementsAre("mnist"));
+  // No job yet: nothing to look up in, but still no file names.
+  EXPECT_EQ(run({"get", "--replica", ""}).directive, kCompleteNoFileComp);
+  EXPECT_THAT(arguments_.back(), IsEmpty());
 }
 
 TEST_F(CompleteTest, FileNamesWhereNothingBetterIsKnown) {

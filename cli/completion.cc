@@ -15,8 +15,10 @@
 #include "docs.h"
 #include "error.h"
 #include "job_lookup.h"
+#include "job_target.h"
 #include "job_values.h"
 #include "kube/kubeconfig.h"
+#include "replicas.h"
 
 namespace trainctl::cli {
 namespace {
@@ -31,7 +33,8 @@ std::vector<std::string> object_names(const nlohmann::json& list) {
   return names;
 }
 
-std::vector<std::string> cluster_values(ValueSource source, const GlobalFlags& flags) {
+std::vector<std::string> cluster_values(ValueSource source, const GlobalFlags& flags,
+                                        const std::vector<std::string>& arguments) {
   kube::RestConfig config = flags.rest_config();
   if (config.timeout.count() == 0 || config.timeout > kLookupTimeout)
     config.timeout = kLookupTimeout;
@@ -48,6 +51,17 @@ std::vector<std::string> cluster_values(ValueSource source, const GlobalFlags& f
       return object_names(client.list_all(kube::resources::queues(), ""));
     case ValueSource::Namespaces:
       return object_names(client.list_all(kube::resources::namespaces(), ""));
+    case ValueSource::Replicas: {
+      if (arguments.empty())
+        return {};
+      const JobRef job = parse_job_ref(arguments.front(), std::nullopt);
+      const auto pods = client.list_all(kube::resources::pods(), config.default_namespace,
+                                        {.label_selector = replica_selector(job.name)});
+      std::vector<std::string> names;
+      for (const auto& pod : pods.value("items", nlohmann::json::array()))
+        names.push_back(replica_display_name(pod));
+      return names;
+    }
     default:
       return {};
   }
@@ -56,7 +70,8 @@ std::vector<std::string> cluster_values(ValueSource source, const GlobalFlags& f
 /// Values from the kubeconfig, the template search path or the cluster, honouring the global
 /// flags typed so far. Any failure means no candidates: completion never prints errors.
 std::vector<std::string> lookup_values(ValueSource source,
-                                       const std::vector<std::string>& global_args) {
+                                       const std::vector<std::string>& global_args,
+                                       const std::vector<std::string>& arguments) {
   try {
     GlobalFlags flags;
     CLI::App parser;
@@ -74,7 +89,7 @@ std::vector<std::string> lookup_values(ValueSource source,
       for (const auto& t : render::list_templates(template_search()))
         names.push_back(t.name);
     } else {
-      names = cluster_values(source, flags);
+      names = cluster_values(source, flags, arguments);
     }
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
@@ -150,7 +165,7 @@ void add_completion_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->footer(
       "Load it in the current shell with `source <(trainctl completion bash)` (zsh likewise; fish: "
       "`trainctl completion fish | source`). Packages install the scripts where each shell finds "
-      "them. Job, queue, namespace, context and template names are completed too.");
+      "them. Job, queue, namespace, context, template and replica names are completed too.");
   cmd->add_option("shell", completion->shell, "The shell")
       ->required()
       ->check(one_of({"bash", "zsh", "fish"}));

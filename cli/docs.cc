@@ -20,12 +20,13 @@ constexpr std::string_view kOneOf = "one-of";
 constexpr std::string_view kExamplesMarker = "Examples:\n";
 constexpr std::string_view kCompletesPrefix = "completes:";
 
-constexpr std::array<std::pair<ValueSource, std::string_view>, 5> kSourceNames{{
+constexpr std::array<std::pair<ValueSource, std::string_view>, 6> kSourceNames{{
     {ValueSource::Jobs, "jobs"},
     {ValueSource::Queues, "queues"},
     {ValueSource::Namespaces, "namespaces"},
     {ValueSource::Contexts, "contexts"},
     {ValueSource::Templates, "templates"},
+    {ValueSource::Replicas, "replicas"},
 }};
 
 std::string validator_name(ValueSource source) {

@@ -20,6 +20,7 @@ enum class ValueSource {
   Namespaces,  // namespaces of the cluster
   Contexts,    // kubeconfig contexts (offline)
   Templates,   // job templates on the search path (offline)
+  Replicas,    // replicas of the job that is the command's first argument (worker-1, ...)
 };
 
 /// Annotates an option with the only values it takes: they show in --help and the man page and

@@ -239,8 +239,10 @@ void add_get_command(CLI::App& app, const GlobalFlags& flags) {
   auto opts = std::make_shared<GetOptions>();
   auto* cmd = app.add_subcommand("get", "Show jobs: status, conditions, replicas and events");
   opts->target.add_to(*cmd, JobTarget::Args::OneOrMore);
-  cmd->add_option("-o,--output", opts->output, "Output format: json, yaml or name")
-      ->check(one_of({"json", "yaml", "name"}));
+  cmd->add_option("-o,--output", opts->output,
+                  "Output format: json, yaml, name, or wide (the same as the default: the "
+                  "description already shows every column)")
+      ->check(one_of({"json", "yaml", "name", "wide"}));
   add_examples(*cmd, R"(# One job: status, conditions, pods, PodGroup and events
 trainctl get mnist
 # As kubectl names it, or as -o name printed it; several at once

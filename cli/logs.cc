@@ -142,7 +142,8 @@ trainctl logs -f pytorchjob/bert
 trainctl logs mnist --replica worker-1 --tail 100
 trainctl logs mnist --replica worker-1 --previous)");
   cmd->add_option("--replica", opts->replica,
-                  "Only this replica, named <type>-<index> as in the prefix (e.g. worker-1)");
+                  "Only this replica, named <type>-<index> as in the prefix (e.g. worker-1)")
+      ->check(completes(ValueSource::Replicas));
   cmd->add_flag("-f,--follow", opts->follow,
                 "Stream the logs of all replicas as they are written, following pods that are "
                 "created or restarted later, until the job has finished");

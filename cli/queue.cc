@@ -1,6 +1,7 @@
 // trainctl queue create | list | get | update | open | close | delete: Volcano Queues
 // (scheduling.volcano.sh/v1beta1, cluster-scoped), the quotas gangs are admitted against.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "commands.h"
 #include "docs.h"
 #include "error.h"
+#include "json_access.h"
 #include "printer.h"
 #include "yaml_json.h"
 
@@ -83,6 +85,12 @@ void report(const json& queue, std::string_view verb, OutputFormat format) {
     std::cout << fmt::format("{}/{} {}\n", kQueueResource,
                              string_at(queue, "/metadata/name"_json_pointer), verb);
   }
+}
+
+/// create and update print what report() prints: a table's -o wide is not one of them.
+void check_report_format(std::string_view verb, OutputFormat format) {
+  if (format == OutputFormat::Wide)
+    throw Error(ErrorKind::Usage, fmt::format("queue {} prints -o json, yaml or name", verb));
 }
 
 /// The flags that set a queue's spec, shared by create and update.
@@ -184,7 +192,10 @@ struct QueueCreateOptions : ConnectedOutput {
     ConnectedOutput::Complete(flags);
     spec.complete();
   }
-  void Validate() const { spec.validate(); }
+  void Validate() const {
+    spec.validate();
+    check_report_format("create", format);
+  }
 
   void Run() {
     json queue = {{"apiVersion", kube::resources::queues().api_version()},
@@ -211,6 +222,7 @@ struct QueueUpdateOptions : ConnectedOutput {
 
   void Validate() const {
     spec.validate();
+    check_report_format("update", format);
     if (patch().empty()) {
       throw Error(ErrorKind::Usage,
                   "update needs at least one of --cpu, --memory, --gpus, --capability, --weight, "
@@ -342,6 +354,18 @@ struct QueueStateOptions {
   }
 };
 
+/// The jobs whose PodGroups name queue `name`, as namespace/name, sorted.
+std::vector<std::string> jobs_in_queue(kube::Client& client, const std::string& name) {
+  std::vector<std::string> jobs;
+  const json groups = client.list_all(kube::resources::podgroups(), "");
+  for (const auto& group : groups.value("items", json::array())) {
+    if (string_at(group, "/spec/queue"_json_pointer) == name)
+      jobs.push_back(fmt::format("{}/{}", namespace_of(group), name_of(group)));
+  }
+  std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
+
 struct QueueDeleteOptions {
   std::string name;
   bool ignore_not_found = false;
@@ -354,7 +378,8 @@ struct QueueDeleteOptions {
       throw Error(ErrorKind::Usage, "the default queue cannot be deleted (Volcano keeps it)");
   }
 
-  /// Volcano deletes only Closed queues, so no admitted gang loses its queue.
+  /// Volcano deletes only Closed queues, and its queue controller closes a queue only once no
+  /// PodGroup names it: no job, admitted or waiting, loses its queue.
   void Run() {
     kube::Client& client = connection.client();
     try {
@@ -364,6 +389,13 @@ struct QueueDeleteOptions {
                     fmt::format("queue {:?} is {}: only Closed queues can be deleted; run "
                                 "`trainctl queue close {}` first",
                                 name, state, name));
+      }
+      if (const auto jobs = jobs_in_queue(client, name); !jobs.empty()) {
+        throw Error(ErrorKind::Validation,
+                    fmt::format("queue {:?} still has jobs in it, which would wait for ever "
+                                "without it: {}; delete them first (or `trainctl queue open {}` "
+                                "to run them)",
+                                name, fmt::join(jobs, ", "), name));
       }
       client.remove(kube::resources::queues(), "", name);
     } catch (const Error& e) {
@@ -450,7 +482,7 @@ trainctl queue update team-a --gpus 32 --capability cpu-)");
   }
 
   auto remove = std::make_shared<QueueDeleteOptions>();
-  cmd = queue->add_subcommand("delete", "Delete a Closed queue");
+  cmd = queue->add_subcommand("delete", "Delete a Closed queue no job is in any more");
   add_examples(*cmd, R"(trainctl queue close team-a
 trainctl queue delete team-a)");
   add_name(*cmd, remove->name);

@@ -18,12 +18,12 @@
 #include <sstream>
 #include <thread>
 
+#include "api/names.h"
 #include "commands.h"
 #include "docs.h"
 #include "error.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
-#include "sandbox/selector.h"
 
 namespace trainctl::cli {
 namespace fs = std::filesystem;
@@ -173,7 +173,7 @@ struct SandboxUpOptions {
     if (node_gpus < 0)
       throw Error(ErrorKind::Usage, "--node-gpus must be >= 0");
     for (const auto& name : scheduler_names) {
-      if (const auto problems = sandbox::validation::dns1123_subdomain(name); !problems.empty())
+      if (const auto problems = api::names::dns1123_subdomain(name); !problems.empty())
         throw Error(ErrorKind::Usage,
                     fmt::format("--scheduler-name {:?}: {}", name, fmt::join(problems, "; ")));
     }

@@ -17,6 +17,11 @@ namespace {
 struct VersionOptions : ConnectedOutput {
   bool client_only = false;
 
+  void Validate() const {
+    if (format == OutputFormat::Wide || format == OutputFormat::Name)
+      throw Error(ErrorKind::Usage, "version prints -o json or yaml");
+  }
+
   void Run() {
     nlohmann::json doc = {{"clientVersion", {{"gitVersion", fmt::format("v{}", kVersion)}}}};
     std::optional<Error> server_problem;

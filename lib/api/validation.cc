@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "api/job.h"
+#include "api/names.h"
 #include "api/quantity.h"
 #include "api/resources.h"
 #include "error.h"
@@ -35,8 +36,11 @@ class Problems {
  public:
   explicit Problems(const SourceMap& source) : source_(source) {}
 
-  void add(std::string_view path, std::string message) {
-    found_.push_back({source_.line_of(path), std::string(path), std::move(message)});
+  void add(std::string_view path, std::string message) { add_at(path, path, std::move(message)); }
+
+  /// A problem reported against `path` but found at `where`, a field under it.
+  void add_at(std::string_view where, std::string_view path, std::string message) {
+    found_.push_back({source_.line_of(where), std::string(path), std::move(message)});
   }
 
   /// Throws the whole list, in file order, when there is anything in it.
@@ -208,6 +212,17 @@ bool check_containers(const json& containers, const std::string& path, std::stri
   return found;
 }
 
+/// Labels and annotations the API server would refuse, with its words; the job's at once, a pod
+/// template's only when the controller creates the pods, so both are checked here.
+void check_metadata(const json& metadata, const std::string& path, Problems& problems) {
+  const std::string labels = field_path(path, "labels");
+  for (const auto& e : names::label_errors(member(metadata, "labels")))
+    problems.add_at(field_path(labels, e.key), labels, e.body);
+  const std::string annotations = field_path(path, "annotations");
+  for (const auto& e : names::annotation_errors(member(metadata, "annotations")))
+    problems.add_at(field_path(annotations, e.key), annotations, e.body);
+}
+
 void check_template(const JobKindInfo& info, const json& replica, const std::string& path,
                     Problems& problems) {
   const std::string template_path = field_path(path, "template");
@@ -216,6 +231,7 @@ void check_template(const JobKindInfo& info, const json& replica, const std::str
     problems.add(template_path, "required: a pod template with spec.containers");
     return;
   }
+  check_metadata(member(pod, "metadata"), field_path(template_path, "metadata"), problems);
   const std::string containers_path = field_path(field_path(template_path, "spec"), "containers");
   const json& pod_spec = pod.value("spec", json());
   const json containers = pod_spec.is_object() ? pod_spec.value("containers", json()) : json();
@@ -463,6 +479,7 @@ void validate_job(const Manifest& manifest) {
   check_kind_rules(info, spec, problems);
   check_run_policy(spec, problems);
   check_name(job.value("metadata", json()), indexes, problems);
+  check_metadata(member(job, "metadata"), "metadata", problems);
   problems.throw_if_any();
 }
 

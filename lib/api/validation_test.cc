@@ -403,6 +403,49 @@ spec:
     Worker: {template: {spec: {containers: [{name: tensorflow, image: tf}]}}}
 )",
                        "job.yaml:3: metadata.name: required (or metadata.generateName)"},
+        ValidationCase{"LabelsTheServerRefuses", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: mnist
+  labels:
+    team: ml
+    a: b=c
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template:
+        metadata:
+          labels: {a: b=c}
+          annotations: {"bad key": x}
+        spec: {containers: [{name: tensorflow, image: tf}]}
+)",
+                       "job.yaml:7: metadata.labels: Invalid value: \"b=c\": a valid label must "
+                       "be an empty string or consist of alphanumeric characters, '-', '_' or "
+                       "'.', and must start and end with an alphanumeric character (e.g. "
+                       "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+                       "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')\n"
+                       "job.yaml:13: spec.tfReplicaSpecs.Worker.template.metadata.labels: Invalid "
+                       "value: \"b=c\": a valid label must be an empty string or consist of "
+                       "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                       "alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+                       "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+                       "\n"
+                       "job.yaml:14: spec.tfReplicaSpecs.Worker.template.metadata.annotations: "
+                       "Invalid value: \"bad key\": name part must consist of alphanumeric "
+                       "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                       "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+                       "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"},
+        ValidationCase{"ValidLabelsAndAnnotations", R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: mnist
+  labels: {app.kubernetes.io/name: mnist, empty: ""}
+  annotations: {Example.com/Note: "any text = fine"}
+spec:
+  tfReplicaSpecs:
+    Worker: {template: {spec: {containers: [{name: tensorflow, image: tf}]}}}
+)",
+                       "valid"},
         ValidationCase{"NameNotDns1035", R"(apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata: {name: 1-MNIST}

@@ -90,7 +90,7 @@ FieldValidation field_validation(const Request& request, const std::string& opti
   if (value == "Strict")
     return FieldValidation::Strict;
   throw invalid("meta.k8s.io", options_kind, "",
-                {not_supported("fieldValidation", validation::go_quote(value),
+                {not_supported("fieldValidation", api::names::go_quote(value),
                                {"", "Ignore", "Strict", "Warn"})});
 }
 
@@ -101,7 +101,7 @@ HeaderList unknown_field_warnings(FieldValidation mode, const std::vector<std::s
     return headers;
   for (const auto& field : unknown) {
     headers.emplace_back(
-        "Warning", "299 - " + validation::go_quote("unknown field " + validation::go_quote(field)));
+        "Warning", "299 - " + api::names::go_quote("unknown field " + api::names::go_quote(field)));
   }
   return headers;
 }
@@ -418,13 +418,13 @@ void ApiServer::serve_patch(const Request& request, ResponseWriter& response, co
     if (decoded.error) {
       // applyPatchToCurrentObject: the patched object does not decode.
       throw invalid("", "", "",
-                    {invalid_value("patch", validation::go_quote(before.dump()), *decoded.error)});
+                    {invalid_value("patch", api::names::go_quote(before.dump()), *decoded.error)});
     }
     unknown = decoded.unknown_fields;
     if (mode != FieldValidation::Strict || unknown.empty())
       return;
     // The patched object does not decode: a 422 naming the whole object as the bad value.
-    const std::string body = "Invalid value: " + validation::go_quote(before.dump()) + ": " +
+    const std::string body = "Invalid value: " + api::names::go_quote(before.dump()) + ": " +
                              strict_decoding_error(unknown);
     throw ApiError(
         ErrorKind::Invalid, 422, "Invalid", " \"\" is invalid: patch: " + body,

@@ -37,7 +37,7 @@ FieldError not_supported(std::string field, const std::string& quoted_value,
                          const std::vector<std::string>& supported) {
   std::string values;
   for (const auto& v : supported)
-    values += (values.empty() ? "" : ", ") + validation::go_quote(v);
+    values += (values.empty() ? "" : ", ") + api::names::go_quote(v);
   return {"FieldValueNotSupported", std::move(field),
           "Unsupported value: " + quoted_value + ": supported values: " + values};
 }
@@ -70,7 +70,7 @@ ApiError invalid(const std::string& group, const std::string& kind, const std::s
   }
   return ApiError(
       ErrorKind::Invalid, 422, "Invalid",
-      fmt::format("{} {} is invalid: {}", qualified, validation::go_quote(name), aggregate),
+      fmt::format("{} {} is invalid: {}", qualified, api::names::go_quote(name), aggregate),
       std::move(details));
 }
 

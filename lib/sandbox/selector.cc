@@ -194,8 +194,8 @@ class LabelParser {
       err = fmt::format("found '{}', expected: identifier", key.literal);
       return std::nullopt;
     }
-    if (auto errs = validation::qualified_name(key.literal); !errs.empty()) {
-      err = "<nil>: Invalid value: " + validation::go_quote(key.literal) + ": " + join(errs, "; ");
+    if (auto errs = api::names::qualified_name(key.literal); !errs.empty()) {
+      err = "<nil>: Invalid value: " + api::names::go_quote(key.literal) + ": " + join(errs, "; ");
       return std::nullopt;
     }
     r.key = key.literal;
@@ -315,14 +315,14 @@ class LabelParser {
           errs.push_back(
               fmt::format("values[{}]: Invalid value: {}: for 'Gt', 'Lt' operators, the "
                           "value must be an integer",
-                          i, validation::go_quote(v)));
+                          i, api::names::go_quote(v)));
         }
       }
     }
     for (std::size_t i = 0; i < r.values.size(); ++i) {
-      if (auto msgs = validation::label_value(r.values[i]); !msgs.empty()) {
+      if (auto msgs = api::names::label_value(r.values[i]); !msgs.empty()) {
         errs.push_back(fmt::format("values[{}][{}]: Invalid value: {}: {}", i, r.key,
-                                   validation::go_quote(r.values[i]), join(msgs, "; ")));
+                                   api::names::go_quote(r.values[i]), join(msgs, "; ")));
       }
     }
     if (!errs.empty()) {
@@ -650,9 +650,38 @@ void FieldSelector::check_supported(const std::string& group_resource, bool name
     } else if (f != "metadata.name" && f != "metadata.namespace") {
       reject_selector(fmt::format(
           "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
-          validation::go_quote(f)));
+          api::names::go_quote(f)));
     }
   }
+}
+
+bool is_builtin_group(std::string_view group) {
+  static const std::set<std::string_view> kGroups = {
+      "",
+      "admissionregistration.k8s.io",
+      "apiextensions.k8s.io",
+      "apiregistration.k8s.io",
+      "apps",
+      "authentication.k8s.io",
+      "authorization.k8s.io",
+      "autoscaling",
+      "batch",
+      "certificates.k8s.io",
+      "coordination.k8s.io",
+      "discovery.k8s.io",
+      "events.k8s.io",
+      "flowcontrol.apiserver.k8s.io",
+      "internal.apiserver.k8s.io",
+      "networking.k8s.io",
+      "node.k8s.io",
+      "policy",
+      "rbac.authorization.k8s.io",
+      "resource.k8s.io",
+      "scheduling.k8s.io",
+      "storage.k8s.io",
+      "storagemigration.k8s.io",
+  };
+  return kGroups.count(group) > 0;
 }
 
 }  // namespace trainctl::sandbox

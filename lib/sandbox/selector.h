@@ -6,21 +6,9 @@
 #include <string_view>
 #include <vector>
 
-namespace trainctl::sandbox {
+#include "api/names.h"
 
-/// Kubernetes' syntax rules for names, label keys and values
-/// (k8s.io/apimachinery/pkg/util/validation). Each returns the server's messages, empty when the
-/// value is valid, so callers can build `field: Invalid value: "x": <message>` errors.
-namespace validation {
-std::vector<std::string> dns1123_subdomain(std::string_view value);
-std::vector<std::string> dns1123_label(std::string_view value);
-std::vector<std::string> dns1035_label(std::string_view value);
-/// Label and annotation keys, finalizer names: `[prefix/]name`.
-std::vector<std::string> qualified_name(std::string_view value);
-std::vector<std::string> label_value(std::string_view value);
-/// `value` quoted as Go's %q does, as the server prints bad values.
-std::string go_quote(std::string_view value);
-}  // namespace validation
+namespace trainctl::sandbox {
 
 /// True for the API groups the real kube-apiserver serves itself ("" core, apps, batch,
 /// *.k8s.io groups of Kubernetes); anything else is served from a CustomResourceDefinition.

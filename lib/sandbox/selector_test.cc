@@ -213,24 +213,7 @@ TEST(FieldSelectorTest, SingleNamespace) {
   EXPECT_EQ(FieldSelector::parse("metadata.namespace!=team-a").single_namespace(), "");
 }
 
-TEST(NameValidationTest, NameRules) {
-  EXPECT_TRUE(validation::dns1123_subdomain("web-0.example").empty());
-  EXPECT_EQ(validation::dns1123_subdomain("Bad_Name").size(), 1u);
-  EXPECT_EQ(validation::dns1123_subdomain(std::string(254, 'a')).front(),
-            "must be no more than 253 characters");
-  EXPECT_TRUE(validation::dns1123_label("team-a").empty());
-  EXPECT_EQ(validation::dns1123_label("a.b"), std::vector<std::string>{"must not contain dots"});
-  EXPECT_TRUE(validation::dns1035_label("svc-1").empty());
-  EXPECT_EQ(validation::dns1035_label("1svc").front(),
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
-            "with an alphabetic character, and end with an alphanumeric character (e.g. "
-            "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')");
-  EXPECT_TRUE(validation::qualified_name("example.com/my_key").empty());
-  EXPECT_TRUE(validation::label_value("").empty());
-  EXPECT_EQ(validation::go_quote("a\"b\n"), "\"a\\\"b\\n\"");
-}
-
-TEST(NameValidationTest, BuiltinGroups) {
+TEST(BuiltinGroupTest, KubernetesOwnGroups) {
   EXPECT_TRUE(is_builtin_group(""));
   EXPECT_TRUE(is_builtin_group("batch"));
   EXPECT_TRUE(is_builtin_group("coordination.k8s.io"));

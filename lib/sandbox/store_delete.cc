@@ -112,7 +112,7 @@ void StoreCore::validate_policy(const std::string& policy) {
   if (policy.empty() || policy == "Background" || policy == "Foreground" || policy == "Orphan")
     return;
   throw sandbox::invalid("meta.k8s.io", "DeleteOptions", "",
-                         {not_supported("propagationPolicy", validation::go_quote(policy),
+                         {not_supported("propagationPolicy", api::names::go_quote(policy),
                                         {"Foreground", "Background", "Orphan"})});
 }
 

@@ -109,7 +109,7 @@ std::string rv_parameter_error(std::string_view s) {
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   if (ec == std::errc() && ptr == s.data() + s.size())
     return "";
-  const std::string quoted = validation::go_quote(std::string(s));
+  const std::string quoted = api::names::go_quote(std::string(s));
   return fmt::format(
       "resourceVersion: Invalid value: {}: strconv.ParseUint: parsing {}: {}", quoted, quoted,
       ec == std::errc::result_out_of_range ? "value out of range" : "invalid syntax");
@@ -140,7 +140,7 @@ json resource_details(const ResourceInfo& info, const std::string& name) {
 
 ApiError not_found(const ResourceInfo& info, const std::string& name) {
   return ApiError(ErrorKind::NotFound, 404, "NotFound",
-                  fmt::format("{} {} not found", info.group_resource(), validation::go_quote(name)),
+                  fmt::format("{} {} not found", info.group_resource(), api::names::go_quote(name)),
                   resource_details(info, name));
 }
 
@@ -151,7 +151,7 @@ ApiError unknown_resource() {
 
 ApiError already_exists(const ResourceInfo& info, const std::string& name, bool being_deleted) {
   std::string msg =
-      fmt::format("{} {} already exists", info.group_resource(), validation::go_quote(name));
+      fmt::format("{} {} already exists", info.group_resource(), api::names::go_quote(name));
   if (being_deleted)
     msg = "object is being deleted: " + msg;
   return ApiError(ErrorKind::AlreadyExists, 409, "AlreadyExists", msg,
@@ -166,7 +166,7 @@ ApiError conflict(const std::string& resource, const std::string& group, const s
     details["group"] = group;
   return ApiError(ErrorKind::Conflict, 409, "Conflict",
                   fmt::format("Operation cannot be fulfilled on {} {}: {}", qualified,
-                              validation::go_quote(name), why),
+                              api::names::go_quote(name), why),
                   std::move(details));
 }
 

@@ -78,7 +78,7 @@ ContinueToken decode_continue(const std::string& text) {
     throw fail("invalid character in the encoded token");
   if (string_member(token, "v") != "meta.k8s.io/v1") {
     throw fail(fmt::format("server does not recognize this encoded version {}",
-                           validation::go_quote(string_member(token, "v"))));
+                           api::names::go_quote(string_member(token, "v"))));
   }
   ContinueToken out;
   const json& rv = member(token, "rv");

@@ -19,7 +19,6 @@
 #include "sandbox/store.h"
 #include "sandbox/store_core.h"
 #include "sandbox/strategy.h"
-#include "text.h"
 
 namespace trainctl::sandbox {
 
@@ -89,29 +88,10 @@ std::uint64_t parse_rv(std::string_view s) {
 }
 
 void validate_metadata_content(const json& md, std::vector<FieldError>& errs) {
-  const json& labels = member(md, "labels");
-  if (labels.is_object()) {
-    for (const auto& [k, v] : labels.items()) {
-      for (const auto& msg : validation::qualified_name(k))
-        errs.push_back(invalid_value("metadata.labels", validation::go_quote(k), msg));
-      const std::string value = v.is_string() ? v.get<std::string>() : v.dump();
-      for (const auto& msg : validation::label_value(value))
-        errs.push_back(invalid_value("metadata.labels", validation::go_quote(value), msg));
-    }
-  }
-  const json& annotations = member(md, "annotations");
-  if (annotations.is_object()) {
-    std::size_t total = 0;
-    for (const auto& [k, v] : annotations.items()) {
-      for (const auto& msg : validation::qualified_name(to_lower(k)))
-        errs.push_back(invalid_value("metadata.annotations", validation::go_quote(k), msg));
-      total += k.size() + (v.is_string() ? v.get_ref<const std::string&>().size() : 0);
-    }
-    if (total > std::size_t{256} * 1024) {
-      errs.push_back({"FieldValueTooLong", "metadata.annotations",
-                      "Too long: may not be more than 262144 bytes"});
-    }
-  }
+  for (const auto& e : api::names::label_errors(member(md, "labels")))
+    errs.push_back({e.reason, "metadata.labels", e.body});
+  for (const auto& e : api::names::annotation_errors(member(md, "annotations")))
+    errs.push_back({e.reason, "metadata.annotations", e.body});
   const json& refs = member(md, "ownerReferences");
   if (refs.is_array()) {
     std::string first_controller;
@@ -122,7 +102,7 @@ void validate_metadata_content(const json& md, std::vector<FieldError>& errs) {
           slash == std::string::npos ? api_version : api_version.substr(slash + 1);
       if (version.empty()) {
         errs.push_back(invalid_value("metadata.ownerReferences.apiVersion",
-                                     validation::go_quote(api_version),
+                                     api::names::go_quote(api_version),
                                      "version must not be empty"));
       }
       for (const char* field : {"kind", "name", "uid"}) {
@@ -151,8 +131,8 @@ void validate_metadata_content(const json& md, std::vector<FieldError>& errs) {
     bool foreground = false;
     for (const auto& f : finalizers) {
       const std::string name = f.is_string() ? f.get<std::string>() : f.dump();
-      for (const auto& msg : validation::qualified_name(name))
-        errs.push_back(invalid_value("metadata.finalizers", validation::go_quote(name), msg));
+      for (const auto& msg : api::names::qualified_name(name))
+        errs.push_back(invalid_value("metadata.finalizers", api::names::go_quote(name), msg));
       orphan |= name == kFinalizerOrphan;
       foreground |= name == kFinalizerForeground;
     }

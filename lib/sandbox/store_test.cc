@@ -144,6 +144,21 @@ TEST_F(StoreTest, CreateRejectsNamesThatAreNotDnsSubdomains) {
   EXPECT_EQ(cr.api_status()["details"]["group"], "kubeflow.org");
 }
 
+TEST_F(StoreTest, CreateRejectsLabelsAndAnnotationsTheServerRefuses) {
+  json bad = pod("web");
+  bad["metadata"]["labels"] = {{"a", "b=c"}};
+  bad["metadata"]["annotations"] = {{"big", std::string(256 * 1024, 'x')}};
+  auto e = testing::expect_api_error([&] { store_.create("pods", bad); });
+  EXPECT_EQ(e.message(),
+            "Pod \"web\" is invalid: [metadata.labels: Invalid value: \"b=c\": a valid label "
+            "must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+            "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  "
+            "or '12345', regex used for validation is "
+            "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), metadata.annotations: Too long: may "
+            "not be more than 262144 bytes]");
+  EXPECT_EQ(e.api_status()["details"]["causes"][1]["reason"], "FieldValueTooLong");
+}
+
 TEST_F(StoreTest, ServiceAndNamespaceNamesAreLabels) {
   auto svc = testing::expect_api_error([&] {
     store_.create("services", {{"metadata", {{"name", "1web"}, {"namespace", "default"}}}});

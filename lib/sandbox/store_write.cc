@@ -89,7 +89,7 @@ void StoreCore::check_namespace_admission(const ResourceInfo& info, const std::s
   if (terminating(*it->second)) {
     const std::string target = name.empty()
                                    ? info.group_resource()
-                                   : info.group_resource() + " " + validation::go_quote(name);
+                                   : info.group_resource() + " " + api::names::go_quote(name);
     json details = resource_details(info, name);
     details["causes"] = json::array({{{"reason", "NamespaceTerminating"},
                                       {"message", "namespace " + ns + " is being terminated"},
@@ -171,7 +171,7 @@ void StoreCore::validate_create(const Table& t, const json& obj) {
   if (!generate_name.empty()) {
     for (const auto& msg : t.strategy->name_errors(mask_trailing_dash(generate_name))) {
       errs.push_back(
-          invalid_value("metadata.generateName", validation::go_quote(generate_name), msg));
+          invalid_value("metadata.generateName", api::names::go_quote(generate_name), msg));
     }
   }
   const std::string name = string_member(md, "name");
@@ -179,12 +179,12 @@ void StoreCore::validate_create(const Table& t, const json& obj) {
     errs.push_back(required_value("metadata.name", "name or generateName is required"));
   } else {
     for (const auto& msg : t.strategy->name_errors(name))
-      errs.push_back(invalid_value("metadata.name", validation::go_quote(name), msg));
+      errs.push_back(invalid_value("metadata.name", api::names::go_quote(name), msg));
   }
   if (info.namespaced) {
     const std::string ns = string_member(md, "namespace");
-    for (const auto& msg : validation::dns1123_label(ns))
-      errs.push_back(invalid_value("metadata.namespace", validation::go_quote(ns), msg));
+    for (const auto& msg : api::names::dns1123_label(ns))
+      errs.push_back(invalid_value("metadata.namespace", api::names::go_quote(ns), msg));
   }
   validate_metadata_content(md, errs);
   t.strategy->validate(obj, errs);
@@ -224,17 +224,17 @@ SharedJson StoreCore::update(Table& t, const std::string& key, json obj, WritePa
   next["kind"] = info.kind;
   if (part == WritePart::Main) {
     if (string_member(md, "name") != name)
-      errs.push_back(immutable("metadata.name", validation::go_quote(string_member(md, "name"))));
+      errs.push_back(immutable("metadata.name", api::names::go_quote(string_member(md, "name"))));
     if (info.namespaced && string_member(md, "namespace") != string_member(old_md, "namespace")) {
       errs.push_back(
-          immutable("metadata.namespace", validation::go_quote(string_member(md, "namespace"))));
+          immutable("metadata.namespace", api::names::go_quote(string_member(md, "namespace"))));
     }
     const std::string uid = string_member(md, "uid");
     if (!uid.empty() && uid != uid_of(old))
-      errs.push_back(immutable("metadata.uid", validation::go_quote(uid)));
+      errs.push_back(immutable("metadata.uid", api::names::go_quote(uid)));
     if (!old_md.contains("deletionTimestamp") && md.contains("deletionTimestamp")) {
       errs.push_back(immutable("metadata.deletionTimestamp",
-                               validation::go_quote(string_member(md, "deletionTimestamp"))));
+                               api::names::go_quote(string_member(md, "deletionTimestamp"))));
     }
     if (!info.namespaced)
       md.erase("namespace");
@@ -262,7 +262,7 @@ SharedJson StoreCore::update(Table& t, const std::string& key, json obj, WritePa
       if (!added.empty()) {
         std::string list;
         for (const auto& f : added)
-          list += (list.empty() ? "" : ", ") + validation::go_quote(f);
+          list += (list.empty() ? "" : ", ") + api::names::go_quote(f);
         errs.push_back(forbidden_value(
             "metadata.finalizers",
             "no new finalizers can be added if the object is being deleted, found new "

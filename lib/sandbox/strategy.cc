@@ -63,7 +63,7 @@ bool ResourceStrategy::orphans_dependents_by_default() const {
 }
 
 std::vector<std::string> ResourceStrategy::name_errors(std::string_view name) const {
-  return validation::dns1123_subdomain(name);
+  return api::names::dns1123_subdomain(name);
 }
 
 std::string ResourceStrategy::storage_prefix() const {

@@ -183,7 +183,7 @@ std::string go_float(double f) {
 /// A bad value as field.Error prints it: strings quoted, numbers and booleans bare.
 std::string shown(const json& v) {
   if (v.is_string())
-    return validation::go_quote(v.get<std::string>());
+    return api::names::go_quote(v.get<std::string>());
   if (v.is_number_float())
     return go_float(v.get<double>());
   return v.dump();
@@ -252,7 +252,7 @@ class Validator {
     std::string expected;
     for (const auto& t : allowed)
       expected += (expected.empty() ? "" : ",") + t;
-    const std::string quoted = validation::go_quote(actual);
+    const std::string quoted = api::names::go_quote(actual);
     errs_.push_back({"FieldValueTypeInvalid", path,
                      fmt::format("Invalid value: {}: {} in body must be of type {}: {}", quoted,
                                  path, expected, quoted)});
@@ -260,7 +260,7 @@ class Validator {
 
   /// A junctor's own error: no field, an empty value (errors.New without a name).
   void junctor_error(const std::string& path, const std::string& what) {
-    errs_.push_back(invalid_value("<nil>", "\"\"", validation::go_quote(path) + " " + what));
+    errs_.push_back(invalid_value("<nil>", "\"\"", api::names::go_quote(path) + " " + what));
   }
 
   std::vector<FieldError> branch(const json& v, const json& s, const std::string& path) {
@@ -351,7 +351,7 @@ class Validator {
     if (s.contains("format") && s["format"].is_string() && !matches_format(s["format"], str)) {
       invalid(path, str,
               fmt::format("must be of type {}: {}", s["format"].get<std::string>(),
-                          validation::go_quote(str)));
+                          api::names::go_quote(str)));
     }
   }
 
@@ -469,7 +469,7 @@ std::string strict_decoding_error(const std::vector<std::string>& unknown_fields
   std::string out = "strict decoding error: ";
   for (std::size_t i = 0; i < unknown_fields.size(); ++i)
     out +=
-        (i ? ", " : "") + fmt::format("unknown field {}", validation::go_quote(unknown_fields[i]));
+        (i ? ", " : "") + fmt::format("unknown field {}", api::names::go_quote(unknown_fields[i]));
   return out;
 }
 

@@ -224,6 +224,17 @@ TEST_F(CliTest, BareTrainctlAndHelpPrintHelp) {
                                      "\"submit\"?"));
 }
 
+// -o wide is offered where it changes or equals a table, and refused where there is no table.
+TEST_F(CliTest, OutputFormatsAreTheOnesTheHelpNames) {
+  EXPECT_THAT(run_cli("get --help").out, HasSubstr("json, yaml, name, or wide (the same as the"));
+  for (const char* args : {"version --client -o wide", "version --client -o name"}) {
+    RunResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err, "trainctl: version prints -o json or yaml\n") << args;
+  }
+  EXPECT_EQ(run_cli("version --client -o yaml").exit_code, 0);
+}
+
 TEST_F(CliTest, EveryUsageErrorStartsWithTrainctl) {
   for (const char* args : {"get a b", "list --queue", "version --no-such-flag", "list --kind x"}) {
     RunResult r = run_cli(args);

@@ -65,6 +65,9 @@ TEST_F(QueueCliTest, CreateRejectsBadQuantitiesBeforeAnyRequest) {
   const auto bad_capability = run("queue create team-a --capability gpu");
   EXPECT_EQ(bad_capability.exit_code, 2);
   EXPECT_THAT(bad_capability.err, HasSubstr("use RESOURCE=QUANTITY"));
+  const auto wide = run("queue create team-a --gpus 2 -o wide");
+  EXPECT_EQ(wide.exit_code, 2);
+  EXPECT_THAT(wide.err, HasSubstr("queue create prints -o json, yaml or name"));
   const auto dry = run("queue create team-a --gpus 2 --dry-run -o json");
   EXPECT_EQ(dry.exit_code, 0) << dry.err;
   EXPECT_EQ(json::parse(dry.out)["spec"]["capability"]["nvidia.com/gpu"], "2");
@@ -188,6 +191,35 @@ TEST_F(QueueCliTest, DeleteTakesOnlyClosedQueues) {
   EXPECT_EQ(ignored.exit_code, 0) << ignored.err;
   EXPECT_THAT(ignored.out, IsEmpty());
   EXPECT_EQ(run("queue delete default").exit_code, 2);
+}
+
+// As Volcano, whose queue controller leaves a queue Closing while any PodGroup names it: a job
+// that still waits in a queue would wait for ever once the queue is gone.
+TEST_F(QueueCliTest, DeleteRefusesAQueueJobsAreStillIn) {
+  ASSERT_EQ(run("queue create team-a").exit_code, 0);
+  ASSERT_EQ(run("queue close team-a").exit_code, 0);
+  const auto group = [](const std::string& name, const std::string& queue) {
+    return json{{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                {"kind", "PodGroup"},
+                {"metadata", {{"name", name}, {"namespace", "default"}}},
+                {"spec", {{"minMember", 2}, {"queue", queue}}}};
+  };
+  client().create(kube::resources::podgroups(), "default", group("mnist", "team-a"));
+  client().create(kube::resources::podgroups(), "default", group("bert", "team-a"));
+  client().create(kube::resources::podgroups(), "default", group("other", "team-b"));
+
+  const auto refused = run("queue delete team-a");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.err,
+            "trainctl: queue \"team-a\" still has jobs in it, which would wait for ever without "
+            "it: default/bert, default/mnist; delete them first (or `trainctl queue open team-a` "
+            "to run them)\n");
+  EXPECT_EQ(queue("team-a")["status"]["state"], "Closed");
+
+  for (const char* name : {"mnist", "bert"})
+    client().remove(kube::resources::podgroups(), "default", name);
+  const auto deleted = run("queue delete team-a");
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
 }
 
 }  // namespace

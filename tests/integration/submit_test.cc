@@ -152,6 +152,18 @@ TEST(RenderTest, BadFlagValuesExit2NamingTheFlagBeforeAnythingIsRendered) {
             "--workers: must be at least 0, got -1\n");
 }
 
+// kube-apiserver refuses the label value "b=c"; the user hears it before anything is sent.
+TEST(RenderTest, ALabelTheApiServerWouldRefuseExits2WithTheServersWords) {
+  RunResult r = run_submit("render tfjob --name mnist --image reg/tf:1 --label a=b=c");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("trainctl: tfjob (rendered):5: metadata.labels: Invalid value: "
+                               "\"b=c\": a valid label must be an empty string or consist of "
+                               "alphanumeric characters"));
+  EXPECT_THAT(r.err, HasSubstr("\ntfjob (rendered):12: spec.tfReplicaSpecs.Worker.template."
+                               "metadata.labels: Invalid value: \"b=c\""));
+}
+
 TEST(RenderTest, ATemplateOfYourOwnTakesAnyValueAndIsValidatedAsRendered) {
   testing::TempDir dir;
   const auto target = dir.path() / "mine";

@@ -37,8 +37,8 @@ std::string template_containers(const json& job, const char* field) {
 std::string go_string_map(const json& map) {
   std::string pairs;
   for (const auto& [key, value] : map.items()) {
-    pairs += fmt::format("{}{}:{}", pairs.empty() ? "" : ", ", validation::go_quote(key),
-                         validation::go_quote(value.is_string() ? value.get<std::string>() : ""));
+    pairs += fmt::format("{}{}:{}", pairs.empty() ? "" : ", ", api::names::go_quote(key),
+                         api::names::go_quote(value.is_string() ? value.get<std::string>() : ""));
   }
   return "map[string]string{" + pairs + "}";
 }
@@ -50,7 +50,7 @@ std::string spec_field_value(const std::string& field, const json& value) {
   if (value.is_null())
     return "null";
   if (value.is_string())
-    return validation::go_quote(value.get<std::string>());
+    return api::names::go_quote(value.get<std::string>());
   if (field == "template")
     return "core.PodTemplateSpec{...}";
   if (field != "selector")
@@ -319,7 +319,7 @@ class JobStrategy final : public ResourceStrategy {
     }
     const std::string mode = spec.value("completionMode", "");
     if (mode != "NonIndexed" && mode != "Indexed") {
-      errs.push_back(not_supported("spec.completionMode", validation::go_quote(mode),
+      errs.push_back(not_supported("spec.completionMode", api::names::go_quote(mode),
                                    {"NonIndexed", "Indexed"}));
     }
     if (mode == "Indexed" && !has_field(spec, "completions"))
@@ -332,7 +332,7 @@ class JobStrategy final : public ResourceStrategy {
                                     "valid values: \"OnFailure\", \"Never\""));
     } else if (restart != "OnFailure" && restart != "Never") {
       errs.push_back(not_supported("spec.template.spec.restartPolicy",
-                                   validation::go_quote(restart), {"OnFailure", "Never"}));
+                                   api::names::go_quote(restart), {"OnFailure", "Never"}));
     }
     if (member(spec, "manualSelector") == json(true) && !has_field(spec, "selector"))
       errs.push_back(required_value("spec.selector", ""));

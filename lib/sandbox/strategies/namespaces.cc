@@ -26,7 +26,7 @@ class NamespaceStrategy final : public ResourceStrategy {
 
   void admit(json& ns, const AdmissionContext&) const override {
     const std::string name = ns["metadata"].value("name", "");
-    if (!validation::dns1123_label(name).empty()) {
+    if (!api::names::dns1123_label(name).empty()) {
       reject_field(info(), ns, "metadata.name",
                    fmt::format("Invalid value: {:?}: a lowercase RFC 1123 label must consist of "
                                "lower case alphanumeric characters or '-', and must start and end "
@@ -38,7 +38,7 @@ class NamespaceStrategy final : public ResourceStrategy {
   }
 
   std::vector<std::string> name_errors(std::string_view name) const override {
-    return validation::dns1123_label(name);
+    return api::names::dns1123_label(name);
   }
 
   void prepare_for_create(json& ns) const override {
@@ -74,7 +74,7 @@ class NamespaceStrategy final : public ResourceStrategy {
     if (name == "default" || name == "kube-system" || name == "kube-public") {
       throw ApiError(ErrorKind::Forbidden, 403, "Forbidden",
                      fmt::format("namespaces {} is forbidden: this namespace may not be deleted",
-                                 validation::go_quote(name)),
+                                 api::names::go_quote(name)),
                      {{"name", name}, {"kind", "namespaces"}});
     }
   }

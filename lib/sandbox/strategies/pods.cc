@@ -23,8 +23,8 @@ namespace {
 
 /// A quantity as the server prints a bad value: as written.
 std::string written(const json& v) {
-  return v.is_string() ? validation::go_quote(v.get_ref<const std::string&>())
-                       : validation::go_quote(v.dump());
+  return v.is_string() ? api::names::go_quote(v.get_ref<const std::string&>())
+                       : api::names::go_quote(v.dump());
 }
 
 /// validateEnv's name rule.
@@ -37,7 +37,7 @@ void validate_env(const json& container, const std::string& path, std::vector<Fi
       errs.push_back(required_value(field, ""));
     else if (!api::is_env_var_name(name))
       errs.push_back(invalid_value(
-          field, validation::go_quote(name),
+          field, api::names::go_quote(name),
           "a valid environment variable name must consist of alphabetic characters, digits, "
           "'_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or "
           "'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is "
@@ -201,8 +201,8 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
     const std::string field = fmt::format("{}.containers[{}]", path, i);
     if (name.empty()) {
       errs.push_back(required_value(field + ".name", ""));
-    } else if (!validation::dns1123_label(name).empty()) {
-      errs.push_back(invalid_value(field + ".name", validation::go_quote(name),
+    } else if (!api::names::dns1123_label(name).empty()) {
+      errs.push_back(invalid_value(field + ".name", api::names::go_quote(name),
                                    "a lowercase RFC 1123 label must consist of lower case "
                                    "alphanumeric characters or '-'"));
     }
@@ -231,7 +231,7 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
   }
   const std::string restart = spec.value("restartPolicy", "Always");
   if (restart != "Always" && restart != "OnFailure" && restart != "Never") {
-    errs.push_back(not_supported(path + ".restartPolicy", validation::go_quote(restart),
+    errs.push_back(not_supported(path + ".restartPolicy", api::names::go_quote(restart),
                                  {"Always", "OnFailure", "Never"}));
   }
   spec["restartPolicy"] = restart;

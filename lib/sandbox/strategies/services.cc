@@ -116,7 +116,7 @@ class ServiceStrategy final : public ResourceStrategy {
   }
 
   std::vector<std::string> name_errors(std::string_view name) const override {
-    return validation::dns1035_label(name);
+    return api::names::dns1035_label(name);
   }
   bool allows_create_on_update() const override { return true; }
   std::string storage_prefix() const override { return "services/specs"; }

@@ -1,26 +1,12 @@
-// Kubernetes' name and label syntax (k8s.io/apimachinery/pkg/util/validation) and which API
-// groups kube-apiserver serves itself.
+#include "api/names.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
-#include <charconv>
-#include <map>
-#include <optional>
-#include <set>
-#include <tuple>
 
-#include "error.h"
-#include "sandbox/selector.h"
+#include "text.h"
 
-namespace trainctl::sandbox {
-
-// ---------------------------------------------------------------------------------------------
-// Name and label syntax
-
-namespace validation {
-
+namespace trainctl::api::names {
 namespace {
 
 bool is_lower_alnum(char c) {
@@ -207,35 +193,49 @@ std::string go_quote(std::string_view value) {
   return out + "\"";
 }
 
-}  // namespace validation
+namespace {
 
-bool is_builtin_group(std::string_view group) {
-  static const std::set<std::string_view> kGroups = {
-      "",
-      "admissionregistration.k8s.io",
-      "apiextensions.k8s.io",
-      "apiregistration.k8s.io",
-      "apps",
-      "authentication.k8s.io",
-      "authorization.k8s.io",
-      "autoscaling",
-      "batch",
-      "certificates.k8s.io",
-      "coordination.k8s.io",
-      "discovery.k8s.io",
-      "events.k8s.io",
-      "flowcontrol.apiserver.k8s.io",
-      "internal.apiserver.k8s.io",
-      "networking.k8s.io",
-      "node.k8s.io",
-      "policy",
-      "rbac.authorization.k8s.io",
-      "resource.k8s.io",
-      "scheduling.k8s.io",
-      "storage.k8s.io",
-      "storagemigration.k8s.io",
-  };
-  return kGroups.count(group) > 0;
+/// field.Invalid's body.
+MetadataError invalid_value(const std::string& key, std::string_view value,
+                            const std::string& message) {
+  return {key, "FieldValueInvalid", "Invalid value: " + go_quote(value) + ": " + message};
 }
 
-}  // namespace trainctl::sandbox
+/// ValidateAnnotations' limit on keys and values together.
+constexpr std::size_t kTotalAnnotationSizeLimit = std::size_t{256} * 1024;
+
+}  // namespace
+
+std::vector<MetadataError> label_errors(const nlohmann::json& labels) {
+  std::vector<MetadataError> errs;
+  if (!labels.is_object())
+    return errs;
+  for (const auto& [key, v] : labels.items()) {
+    for (const auto& message : qualified_name(key))
+      errs.push_back(invalid_value(key, key, message));
+    const std::string value = v.is_string() ? v.get<std::string>() : v.dump();
+    for (const auto& message : label_value(value))
+      errs.push_back(invalid_value(key, value, message));
+  }
+  return errs;
+}
+
+std::vector<MetadataError> annotation_errors(const nlohmann::json& annotations) {
+  std::vector<MetadataError> errs;
+  if (!annotations.is_object())
+    return errs;
+  std::size_t total = 0;
+  for (const auto& [key, v] : annotations.items()) {
+    for (const auto& message : qualified_name(to_lower(key)))
+      errs.push_back(invalid_value(key, key, message));
+    total += key.size() + (v.is_string() ? v.get_ref<const std::string&>().size() : 0);
+  }
+  if (total > kTotalAnnotationSizeLimit) {
+    errs.push_back(
+        {"", "FieldValueTooLong",
+         fmt::format("Too long: may not be more than {} bytes", kTotalAnnotationSizeLimit)});
+  }
+  return errs;
+}
+
+}  // namespace trainctl::api::names
