@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/names.h"
 #include "json_access.h"
 #include "sandbox/go_types.h"
-#include "sandbox/selector.h"
 #include "sandbox/strategies/builtin.h"
 #include "sandbox/table.h"
 #include "text.h"
@@ -92,7 +92,7 @@ std::size_t check_keys(const json& object, const char* field, bool bytes,
   for (const auto& [key, value] : object_member(object, field).items()) {
     for (const std::string& msg : config_key_errors(key))
       errs.push_back(
-          invalid_value(fmt::format("{}[{}]", field, key), validation::go_quote(key), msg));
+          invalid_value(fmt::format("{}[{}]", field, key), api::names::go_quote(key), msg));
     const std::string text = value.is_string() ? value.get<std::string>() : "";
     size += bytes ? base64_decode(text).value_or("").size() : text.size();
   }
@@ -120,7 +120,7 @@ class ConfigMapStrategy final : public ResourceStrategy {
     const json& binary = object_member(cm, "binaryData");
     for (const auto& [key, value] : object_member(cm, "data").items()) {
       if (binary.contains(key))
-        errs.push_back(invalid_value(fmt::format("data[{}]", key), validation::go_quote(key),
+        errs.push_back(invalid_value(fmt::format("data[{}]", key), api::names::go_quote(key),
                                      "duplicate of key present in binaryData"));
     }
     size += check_keys(cm, "binaryData", true, errs);
