@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 namespace trainctl {
@@ -44,6 +45,26 @@ TEST(TextTest, Base64CorruptAtNamesTheByteGoNames) {
   EXPECT_EQ(base64_corrupt_at("YWJjZA="), 7u);    // "==" missing its second '='
   EXPECT_EQ(base64_corrupt_at("YWJjZA==x"), 8u);  // anything after the padding
   EXPECT_EQ(base64_corrupt_at("YWJjZA=x"), 6u);   // the second '=' is not one
+}
+
+// On random text over base64's alphabet, padding, line breaks and a bad byte: what Go reads
+// the lenient decoder reads too, and what either encodes reads back; nothing is out of range.
+TEST(TextTest, PropertyBase64CorruptAtAgreesWithDecodeAndEncode) {
+  std::mt19937 random(20261127);
+  const std::string alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/==\n\r!";
+  for (int i = 0; i < 20'000; ++i) {
+    std::string text(random() % 14, ' ');
+    for (char& c : text)
+      c = alphabet[random() % alphabet.size()];
+    if (const auto at = base64_corrupt_at(text)) {
+      EXPECT_LE(*at, text.size()) << text;
+      continue;
+    }
+    const auto decoded = base64_decode(text);
+    ASSERT_TRUE(decoded.has_value()) << text;
+    EXPECT_EQ(base64_corrupt_at(base64_encode(*decoded)), std::nullopt) << text;
+  }
 }
 
 TEST(TextTest, EditDistanceCountsSingleByteEditsIgnoringCase) {
