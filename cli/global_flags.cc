@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -97,9 +100,28 @@ kube::RestConfig GlobalFlags::rest_config() const {
   return config;
 }
 
+namespace {
+
+/// kubectl's warning printer: each distinct warning a server sends, once, on stderr.
+std::function<void(const std::string&)> print_each_warning_once() {
+  struct Seen {
+    std::mutex mu;
+    std::set<std::string> texts;
+  };
+  auto seen = std::make_shared<Seen>();
+  return [seen](const std::string& text) {
+    const std::lock_guard lock(seen->mu);
+    if (seen->texts.insert(text).second)
+      std::cerr << "Warning: " << text << '\n';
+  };
+}
+
+}  // namespace
+
 const kube::RestConfig& Connection::config() {
   if (!config_) {
     config_ = flags_->rest_config();
+    config_->on_warning = print_each_warning_once();
     if (multiplexed_)
       config_->transport = kube::Transport::Multiplexed;
     if (config_->tls.insecure_skip_verify)

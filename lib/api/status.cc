@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/job.h"
 #include "api/job_view.h"
 #include "api/quantity.h"
 #include "json_access.h"
@@ -115,9 +116,14 @@ std::string display_status(const json& job, const json& podgroup) {
 std::vector<ReplicaTotals> replica_totals(const json& job) {
   const json& statuses = member(member(job, "status"), "replicaStatuses");
   std::vector<ReplicaTotals> totals;
-  for (const ReplicaSpecView& replica : JobView(job).replica_specs()) {
-    const json& st = member(statuses, replica.type);
-    totals.push_back({.type = replica.type,
+  const JobView view(job);
+  for (const ReplicaSpecView& replica : view.replica_specs()) {
+    // The operators count a case variant ("worker") as its type, under the CamelCase name.
+    const auto canonical =
+        view.kind() ? canonical_replica_type(*view.kind(), replica.type) : std::nullopt;
+    const std::string type = canonical ? std::string(*canonical) : replica.type;
+    const json& st = member(statuses, type);
+    totals.push_back({.type = type,
                       .replicas = replica.replicas,
                       .active = int_member(st, "active", 0),
                       .succeeded = int_member(st, "succeeded", 0),

@@ -142,6 +142,25 @@ TEST(ReplicasColumnTest, AFinishedJobShowsWhatItsReplicasCameTo) {
   EXPECT_EQ(replicas_column(job), "Master:0/1,Worker:3/3");
 }
 
+// A spec written with "master"/"worker" keys: the operators count them as Master and Worker and
+// write the status under those names (walk: list showed `master:0 succeeded` for a done job).
+TEST(ReplicaTotalsTest, CaseVariantsOfAReplicaTypeAreCountedUnderItsName) {
+  json job = {
+      {"kind", "PyTorchJob"},
+      {"spec",
+       {{"pytorchReplicaSpecs",
+         {{"master", gpu_replica(1, nullptr)}, {"worker", gpu_replica(2, nullptr)}}}}},
+      {"status",
+       {{"replicaStatuses", {{"Master", {{"succeeded", 1}}}, {"Worker", {{"active", 2}}}}}}}};
+  const auto totals = replica_totals(job);
+  ASSERT_EQ(totals.size(), 2u);
+  EXPECT_EQ(totals[0].type, "Master");
+  EXPECT_EQ(totals[0].succeeded, 1);
+  EXPECT_EQ(totals[1].type, "Worker");
+  EXPECT_EQ(totals[1].active, 2);
+  EXPECT_EQ(format_replicas(totals), "Master:0/1,Worker:2/2");
+}
+
 TEST(ReplicaTotalsTest, MPIJobUsesItsOwnField) {
   json job = {{"kind", "MPIJob"},
               {"spec",

@@ -135,6 +135,10 @@ HttpResponse Client::round_trip(HttpRequest request, bool idempotent) {
       clock_.sleep_for(delay);
       continue;
     }
+    if (config_.on_warning) {
+      for (const std::string& text : warning_texts(response.header("warning")))
+        config_.on_warning(text);
+    }
     return response;
   }
 }

@@ -357,7 +357,7 @@ std::unique_ptr<DirectTransport::Connection> DirectTransport::open(const Request
       throw Error(ErrorKind::Connection, "cannot set up TLS: " + openssl_errors());
   }
   try {
-    c->socket->connect(deadline);
+    c->socket->connect(std::min(deadline, SteadyClock::now() + config_.tls_handshake_timeout));
   } catch (const Error& e) {
     const long verified = SSL_get_verify_result(ssl);
     if (e.kind() == ErrorKind::Connection && verified != X509_V_OK) {

@@ -35,6 +35,49 @@ std::string HttpResponse::header(const std::string& lower_name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
+std::vector<std::string> warning_texts(std::string_view header) {
+  std::vector<std::string> texts;
+  std::size_t at = 0;
+  const auto skip = [&](std::string_view chars) {
+    while (at < header.size() && chars.find(header[at]) != std::string_view::npos)
+      ++at;
+  };
+  // A quoted-string, unescaped; nullopt when there is none at `at`.
+  const auto quoted = [&]() -> std::optional<std::string> {
+    if (at >= header.size() || header[at] != '"')
+      return std::nullopt;
+    std::string text;
+    for (++at; at < header.size(); ++at) {
+      if (header[at] == '"') {
+        ++at;
+        return text;
+      }
+      if (header[at] == '\\' && at + 1 < header.size())
+        ++at;
+      text += header[at];
+    }
+    return std::nullopt;  // unterminated
+  };
+  while (at < header.size()) {
+    skip(" \t,");
+    // warn-code SP warn-agent SP warn-text [SP warn-date]
+    const std::size_t code_end = header.find(' ', at);
+    if (code_end == std::string_view::npos)
+      break;
+    at = header.find(' ', code_end + 1);
+    if (at == std::string_view::npos)
+      break;
+    skip(" ");
+    const std::optional<std::string> text = quoted();
+    if (!text)
+      break;
+    texts.push_back(*text);
+    skip(" ");
+    quoted();  // a date, if any
+  }
+  return texts;
+}
+
 namespace {
 
 struct CurlGlobal {

@@ -43,6 +43,11 @@ struct HttpResponse {
   std::string header(const std::string& lower_name) const;
 };
 
+/// The texts of a Warning header's values (RFC 7234: `299 - "text"` or `299 - "text" "date"`,
+/// several joined by commas), unquoted, as client-go's ParseWarningHeaders reads them; a value
+/// that does not parse is left out.
+std::vector<std::string> warning_texts(std::string_view header);
+
 /// Receives a streamed 2xx response body as it arrives; returning false ends the stream.
 using BodySink = std::function<bool(std::string_view)>;
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -66,6 +67,12 @@ struct RestConfig {
   /// The namespace verbs default to: flag, then context, then "default".
   std::string default_namespace = "default";
   std::chrono::milliseconds timeout{0};  // per request; 0 = no limit
+  /// How long a TLS handshake may take, whatever the request's timeout: client-go's transport
+  /// (and so kubectl) gives up after 10 s, so a server that accepts and never answers fails.
+  std::chrono::milliseconds tls_handshake_timeout{10'000};
+  /// Called with the text of every warning a response carries (`Warning: 299 - "unknown field
+  /// \"spec.x\""`), as client-go's WarningHandler; from the request's thread. None by default.
+  std::function<void(const std::string&)> on_warning;
   /// Client-side rate limit (0 = unlimited) and burst: kubectl's defaults since 1.27, so a
   /// `submit -f` of up to ~300 jobs is never held back on the client.
   double qps = 50;

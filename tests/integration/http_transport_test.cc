@@ -585,6 +585,38 @@ TEST(DirectTransportTest, AnAddressThatDoesNotAnswerIsPassedForTheNextAsHappyEye
     ::close(h);
 }
 
+TEST(HttpTransportTest, WarningHeadersAreReadAsClientGoReadsThem) {
+  EXPECT_EQ(warning_texts(R"(299 - "unknown field \"spec.bogus\"")"),
+            std::vector<std::string>{R"(unknown field "spec.bogus")"});
+  // Repeated fields joined by commas, a comma inside a text, a date, another agent.
+  EXPECT_EQ(
+      warning_texts(R"(299 - "a, b", 299 - "c" "Sat, 25 Aug 2012 23:34:45 GMT",199 host "d")"),
+      (std::vector<std::string>{"a, b", "c", "d"}));
+  EXPECT_TRUE(warning_texts("").empty());
+  EXPECT_TRUE(warning_texts("garbage").empty());
+  EXPECT_EQ(warning_texts(R"(299 - "ok", 299 - "unterminated)"), std::vector<std::string>{"ok"});
+}
+
+// A server that takes the connection and never answers the handshake: a Timeout after the
+// handshake's own limit (client-go's 10 s; shorter here), though the request has none.
+TEST(DirectTransportTest, AHandshakeTheServerNeverAnswersTimesOutWithoutARequestTimeout) {
+  const Listener mute(8);  // the kernel completes the TCP handshake; nobody reads
+  RestConfig config;
+  config.server = fmt::format("https://127.0.0.1:{}", mute.port());
+  config.transport = Transport::Direct;
+  config.tls.insecure_skip_verify = true;
+  config.tls_handshake_timeout = std::chrono::milliseconds(300);
+  ASSERT_EQ(config.timeout.count(), 0);
+  HttpTransport transport(config);
+  HttpRequest request;
+  request.path = "/version";
+  const auto started = SteadyClock::now();
+  const Error e = testing::expect_error([&] { transport.send(request, {}); });
+  EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
+  EXPECT_THAT(e.message(), HasSubstr("TLS handshake"));
+  EXPECT_LT(SteadyClock::now() - started, std::chrono::seconds(5));
+}
+
 // A client certificate the server asks for but that cannot be given is a Config error saying
 // what is wrong with it (the kubeconfig's), not OpenSSL's words for the failed handshake.
 TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {

@@ -660,6 +660,20 @@ TEST_F(SubmitTest, ListsAndGetOutputGoBackInAndAJobTwiceIsRefused) {
       "reg/tf:1");  // nothing was sent
 }
 
+// The server's warnings (here: fields its schema prunes, a typo among them) reach the user as
+// kubectl prints them, each once, and the job is created as before.
+TEST_F(SubmitTest, TheServersWarningsArePrintedOnceEach) {
+  std::string job = tfjob_yaml("warned", "reg/tf:1");
+  job.replace(job.find("spec:\n"), 6,
+              "spec:\n  bogus: 1\n  runPolicy:\n    cleanPodPolicyy: All\n");
+  RunResult r = trainctl("submit -f -", job);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "tfjob.kubeflow.org/warned created\n");
+  EXPECT_EQ(r.err,
+            "Warning: unknown field \"spec.bogus\"\n"
+            "Warning: unknown field \"spec.runPolicy.cleanPodPolicyy\"\n");
+}
+
 TEST_F(SubmitTest, IfExistsFailSkipReplace) {
   const auto v1 = dir_.write("v1.yaml", fmt::format(kTwoJobs, 1));
   const auto v2 = dir_.write("v2.yaml", fmt::format(kTwoJobs, 4));
