@@ -6,8 +6,12 @@
 // --wait follows the created jobs to their end (submit_wait.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -43,11 +47,39 @@ std::string read_input(const std::string& file) {
     return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
   }
   std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw Error(ErrorKind::Usage, fmt::format("{}: cannot read the file", file));
+  if (!in) {
+    throw Error(ErrorKind::Usage,
+                fmt::format("{}: cannot read the file: {}", file, std::strerror(errno)));
+  }
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+/// The files -f names, a directory as kubectl reads one: its .json, .yaml and .yml files (not
+/// its subdirectories), by name.
+std::vector<std::string> input_files(const std::vector<std::string>& named) {
+  std::vector<std::string> files;
+  for (const std::string& name : named) {
+    std::error_code error;
+    if (name == "-" || !std::filesystem::is_directory(name, error)) {
+      files.push_back(name);
+      continue;
+    }
+    std::vector<std::string> inside;
+    for (const auto& entry : std::filesystem::directory_iterator(name, error)) {
+      const std::string extension = entry.path().extension().string();
+      if (entry.is_regular_file(error) &&
+          (extension == ".json" || extension == ".yaml" || extension == ".yml"))
+        inside.push_back(entry.path().string());
+    }
+    if (error)
+      throw Error(ErrorKind::Usage,
+                  fmt::format("{}: cannot read the directory: {}", name, error.message()));
+    std::sort(inside.begin(), inside.end());
+    files.insert(files.end(), inside.begin(), inside.end());
+  }
+  return files;
 }
 
 /// Reads and validates every document of every file (the items of a List as documents); throws
@@ -92,7 +124,7 @@ std::vector<json> read_jobs(const std::vector<std::string>& files) {
     annotate_job(m.object, "");
     jobs.push_back(std::move(m.object));
   };
-  for (const auto& file : files) {
+  for (const auto& file : input_files(files)) {
     for (auto& m : api::parse_manifests(read_input(file), file)) {
       if (!api::is_list(m.object)) {
         take(m);
@@ -442,7 +474,9 @@ void add_submit_command(CLI::App& app, const GlobalFlags& flags, std::string_vie
       "--wait follows the jobs this submit created (by uid), never an older job of the same "
       "name.");
   submit->require_subcommand(0, 1);
-  submit->add_option("-f,--filename", opts->files, "Manifest file, - for stdin (repeatable)");
+  submit->add_option(
+      "-f,--filename", opts->files,
+      "Manifest file, directory (its .yaml, .yml and .json files) or - for stdin (repeatable)");
   add_write_flags(*submit, opts->write);
   add_submit_wait_flags(*submit, opts->follow);
   const api::JobKind kinds[] = {api::JobKind::TFJob, api::JobKind::PyTorchJob,

@@ -660,6 +660,24 @@ TEST_F(SubmitTest, ListsAndGetOutputGoBackInAndAJobTwiceIsRefused) {
       "reg/tf:1");  // nothing was sent
 }
 
+// -f DIR reads the directory's manifests as kubectl does (.yaml, .yml, .json; by name; not its
+// subdirectories or other files); a file that cannot be read says why.
+TEST_F(SubmitTest, AFileFlagNamingADirectoryReadsItsManifests) {
+  dir_.write("jobs/b.yml", tfjob_yaml("second", "reg/tf:1"));
+  dir_.write("jobs/a.yaml", tfjob_yaml("first", "reg/tf:1"));
+  dir_.write("jobs/notes.txt", "not a manifest");
+  dir_.write("jobs/old/c.yaml", tfjob_yaml("nested", "reg/tf:1"));
+  RunResult r = trainctl("submit --dry-run=client -o name -f " + (dir_.path() / "jobs").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "tfjob.kubeflow.org/first\ntfjob.kubeflow.org/second\n");
+
+  const std::string missing = (dir_.path() / "missing.yaml").string();
+  RunResult gone = trainctl("submit -f " + missing);
+  EXPECT_EQ(gone.exit_code, 2);
+  EXPECT_EQ(gone.err,
+            "trainctl: " + missing + ": cannot read the file: No such file or directory\n");
+}
+
 // The server's warnings (here: fields its schema prunes, a typo among them) reach the user as
 // kubectl prints them, each once, and the job is created as before.
 TEST_F(SubmitTest, TheServersWarningsArePrintedOnceEach) {
