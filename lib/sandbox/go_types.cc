@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <limits>
 
 #include "api/quantity.h"
@@ -27,21 +26,19 @@ std::string json_kind(const json& value) {
 
 namespace {
 
-/// An integer field takes a number that is a whole number in its range; Go names any other
-/// number by its text.
+/// An integer field takes a number written as an integer in its range (Go parses the literal:
+/// `80.0` is refused too); any other number is named by its text.
 bool fits(const json& value, GoKind kind) {
-  const double lowest = kind == GoKind::Int32 ? std::numeric_limits<std::int32_t>::min()
-                                              : std::numeric_limits<std::int64_t>::min();
-  const double highest = kind == GoKind::Int32 ? std::numeric_limits<std::int32_t>::max()
-                                               : std::numeric_limits<std::int64_t>::max();
-  if (value.is_number_integer()) {
-    if (value.is_number_unsigned())
-      return value.get<std::uint64_t>() <= static_cast<std::uint64_t>(highest);
-    const auto v = value.get<std::int64_t>();
-    return v >= lowest && v <= highest;
-  }
-  const double v = value.get<double>();
-  return std::floor(v) == v && v >= lowest && v < highest;
+  if (!value.is_number_integer())
+    return false;
+  const std::int64_t lowest = kind == GoKind::Int32 ? std::numeric_limits<std::int32_t>::min()
+                                                    : std::numeric_limits<std::int64_t>::min();
+  const std::int64_t highest = kind == GoKind::Int32 ? std::numeric_limits<std::int32_t>::max()
+                                                     : std::numeric_limits<std::int64_t>::max();
+  if (value.is_number_unsigned())
+    return value.get<std::uint64_t>() <= static_cast<std::uint64_t>(highest);
+  const auto v = value.get<std::int64_t>();
+  return v >= lowest && v <= highest;
 }
 
 class Unmarshal {

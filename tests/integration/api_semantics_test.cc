@@ -502,6 +502,10 @@ TEST_F(ApiErrorTest, BodiesTheGoTypesCannotHoldAreABadRequestNamingTheField) {
             prefix +
                 "number 1.5 into Go struct field ContainerPort.spec.containers.ports."
                 "containerPort of type int32");
+  EXPECT_EQ(pod({{"ports", {{{"containerPort", 80.0}}}}}),
+            prefix +
+                "number 80.0 into Go struct field ContainerPort.spec.containers.ports."
+                "containerPort of type int32");
   EXPECT_EQ(pod({{"ports", {{"a", 1}}}}),
             prefix +
                 "object into Go struct field Container.spec.containers.ports of type "
