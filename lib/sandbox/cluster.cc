@@ -107,6 +107,19 @@ void SimulatedCluster::Impl::erase_pod(const std::string& key) {
   if (it == pods.end())
     return;
   release_ip(it->second);
+  if (std::unique_ptr<SimulatedPod>& sim = it->second.sim) {
+    // Gone from the store, so gone from the node: what still runs is stopped now.
+    const TimePoint now = clock.now();
+    sim->advance(now);
+    sim->terminate(now, std::chrono::seconds(0));
+    const std::string uid = sim->uid();
+    if (gone.insert_or_assign(uid, std::move(sim)).second)
+      gone_order.push_back(uid);
+    if (gone_order.size() > kMaxGonePods) {
+      gone.erase(gone_order.front());
+      gone_order.pop_front();
+    }
+  }
   pods.erase(it);
 }
 

@@ -45,6 +45,8 @@ inline constexpr std::int64_t kDefaultScoreCpu = 100;                           
 inline constexpr std::int64_t kDefaultScoreMemory = 200LL * 1024 * 1024 * 1000;  // 200Mi
 /// The longest grace period the kubelet waits out (a year; keeps time points in range).
 inline constexpr std::chrono::seconds kMaxGracePeriod{365LL * 24 * 3600};
+/// Deleted pods whose logs a follower may still read to their end (SimulatedCluster::read_logs).
+inline constexpr std::size_t kMaxGonePods = 1000;
 inline constexpr int kFirstPodHost = 2;
 inline constexpr int kLastPodHost = 254;
 
@@ -168,6 +170,10 @@ struct SimulatedCluster::Impl {
   std::vector<OwnNode> own_nodes;
   std::map<std::string, PodEntry> pods;  // by "namespace/name"
   std::deque<ExecRecord> execs;          // exec_history()
+  /// The simulations of the last kMaxGonePods pods deleted from the store, by uid, their
+  /// containers stopped at the deletion: what a log follower still reads (LogCursor::pod_uid).
+  std::map<std::string, std::unique_ptr<SimulatedPod>> gone;
+  std::deque<std::string> gone_order;  // oldest first
 
   std::mutex loop_mu;  // guards the loop's control
   std::condition_variable loop_cv;

@@ -237,13 +237,12 @@ void SimulatedCluster::quit_istio_proxy(const std::string& ns, const std::string
   impl_->after_quit(entry, now);
 }
 
-LogChunk SimulatedCluster::read_logs(const std::string& ns, const std::string& pod,
-                                     const std::string& container, const LogOptions& options,
-                                     LogCursor from) {
-  std::lock_guard lock(impl_->mu);
-  const TimePoint now = impl_->clock.now();
-  Impl::PodEntry& entry = impl_->current_pod(ns, pod, now);
-  const SimulatedContainer& c = impl_->pick_container(entry, container, false);
+namespace {
+
+/// The lines of `c`'s run `from` names (a new reader: the current run, or the last one with
+/// `options.previous`) after `from`, read at `now`.
+LogChunk read_run_log(const SimulatedContainer& c, const std::string& pod,
+                      const LogOptions& options, const LogCursor& from, TimePoint now) {
   // As the kubelet picks: a container waiting to restart shows its last run, and "previous"
   // is what lastState reports.
   const bool backing_off = c.state == SimulatedContainer::State::Waiting && c.ever_started;
@@ -285,9 +284,46 @@ LogChunk SimulatedCluster::read_logs(const std::string& ns, const std::string& p
     chunk.lines.push_back(options.timestamps ? format_time_nano(line.time) + " " + line.text
                                              : line.text);
   }
-  chunk.next = LogCursor{run->restart_count, run_log_size(*run, now)};
+  chunk.next = LogCursor{run->restart_count, run_log_size(*run, now), from.pod_uid};
   chunk.running = !run->finished_at;
   return chunk;
+}
+
+}  // namespace
+
+LogChunk SimulatedCluster::read_logs(const std::string& ns, const std::string& pod,
+                                     const std::string& container, const LogOptions& options,
+                                     LogCursor from) {
+  std::lock_guard lock(impl_->mu);
+  const TimePoint now = impl_->clock.now();
+  // A follower's pod that was deleted (or replaced by another of its name) since its last read:
+  // the rest of what its containers printed before they were stopped, then the end.
+  const auto gone = [&]() -> std::optional<LogChunk> {
+    if (from.pod_uid.empty())
+      return std::nullopt;
+    const auto it = impl_->gone.find(from.pod_uid);
+    const SimulatedContainer* c =
+        it == impl_->gone.end() ? nullptr : it->second->container(container);
+    if (c == nullptr)
+      return LogChunk{{}, from, false};
+    LogChunk chunk = read_run_log(*c, pod, options, from, now);
+    chunk.running = false;
+    return chunk;
+  };
+  Impl::PodEntry* entry = nullptr;
+  try {
+    entry = &impl_->current_pod(ns, pod, now);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)
+      throw;
+    if (auto chunk = gone())
+      return *chunk;
+    throw;
+  }
+  if (!from.pod_uid.empty() && entry->facts.uid != from.pod_uid)
+    return *gone();
+  from.pod_uid = entry->facts.uid;
+  return read_run_log(impl_->pick_container(*entry, container, false), pod, options, from, now);
 }
 
 bool SimulatedCluster::container_running(const std::string& ns, const std::string& pod,

@@ -767,6 +767,46 @@ TEST_F(ClusterTest, LogsShowTheCommandStepsAndExit) {
   }
 }
 
+// `submit --wait --logs` of a job with cleanPodPolicy All: the controller deletes the pods as
+// soon as they finish, and a follower must still get every line (it lost the last ones).
+TEST_F(ClusterTest, AFollowerReadsADeletedPodsLogToItsEndAndNeverAnotherPodOfItsName) {
+  json p = pod_manifest("logger");
+  p["metadata"]["annotations"] = {{"sandbox.trainctl.io/run-seconds", "3"}};
+  create(p);
+  cluster().step();
+  advance(milliseconds(1500));
+  const LogChunk first = cluster().read_logs("default", "logger", "main");
+  EXPECT_EQ(first.lines, (std::vector<std::string>{"+ python train.py --epochs 3", "step 1/3"}));
+  EXPECT_TRUE(first.running);
+  EXPECT_FALSE(first.next.pod_uid.empty());
+  advance(seconds(2));
+  cluster().step();  // the run ended: the controller deletes the pod before the next read
+  store_.remove("pods", "default", "logger", DeleteRequest{.grace_period_seconds = 0});
+  cluster().step();
+  const LogChunk rest = cluster().read_logs("default", "logger", "main", {}, first.next);
+  EXPECT_EQ(rest.lines, (std::vector<std::string>{"step 2/3", "step 3/3", "exited with code 0"}));
+  EXPECT_FALSE(rest.running);
+  // A pod of the same name made since is another pod: the follower's stream just ends.
+  create(pod_manifest("logger"));
+  cluster().step();
+  advance(seconds(1));
+  const LogChunk after = cluster().read_logs("default", "logger", "main", {}, rest.next);
+  EXPECT_TRUE(after.lines.empty());
+  EXPECT_FALSE(after.running);
+  // A pod deleted while it ran: its lines up to the deletion, then the end.
+  const LogChunk running = cluster().read_logs("default", "logger", "main");
+  ASSERT_TRUE(running.running);
+  advance(seconds(1));
+  store_.remove("pods", "default", "logger", DeleteRequest{.grace_period_seconds = 0});
+  cluster().step();
+  const LogChunk stopped = cluster().read_logs("default", "logger", "main", {}, running.next);
+  EXPECT_FALSE(stopped.running);
+  ASSERT_FALSE(stopped.lines.empty());
+  EXPECT_EQ(stopped.lines.back(), "exited with code 143");  // SIGTERM at the deletion
+  // Without a cursor, a deleted pod is NotFound as before.
+  EXPECT_THROW(cluster().read_logs("default", "logger", "main"), Error);
+}
+
 TEST_F(ClusterTest, PreviousLogsAfterARestartAndFractionalTimestamps) {
   json p = pod_manifest("again");
   p["spec"]["restartPolicy"] = "Always";

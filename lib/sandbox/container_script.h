@@ -168,11 +168,15 @@ struct LogLine {
   std::string text;
 };
 
-/// Where a reader of a run's log stands: which run (by restart count) and how many of its lines
-/// it has had. The default starts at the current run's first retained line.
+/// Where a reader of a run's log stands: which pod (by uid), which run (by restart count) and how
+/// many of its lines it has had. The default starts at the current run's first retained line.
 struct LogCursor {
   int restart_count = -1;
   std::uint64_t line = 0;
+  /// Set by a read: a follower's next read continues in this pod even once it is deleted (its
+  /// containers' lines up to their end, as a kubelet's stream drains the log file of a container
+  /// stopped by the deletion), and never in another pod given the same name.
+  std::string pod_uid;
 };
 
 /// What a container prints in one run: `+ <command line>` at start, `step N/M` each second
