@@ -158,6 +158,7 @@ struct SimulatedCluster::Impl {
     std::string ip;    // the pod IP it was given; status keeps it after the pod ends
     std::optional<TimePoint> due;
     bool removal_sent = false;
+    std::optional<TimePoint> deletion_seen;  // when the kubelet first saw it terminating
   };
 
   Impl(Store& store, ClusterOptions options, kube::Clock& clock)

@@ -71,7 +71,17 @@ void SimulatedCluster::Impl::sync_pod(PodEntry& entry, TimePoint now) {
       release_ip(entry);
     entry.due = entry.sim->next_change();
   }
-  if (f.terminating && !entry.removal_sent && (!entry.sim || entry.sim->terminal())) {
+  if (f.terminating && !entry.deletion_seen)
+    entry.deletion_seen = now;
+  const auto removal_due = [&] {
+    const TimePoint due = *entry.deletion_seen + options.kubelet.removal_delay;
+    if (now >= due)
+      return true;
+    entry.due = entry.due ? std::min(*entry.due, due) : due;
+    return false;
+  };
+  if (f.terminating && !entry.removal_sent && (!entry.sim || entry.sim->terminal()) &&
+      removal_due()) {
     // The real kubelet's final delete once the containers have stopped (status manager's
     // syncPod): grace period 0, the pod's uid as precondition.
     entry.removal_sent = true;

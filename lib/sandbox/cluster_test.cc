@@ -860,6 +860,13 @@ TEST_F(ClusterTest, KubeletStopsADeletedPodsContainersThenDeletesItWithGracePeri
   EXPECT_EQ(deleting["metadata"]["deletionGracePeriodSeconds"], 30);
   EXPECT_EQ(pod("doomed")["metadata"]["deletionGracePeriodSeconds"], 30) << "the pod waits";
   cluster().step();
+  EXPECT_EQ(pod("doomed")["metadata"]["deletionGracePeriodSeconds"], 30)
+      << "stopped, and removed only at the kubelet's next look a second later";
+  clock_.advance(milliseconds(999));
+  cluster().step();
+  EXPECT_NO_THROW(pod("doomed"));
+  clock_.advance(milliseconds(1));
+  cluster().step();
   EXPECT_THROW(pod("doomed"), Error);
 
   std::vector<json> events;
@@ -905,13 +912,18 @@ TEST_F(ClusterTest, ADeletionThatArrivesWithTheKubeletsOwnStatusWriteIsActedOn) 
   cluster().step();
   ASSERT_EQ(phase("b-dependent"), "Running");
 
-  // In one pass: a-owner's containers stop and the kubelet's final delete removes it, so the
-  // garbage collector deletes b-dependent; then b-dependent's short container ends and the kubelet
-  // writes that, its write returning the deletion.
-  clock_.advance(seconds(5));
+  // a-owner's containers stop a second before its removal is due. Then, in one pass: the
+  // kubelet's final delete removes it, so the garbage collector deletes b-dependent; then
+  // b-dependent's short container ends and the kubelet writes that, its write returning the
+  // deletion.
+  clock_.advance(seconds(4));
   store_.remove("pods", "default", "a-owner");
   cluster().step();
+  clock_.advance(seconds(1));
+  cluster().step();
   EXPECT_THROW(pod("a-owner"), Error);
+  clock_.advance(seconds(1));  // b-dependent's containers stopped then: its removal is due
+  cluster().step();
   EXPECT_THROW(pod("b-dependent"), Error)
       << "the kubelet missed the deletion: " << pod("b-dependent").dump();
 }
@@ -924,6 +936,8 @@ TEST_F(ClusterTest, ADeletedPodUnderRestartPolicyNeverEndsFailed) {
   create(p);
   cluster().step();
   store_.remove("pods", "default", "never");
+  cluster().step();
+  clock_.advance(seconds(1));
   cluster().step();
   const json got = pod("never");
   EXPECT_EQ(got["status"]["phase"], "Failed");

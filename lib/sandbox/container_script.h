@@ -27,6 +27,12 @@ struct KubeletTiming {
   /// kubelet's does (whose first is 10 s). Never below 100 ms, so crash loops stay finite.
   std::chrono::milliseconds restart_backoff{1000};
   std::chrono::milliseconds max_restart_backoff{300'000};
+  /// From seeing a pod's deletion to removing it once its containers have stopped: the real
+  /// kubelet notices a stopped container at its next PLEG relist (every second) before its
+  /// status manager's final delete. A client that deletes a pod and then watches for its removal
+  /// (`kubectl delete pod` does) sees it; at once, the removal and a controller's re-creation
+  /// of the name could both fall between its GET and its watch, and it waited for ever.
+  std::chrono::milliseconds removal_delay{1000};
 };
 
 /// What kind of container: kubelet treats each differently.
