@@ -294,7 +294,8 @@ TEST_F(StoreTest, UpdateOfMissingObjectIsNotFoundExceptForCreateOnUpdateTypes) {
   auto e = testing::expect_api_error([&] { store_.update("pods", pod("ghost")); });
   EXPECT_EQ(e.kind(), ErrorKind::NotFound);
   EXPECT_EQ(e.message(), "pods \"ghost\" not found");
-  json svc = store_.update("services", {{"metadata", {{"name", "web"}, {"namespace", "default"}}}});
+  json svc = store_.update("services", {{"metadata", {{"name", "web"}, {"namespace", "default"}}},
+                                        {"spec", {{"ports", {{{"port", 80}}}}}}});
   EXPECT_EQ(svc["kind"], "Service");
   EXPECT_EQ(store_.get("services", "default", "web")["metadata"]["uid"], svc["metadata"]["uid"]);
 }

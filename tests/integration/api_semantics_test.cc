@@ -589,7 +589,7 @@ TEST_F(ApiErrorTest, JobPodTemplateMistakesAreInvalidInTheServersWords) {
                   HasSubstr("FieldValueInvalid " + path + "tolerations[0].operator")));
 }
 
-// ValidatePod and ValidateJob check the metadata and the spec together: one 422
+// ValidatePod, ValidateJob and ValidateService check the metadata and the spec together: one 422
 // lists both, the metadata first.
 TEST_F(ApiErrorTest, BadMetadataAndABadSpecAreReportedTogether) {
   json pod = pod_manifest("Bad_Name");
@@ -623,6 +623,85 @@ TEST_F(ApiErrorTest, BadMetadataAndABadSpecAreReportedTogether) {
               ElementsAre(HasSubstr("FieldValueInvalid metadata.name: Invalid value: \"Bad_Name\""),
                           "FieldValueRequired spec.template.spec.containers[0].image: Required "
                           "value"));
+
+  const json service = {{"apiVersion", "v1"},
+                        {"kind", "Service"},
+                        {"metadata", {{"name", "s"}, {"labels", {{"a", "-"}}}}},
+                        {"spec", {{"ports", {{{"port", 80}}, {{"port", 81}}}}}}};
+  const Error svc = expect_error(
+      [&] { client().create(resources::services(), ns(), service, {.dry_run = true}); });
+  EXPECT_THAT(causes_of(svc),
+              ElementsAre(std::string("FieldValueInvalid metadata.labels: Invalid value: \"-\": ") +
+                              kLabelValueRule,
+                          "FieldValueRequired spec.ports[0].name: Required value",
+                          "FieldValueRequired spec.ports[1].name: Required value"));
+}
+
+// validateServicePort: several ports each need a name, names are DNS-1123 labels (not IANA
+// service names: 16 characters or digits only are taken) and unique, ports and targetPorts are
+// 1 to 65535 (a named targetPort an IANA service name), the protocol TCP, UDP or SCTP.
+TEST_F(ApiErrorTest, ServicePortMistakesAreInvalidInTheServersWords) {
+  const auto service = [](const json& ports) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Service"},
+                {"metadata", {{"name", "s"}}},
+                {"spec", {{"selector", {{"app", "web"}}}, {"ports", ports}}}};
+  };
+  const auto refused = [&](const json& ports) {
+    const Error e = expect_error(
+        [&] { client().create(resources::services(), ns(), service(ports), {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    EXPECT_EQ(e.status()["reason"], "Invalid");
+    return e.status()["message"].get<std::string>();
+  };
+  const std::string prefix = "Service \"s\" is invalid: ";
+  EXPECT_EQ(refused({{{"port", 80}}, {{"port", 81}, {"name", "b"}}}),
+            prefix + "spec.ports[0].name: Required value");
+  EXPECT_EQ(refused({{{"port", 80}, {"name", "a"}}, {{"port", 81}, {"name", "a"}}}),
+            prefix + "spec.ports[1].name: Duplicate value: \"a\"");
+  EXPECT_EQ(refused({{{"port", 80}, {"name", "Http_x"}}}),
+            prefix +
+                "spec.ports[0].name: Invalid value: \"Http_x\": a lowercase RFC 1123 label must "
+                "consist of lower case alphanumeric characters or '-', and must start and end "
+                "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')");
+  EXPECT_EQ(refused({{{"port", 80}, {"protocol", "tcp"}}}),
+            prefix +
+                "spec.ports[0].protocol: Unsupported value: \"tcp\": supported values: \"SCTP\", "
+                "\"TCP\", \"UDP\"");
+  EXPECT_EQ(refused({{{"port", 80}, {"targetPort", "Bad_Name"}}}),
+            prefix +
+                "spec.ports[0].targetPort: Invalid value: \"Bad_Name\": must contain only "
+                "alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+  // A missing targetPort is the port, so a bad port is reported for both.
+  EXPECT_EQ(refused({{{"port", 70000}}}),
+            prefix +
+                "[spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, "
+                "inclusive, spec.ports[0].targetPort: Invalid value: 70000: must be between 1 "
+                "and 65535, inclusive]");
+  EXPECT_EQ(refused({{{"port", 0}, {"protocol", "XX"}}, {{"port", 70000}, {"name", "Bad_"}}}),
+            prefix +
+                "[spec.ports[0].name: Required value, spec.ports[0].port: Invalid value: 0: must "
+                "be between 1 and 65535, inclusive, spec.ports[0].protocol: Unsupported value: "
+                "\"XX\": supported values: \"SCTP\", \"TCP\", \"UDP\", spec.ports[0].targetPort: "
+                "Invalid value: 0: must be between 1 and 65535, inclusive, spec.ports[1].name: "
+                "Invalid value: \"Bad_\": a lowercase RFC 1123 label must consist of lower case "
+                "alphanumeric characters or '-', and must start and end with an alphanumeric "
+                "character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?'), spec.ports[1].port: Invalid value: 70000: must "
+                "be between 1 and 65535, inclusive, spec.ports[1].targetPort: Invalid value: "
+                "70000: must be between 1 and 65535, inclusive]");
+
+  // Taken: a 16-character or all-digit name, a targetPort of 0 or "" and an empty protocol
+  // (defaulted to the port and TCP).
+  const json created = client().create(
+      resources::services(), ns(),
+      service({{{"port", 80}, {"name", "abcdefghijklmnop"}, {"targetPort", 0}, {"protocol", ""}},
+               {{"port", 81}, {"name", "123"}, {"targetPort", ""}}}),
+      {.dry_run = true});
+  EXPECT_EQ(created["spec"]["ports"], json::parse(R"([
+      {"name": "abcdefghijklmnop", "port": 80, "protocol": "TCP", "targetPort": 80},
+      {"name": "123", "port": 81, "protocol": "TCP", "targetPort": 81}])"));
 }
 
 // A quantity resource.Quantity cannot read fails the decoding of the whole body: 400 naming the
