@@ -164,6 +164,28 @@ std::vector<std::string> label_value(std::string_view value) {
   return errs;
 }
 
+std::vector<std::string> port_name(std::string_view value) {
+  std::vector<std::string> errs;
+  if (value.size() > 15)
+    errs.push_back(max_len_error(15));
+  if (value.empty() || !std::all_of(value.begin(), value.end(),
+                                    [](char c) { return is_lower_alnum(c) || c == '-'; }))
+    errs.push_back("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+  if (std::none_of(value.begin(), value.end(), [](char c) { return c >= 'a' && c <= 'z'; }))
+    errs.push_back("must contain at least one letter (a-z)");
+  if (value.find("--") != std::string_view::npos)
+    errs.push_back("must not contain consecutive hyphens");
+  if (!value.empty() && (value.front() == '-' || value.back() == '-'))
+    errs.push_back("must not begin or end with a hyphen");
+  return errs;
+}
+
+std::vector<std::string> port_number(std::int64_t value) {
+  if (value >= 1 && value <= 65535)
+    return {};
+  return {"must be between 1 and 65535, inclusive"};
+}
+
 std::string go_quote(std::string_view value) {
   std::string out = "\"";
   for (unsigned char c : value) {

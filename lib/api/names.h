@@ -5,6 +5,7 @@
 // kube-apiserver words them: the CLI checks a job with them before sending it, the sandbox
 // refuses what the real server refuses.
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -20,6 +21,11 @@ std::vector<std::string> dns1035_label(std::string_view value);
 /// Label and annotation keys, finalizer names: `[prefix/]name`.
 std::vector<std::string> qualified_name(std::string_view value);
 std::vector<std::string> label_value(std::string_view value);
+/// IsValidPortName: an IANA service name (a container port's name, a named targetPort): at most
+/// 15 characters of a-z, 0-9 and '-', a letter among them, no "--", no '-' at either end.
+std::vector<std::string> port_name(std::string_view value);
+/// IsValidPortNum: 1 to 65535.
+std::vector<std::string> port_number(std::int64_t value);
 /// `value` quoted as Go's %q does, as the server prints bad values.
 std::string go_quote(std::string_view value);
 

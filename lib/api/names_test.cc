@@ -30,6 +30,29 @@ TEST(NamesTest, NameRules) {
   EXPECT_EQ(go_quote("a\"b\n"), "\"a\\\"b\\n\"");
 }
 
+// kube-apiserver 1.26's words for each container port name below (checked).
+TEST(NamesTest, PortNamesAreIanaServiceNames) {
+  EXPECT_TRUE(port_name("http").empty());
+  EXPECT_TRUE(port_name("tfjob-port1").empty());
+  EXPECT_EQ(port_name("abcdefghijklmnop"),
+            std::vector<std::string>{"must be no more than 15 characters"});
+  EXPECT_EQ(port_name("123"), std::vector<std::string>{"must contain at least one letter (a-z)"});
+  EXPECT_EQ(port_name("-a--b-"), (std::vector<std::string>{"must not contain consecutive hyphens",
+                                                           "must not begin or end with a hyphen"}));
+  EXPECT_EQ(port_name("ABCDEFGHIJKLMNOPQ"),
+            (std::vector<std::string>{
+                "must be no more than 15 characters",
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "must contain at least one letter (a-z)"}));
+  EXPECT_EQ(port_name("Http_x"),
+            std::vector<std::string>{
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"});
+  EXPECT_TRUE(port_number(1).empty());
+  EXPECT_TRUE(port_number(65535).empty());
+  for (const std::int64_t bad : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{65536}})
+    EXPECT_EQ(port_number(bad), std::vector<std::string>{"must be between 1 and 65535, inclusive"});
+}
+
 TEST(NamesTest, LabelErrorsNameTheKeyAndWordTheValueAsTheServerDoes) {
   EXPECT_TRUE(label_errors(json{{"app.kubernetes.io/name", "mnist"}, {"empty", ""}}).empty());
   const auto errs = label_errors(json{{"a", "b=c"}, {"-bad", "ok"}});

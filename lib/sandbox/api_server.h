@@ -132,9 +132,10 @@ class ApiServer {
 };
 
 /// What the API server does to a pod it is asked to create: the defaults of v1 (SetDefaults_Pod,
-/// SetDefaults_PodSpec) and of the admission plugins (service account, priority), and the checks
-/// of ValidatePodSpec the sandbox makes; throws ApiError(422 Invalid) naming each bad field. The
-/// sandbox's own controllers run it on the pods they create, as the real ones go through the API.
+/// SetDefaults_PodSpec) and of the admission plugins (service account, priority). The checks of
+/// ValidatePodSpec are the pod strategy's validate, which the store runs after the metadata's.
+/// The sandbox's own controllers run it on the pods they create, as the real ones go through the
+/// API.
 void admit_pod(nlohmann::json& pod);
 
 /// Registers the built-in resources the sandbox serves and creates the initial namespaces.

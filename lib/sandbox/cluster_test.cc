@@ -15,13 +15,17 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-/// A container spec: `python train.py --epochs 3` unless told otherwise.
+/// A container spec: `python train.py --epochs 3` unless told otherwise. Its GPUs are limits
+/// too, as the API server requires of a resource that cannot be overcommitted.
 json container(const std::string& name, json requests = json::object()) {
+  json resources = {{"requests", requests}};
+  if (requests.contains("nvidia.com/gpu"))
+    resources["limits"] = {{"nvidia.com/gpu", requests["nvidia.com/gpu"]}};
   return {{"name", name},
           {"image", "registry.example/train:1.0"},
           {"command", {"python", "train.py"}},
           {"args", {"--epochs", "3"}},
-          {"resources", {{"requests", std::move(requests)}}}};
+          {"resources", std::move(resources)}};
 }
 
 json pod_manifest(const std::string& name, json requests = json::object()) {

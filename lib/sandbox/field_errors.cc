@@ -28,6 +28,14 @@ FieldError forbidden_value(std::string field, std::string_view detail) {
   return {"FieldValueForbidden", std::move(field), "Forbidden: " + std::string(detail)};
 }
 
+FieldError not_found(std::string field, const std::string& quoted_value) {
+  return {"FieldValueNotFound", std::move(field), "Not found: " + quoted_value};
+}
+
+FieldError duplicate(std::string field, const std::string& quoted_value) {
+  return {"FieldValueDuplicate", std::move(field), "Duplicate value: " + quoted_value};
+}
+
 FieldError too_long(std::string field, std::size_t max) {
   return {"FieldValueTooLong", std::move(field),
           fmt::format("Too long: must have at most {} bytes", max)};

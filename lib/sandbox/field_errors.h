@@ -27,6 +27,10 @@ FieldError immutable(std::string field, const std::string& quoted_value);
 FieldError required_value(std::string field, std::string_view detail);
 /// field.Forbidden: `Forbidden: <detail>`.
 FieldError forbidden_value(std::string field, std::string_view detail);
+/// field.NotFound: `Not found: <quoted_value>`.
+FieldError not_found(std::string field, const std::string& quoted_value);
+/// field.Duplicate: `Duplicate value: <quoted_value>`.
+FieldError duplicate(std::string field, const std::string& quoted_value);
 /// field.TooLong: `Too long: must have at most <max> bytes`.
 FieldError too_long(std::string field, std::size_t max);
 /// field.NotSupported: `Unsupported value: <quoted_value>: supported values: "a", "b"`.

@@ -49,6 +49,16 @@ json owned_by(json obj, const json& owner, bool block = false) {
   return obj;
 }
 
+/// A batch Job the API server takes: one container that runs once.
+json batch_job(const std::string& name) {
+  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec",
+           {{"template",
+             {{"spec",
+               {{"restartPolicy", "Never"},
+                {"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}}}}}};
+}
+
 std::uint64_t rv_of(const json& obj) {
   return std::stoull(obj["metadata"]["resourceVersion"].get<std::string>());
 }
@@ -284,7 +294,8 @@ TEST_F(StoreTest, UpdateOfMissingObjectIsNotFoundExceptForCreateOnUpdateTypes) {
   auto e = testing::expect_api_error([&] { store_.update("pods", pod("ghost")); });
   EXPECT_EQ(e.kind(), ErrorKind::NotFound);
   EXPECT_EQ(e.message(), "pods \"ghost\" not found");
-  json svc = store_.update("services", {{"metadata", {{"name", "web"}, {"namespace", "default"}}}});
+  json svc = store_.update("services", {{"metadata", {{"name", "web"}, {"namespace", "default"}}},
+                                        {"spec", {{"ports", {{{"port", 80}}}}}}});
   EXPECT_EQ(svc["kind"], "Service");
   EXPECT_EQ(store_.get("services", "default", "web")["metadata"]["uid"], svc["metadata"]["uid"]);
 }
@@ -664,8 +675,7 @@ TEST_F(StoreTest, ForegroundDeletionWaitsForBlockingDependents) {
 }
 
 TEST_F(StoreTest, OrphanDeletionKeepsDependentsWithoutTheReference) {
-  json owner =
-      store_.create("jobs.batch", {{"metadata", {{"name", "launcher"}, {"namespace", "default"}}}});
+  json owner = store_.create("jobs.batch", batch_job("launcher"));
   store_.create("pods", owned_by(pod("launcher-x"), owner, true));
   DeleteResult result = store_.remove_detailed("jobs.batch", "default", "launcher",
                                                DeleteRequest{.propagation_policy = "Orphan"});
@@ -734,12 +744,12 @@ TEST_F(StoreTest, AnUpdateNamingAnOwnerThatIsGoneCollectsTheDependent) {
 }
 
 TEST_F(StoreTest, JobsOrphanTheirPodsByDefault) {
-  json job = store_.create("jobs.batch", {{"metadata", {{"name", "a"}, {"namespace", "default"}}}});
+  json job = store_.create("jobs.batch", batch_job("a"));
   store_.create("pods", owned_by(pod("a-1"), job));
   store_.remove("jobs.batch", "default", "a");
   EXPECT_NO_THROW(store_.get("pods", "default", "a-1"));
 
-  job = store_.create("jobs.batch", {{"metadata", {{"name", "b"}, {"namespace", "default"}}}});
+  job = store_.create("jobs.batch", batch_job("b"));
   store_.create("pods", owned_by(pod("b-1"), job));
   store_.remove("jobs.batch", "default", "b", DeleteRequest{.propagation_policy = "Background"});
   EXPECT_EQ(testing::expect_api_error([&] { store_.get("pods", "default", "b-1"); }).kind(),

@@ -426,6 +426,284 @@ TEST_F(ApiErrorTest, PodsTheServerCannotRunAreInvalidNamingTheField) {
       << stored.dump();
 }
 
+/// The causes of a 422 as "reason field: message", in the server's order.
+std::vector<std::string> causes_of(const Error& e) {
+  std::vector<std::string> out;
+  for (const auto& c : e.status()["details"]["causes"]) {
+    out.push_back(fmt::format("{} {}: {}", c.value("reason", ""), c.value("field", ""),
+                              c.value("message", "")));
+  }
+  return out;
+}
+
+/// A container of a test pod: `name` running busybox, with `extra` fields.
+json container(const std::string& name, const json& extra = json::object()) {
+  json c = {{"name", name}, {"image", "busybox:1.36"}};
+  c.update(extra);
+  return c;
+}
+
+/// A batch/v1 Job whose pod template runs `containers` once, with `pod_spec` fields besides.
+json batch_job(const std::string& name, const json& containers,
+               const json& pod_spec = json::object()) {
+  json spec = {{"restartPolicy", "Never"}, {"containers", containers}};
+  spec.update(pod_spec);
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"template", {{"spec", std::move(spec)}}}}}};
+}
+
+constexpr const char* kLabelValueRule =
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+// Mistakes in a pod's spec that kube-apiserver 1.26 refuses and the sandbox ran: a mount of a
+// volume the pod does not have, two containers (app or init) of one name, two ports of one name
+// or a name that is no IANA service name, a node selector that is no label, a toleration that
+// says Exists and gives a value. Each is a 422 in the server's words, causes in its order.
+TEST_F(ApiErrorTest, PodSpecMistakesAreInvalidInTheServersWords) {
+  const auto refused = [&](const json& spec) {
+    json pod = pod_manifest("refused");
+    pod["spec"].update(spec);
+    const Error e =
+        expect_error([&] { client().create(resources::pods(), ns(), pod, {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    EXPECT_EQ(e.status()["reason"], "Invalid");
+    return e;
+  };
+  const json mounts_x = {{"volumeMounts", {{{"name", "x"}, {"mountPath", "/x"}}}}};
+  const Error missing = refused({{"containers", {container("main", mounts_x)}}});
+  EXPECT_EQ(
+      missing.status()["message"],
+      "Pod \"refused\" is invalid: spec.containers[0].volumeMounts[0].name: Not found: \"x\"");
+  EXPECT_THAT(causes_of(missing),
+              ElementsAre("FieldValueNotFound spec.containers[0].volumeMounts[0].name: Not "
+                          "found: \"x\""));
+
+  // Each container's own checks come first, then whether its name is taken; an init container's
+  // name may not be an app container's either.
+  const Error init =
+      refused({{"initContainers",
+                {container("main", {{"volumeMounts", {{{"name", "y"}, {"mountPath", "/y"}}}}})}}});
+  EXPECT_THAT(causes_of(init),
+              ElementsAre("FieldValueNotFound spec.initContainers[0].volumeMounts[0].name: Not "
+                          "found: \"y\"",
+                          "FieldValueDuplicate spec.initContainers[0].name: Duplicate value: "
+                          "\"main\""));
+  const Error twins =
+      refused({{"containers", {container("main"), container("main", {{"image", ""}})}}});
+  EXPECT_EQ(twins.status()["message"],
+            "Pod \"refused\" is invalid: [spec.containers[1].image: Required value, "
+            "spec.containers[1].name: Duplicate value: \"main\"]");
+  EXPECT_THAT(
+      causes_of(twins),
+      ElementsAre("FieldValueRequired spec.containers[1].image: Required value",
+                  "FieldValueDuplicate spec.containers[1].name: Duplicate value: \"main\""));
+
+  // Port names are unique within a container (a bad one is not counted) and IANA service names.
+  const Error ports =
+      refused({{"containers",
+                {container("main", {{"ports",
+                                     {{{"name", "http"}, {"containerPort", 80}},
+                                      {{"name", "http"}, {"containerPort", 81}},
+                                      {{"name", "Http_x"}, {"containerPort", 82}},
+                                      {{"name", "abcdefghijklmnop"}, {"containerPort", 83}}}}})}}});
+  EXPECT_THAT(causes_of(ports),
+              ElementsAre("FieldValueDuplicate spec.containers[0].ports[1].name: Duplicate value: "
+                          "\"http\"",
+                          "FieldValueInvalid spec.containers[0].ports[2].name: Invalid value: "
+                          "\"Http_x\": must contain only alpha-numeric characters (a-z, 0-9), and "
+                          "hyphens (-)",
+                          "FieldValueInvalid spec.containers[0].ports[3].name: Invalid value: "
+                          "\"abcdefghijklmnop\": must be no more than 15 characters"));
+
+  // One entry, so the order of the causes does not depend on Go's map order.
+  const Error selector = refused({{"nodeSelector", {{"a/b/c", "-x"}}}});
+  EXPECT_THAT(causes_of(selector),
+              ElementsAre("FieldValueInvalid spec.nodeSelector: Invalid value: \"a/b/c\": a "
+                          "qualified name must consist of alphanumeric characters, '-', '_' or "
+                          "'.', and must start and end with an alphanumeric character (e.g. "
+                          "'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                          "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS "
+                          "subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                          std::string("FieldValueInvalid spec.nodeSelector: Invalid value: "
+                                      "\"-x\": ") +
+                              kLabelValueRule));
+
+  const Error toleration =
+      refused({{"tolerations", {{{"key", "k"}, {"operator", "Exists"}, {"value", "v"}}}}});
+  EXPECT_EQ(toleration.status()["message"],
+            "Pod \"refused\" is invalid: spec.tolerations[0].operator: Invalid value: "
+            "core.Toleration{Key:\"k\", Operator:\"Exists\", Value:\"v\", Effect:\"\", "
+            "TolerationSeconds:(*int64)(nil)}: value must be empty when `operator` is 'Exists'");
+  EXPECT_EQ(toleration.status()["details"]["causes"][0]["field"], "spec.tolerations[0].operator");
+
+  // What the server takes: a mount of a declared volume, one port name in two containers, label
+  // selectors, an Exists toleration without a value and an Equal one with a label value.
+  json pod = pod_manifest("accepted");
+  pod["spec"]["volumes"] = {{{"name", "x"}, {"emptyDir", json::object()}}};
+  pod["spec"]["containers"] = {
+      container("main", {{"ports", {{{"name", "http"}, {"containerPort", 80}}}},
+                         {"volumeMounts", {{{"name", "x"}, {"mountPath", "/x"}}}}}),
+      container("sidecar", {{"ports", {{{"name", "http"}, {"containerPort", 81}}}}})};
+  pod["spec"]["initContainers"] = {container("setup", mounts_x)};
+  pod["spec"]["nodeSelector"] = {{"example.com/pool", "gpu_a-1.x"}, {"empty", ""}};
+  pod["spec"]["tolerations"] = {{{"operator", "Exists"}},
+                                {{"key", "k"}, {"operator", "Equal"}, {"value", "v"}}};
+  EXPECT_NO_THROW(client().create(resources::pods(), ns(), pod, {.dry_run = true}));
+}
+
+// A Job's pod template is checked as a pod's spec is, under spec.template.spec.
+TEST_F(ApiErrorTest, JobPodTemplateMistakesAreInvalidInTheServersWords) {
+  const json job =
+      batch_job("refused",
+                {container("main", {{"volumeMounts", {{{"name", "x"}, {"mountPath", "/x"}}}},
+                                    {"ports",
+                                     {{{"name", "a"}, {"containerPort", 1}},
+                                      {{"name", "a"}, {"containerPort", 2}}}}}),
+                 container("main")},
+                {{"nodeSelector", {{"a", "-"}}},
+                 {"tolerations", {{{"operator", "Exists"}, {"value", "v"}}}}});
+  const Error e =
+      expect_error([&] { client().create(resources::jobs(), ns(), job, {.dry_run = true}); });
+  EXPECT_EQ(e.http_code(), 422) << e.message();
+  const std::string path = "spec.template.spec.";
+  EXPECT_EQ(e.status()["message"],
+            "Job.batch \"refused\" is invalid: [" + path +
+                "containers[0].ports[1].name: Duplicate value: \"a\", " + path +
+                "containers[0].volumeMounts[0].name: Not found: \"x\", " + path +
+                "containers[1].name: Duplicate value: \"main\", " + path +
+                "nodeSelector: Invalid value: \"-\": " + kLabelValueRule + ", " + path +
+                "tolerations[0].operator: Invalid value: core.Toleration{Key:\"\", "
+                "Operator:\"Exists\", Value:\"v\", Effect:\"\", TolerationSeconds:(*int64)(nil)}: "
+                "value must be empty when `operator` is 'Exists']");
+  EXPECT_THAT(
+      causes_of(e),
+      ElementsAre(HasSubstr("FieldValueDuplicate " + path + "containers[0].ports[1].name"),
+                  HasSubstr("FieldValueNotFound " + path + "containers[0].volumeMounts[0].name"),
+                  HasSubstr("FieldValueDuplicate " + path + "containers[1].name"),
+                  HasSubstr("FieldValueInvalid " + path + "nodeSelector"),
+                  HasSubstr("FieldValueInvalid " + path + "tolerations[0].operator")));
+}
+
+// ValidatePod, ValidateJob and ValidateService check the metadata and the spec together: one 422
+// lists both, the metadata first.
+TEST_F(ApiErrorTest, BadMetadataAndABadSpecAreReportedTogether) {
+  json pod = pod_manifest("Bad_Name");
+  pod["spec"]["containers"][0].erase("image");
+  const Error named =
+      expect_error([&] { client().create(resources::pods(), ns(), pod, {.dry_run = true}); });
+  EXPECT_EQ(named.status()["message"],
+            "Pod \"Bad_Name\" is invalid: [metadata.name: Invalid value: \"Bad_Name\": a "
+            "lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+            "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+            "regex used for validation is "
+            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
+            "spec.containers[0].image: Required value]");
+
+  json labelled = pod_manifest("labelled");
+  labelled["metadata"]["labels"] = {{"a", "b c"}};
+  labelled["spec"]["containers"][0]["volumeMounts"] = {{{"name", "x"}, {"mountPath", "/x"}}};
+  const Error both =
+      expect_error([&] { client().create(resources::pods(), ns(), labelled, {.dry_run = true}); });
+  EXPECT_THAT(
+      causes_of(both),
+      ElementsAre(std::string("FieldValueInvalid metadata.labels: Invalid value: \"b c\": ") +
+                      kLabelValueRule,
+                  "FieldValueNotFound spec.containers[0].volumeMounts[0].name: Not found: "
+                  "\"x\""));
+
+  const json job = batch_job("Bad_Name", {container("main", {{"image", ""}})});
+  const Error job_error =
+      expect_error([&] { client().create(resources::jobs(), ns(), job, {.dry_run = true}); });
+  EXPECT_THAT(causes_of(job_error),
+              ElementsAre(HasSubstr("FieldValueInvalid metadata.name: Invalid value: \"Bad_Name\""),
+                          "FieldValueRequired spec.template.spec.containers[0].image: Required "
+                          "value"));
+
+  const json service = {{"apiVersion", "v1"},
+                        {"kind", "Service"},
+                        {"metadata", {{"name", "s"}, {"labels", {{"a", "-"}}}}},
+                        {"spec", {{"ports", {{{"port", 80}}, {{"port", 81}}}}}}};
+  const Error svc = expect_error(
+      [&] { client().create(resources::services(), ns(), service, {.dry_run = true}); });
+  EXPECT_THAT(causes_of(svc),
+              ElementsAre(std::string("FieldValueInvalid metadata.labels: Invalid value: \"-\": ") +
+                              kLabelValueRule,
+                          "FieldValueRequired spec.ports[0].name: Required value",
+                          "FieldValueRequired spec.ports[1].name: Required value"));
+}
+
+// validateServicePort: several ports each need a name, names are DNS-1123 labels (not IANA
+// service names: 16 characters or digits only are taken) and unique, ports and targetPorts are
+// 1 to 65535 (a named targetPort an IANA service name), the protocol TCP, UDP or SCTP.
+TEST_F(ApiErrorTest, ServicePortMistakesAreInvalidInTheServersWords) {
+  const auto service = [](const json& ports) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Service"},
+                {"metadata", {{"name", "s"}}},
+                {"spec", {{"selector", {{"app", "web"}}}, {"ports", ports}}}};
+  };
+  const auto refused = [&](const json& ports) {
+    const Error e = expect_error(
+        [&] { client().create(resources::services(), ns(), service(ports), {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    EXPECT_EQ(e.status()["reason"], "Invalid");
+    return e.status()["message"].get<std::string>();
+  };
+  const std::string prefix = "Service \"s\" is invalid: ";
+  EXPECT_EQ(refused({{{"port", 80}}, {{"port", 81}, {"name", "b"}}}),
+            prefix + "spec.ports[0].name: Required value");
+  EXPECT_EQ(refused({{{"port", 80}, {"name", "a"}}, {{"port", 81}, {"name", "a"}}}),
+            prefix + "spec.ports[1].name: Duplicate value: \"a\"");
+  EXPECT_EQ(refused({{{"port", 80}, {"name", "Http_x"}}}),
+            prefix +
+                "spec.ports[0].name: Invalid value: \"Http_x\": a lowercase RFC 1123 label must "
+                "consist of lower case alphanumeric characters or '-', and must start and end "
+                "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')");
+  EXPECT_EQ(refused({{{"port", 80}, {"protocol", "tcp"}}}),
+            prefix +
+                "spec.ports[0].protocol: Unsupported value: \"tcp\": supported values: \"SCTP\", "
+                "\"TCP\", \"UDP\"");
+  EXPECT_EQ(refused({{{"port", 80}, {"targetPort", "Bad_Name"}}}),
+            prefix +
+                "spec.ports[0].targetPort: Invalid value: \"Bad_Name\": must contain only "
+                "alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+  // A missing targetPort is the port, so a bad port is reported for both.
+  EXPECT_EQ(refused({{{"port", 70000}}}),
+            prefix +
+                "[spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, "
+                "inclusive, spec.ports[0].targetPort: Invalid value: 70000: must be between 1 "
+                "and 65535, inclusive]");
+  EXPECT_EQ(refused({{{"port", 0}, {"protocol", "XX"}}, {{"port", 70000}, {"name", "Bad_"}}}),
+            prefix +
+                "[spec.ports[0].name: Required value, spec.ports[0].port: Invalid value: 0: must "
+                "be between 1 and 65535, inclusive, spec.ports[0].protocol: Unsupported value: "
+                "\"XX\": supported values: \"SCTP\", \"TCP\", \"UDP\", spec.ports[0].targetPort: "
+                "Invalid value: 0: must be between 1 and 65535, inclusive, spec.ports[1].name: "
+                "Invalid value: \"Bad_\": a lowercase RFC 1123 label must consist of lower case "
+                "alphanumeric characters or '-', and must start and end with an alphanumeric "
+                "character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?'), spec.ports[1].port: Invalid value: 70000: must "
+                "be between 1 and 65535, inclusive, spec.ports[1].targetPort: Invalid value: "
+                "70000: must be between 1 and 65535, inclusive]");
+
+  // Taken: a 16-character or all-digit name, a targetPort of 0 or "" and an empty protocol
+  // (defaulted to the port and TCP).
+  const json created = client().create(
+      resources::services(), ns(),
+      service({{{"port", 80}, {"name", "abcdefghijklmnop"}, {"targetPort", 0}, {"protocol", ""}},
+               {{"port", 81}, {"name", "123"}, {"targetPort", ""}}}),
+      {.dry_run = true});
+  EXPECT_EQ(created["spec"]["ports"], json::parse(R"([
+      {"name": "abcdefghijklmnop", "port": 80, "protocol": "TCP", "targetPort": 80},
+      {"name": "123", "port": 81, "protocol": "TCP", "targetPort": 81}])"));
+}
+
 // A quantity resource.Quantity cannot read fails the decoding of the whole body: 400 naming the
 // kind, in a pod or a Job's template, before defaulting or validation. Ports default to TCP.
 TEST_F(ApiErrorTest, QuantitiesTheDecoderCannotReadAreABadRequest) {

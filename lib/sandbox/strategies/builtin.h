@@ -35,10 +35,15 @@ std::vector<StrategyPtr> rbac_strategies();
 std::vector<StrategyPtr> review_strategies();
 StrategyPtr custom_resource_definition_strategy();
 
-/// SetDefaults_PodSpec and SetDefaults_Container with ValidatePodSpec's checks of them, for a
-/// pod's spec and a pod template's alike; `path` is where `spec` is ("spec",
-/// "spec.template.spec"). Defined with the pod strategy.
-void default_pod_spec(nlohmann::json& spec, const std::string& path, std::vector<FieldError>& errs);
+/// SetDefaults_PodSpec and SetDefaults_Container, for a pod's spec and a pod template's alike.
+/// Defined with the pod strategy.
+void default_pod_spec(nlohmann::json& spec);
+/// ValidatePodSpec's checks (v1.26) of a defaulted pod spec, in the server's order and words: the
+/// app and init containers (name, image, ports, env, volume mounts, resources; names unique
+/// among both), restartPolicy, nodeSelector, tolerations. `path` is where `spec` is ("spec",
+/// "spec.template.spec"). Defined in pod_spec_validation.cc.
+void validate_pod_spec(const nlohmann::json& spec, const std::string& path,
+                       std::vector<FieldError>& errs);
 
 /// v1.PodSpec as json.Unmarshal reads it (go_types.h): the fields pods and templates are
 /// written with, resource quantities among them. Defined with the pod strategy.

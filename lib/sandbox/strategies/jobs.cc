@@ -119,10 +119,16 @@ class JobStrategy final : public ResourceStrategy {
     return type;
   }
 
-  void admit(json& job, const AdmissionContext&) const override {
-    const std::vector<FieldError> errs = default_and_validate(job);
-    if (!errs.empty())
-      throw invalid(info().group, info().kind, name_of(job), errs);
+  /// Defaults only: the checks are validate's, which the store runs after the metadata's, so a
+  /// 422 lists both as ValidateJob does.
+  void admit(json& job, const AdmissionContext&) const override { default_and_validate(job); }
+
+  /// ValidateJobSpec's checks of the defaulted job (on an update prepare_for_update has made
+  /// them already and refused what they found).
+  void validate(const json& job, std::vector<FieldError>& errs) const override {
+    json defaulted = job;
+    const std::vector<FieldError> spec_errs = default_and_validate(defaulted);
+    errs.insert(errs.end(), spec_errs.begin(), spec_errs.end());
   }
 
   /// jobStrategy.ValidateUpdate (v1.26): ValidateJob (ValidateGeneratedSelector, then
@@ -324,7 +330,8 @@ class JobStrategy final : public ResourceStrategy {
     }
     if (mode == "Indexed" && !has_field(spec, "completions"))
       errs.push_back(required_value("spec.completions", "when completion mode is Indexed"));
-    default_pod_spec(pod_spec, "spec.template.spec", errs);
+    default_pod_spec(pod_spec);
+    validate_pod_spec(pod_spec, "spec.template.spec", errs);
     // The template's restartPolicy was defaulted to Always if missing, which a Job may not use.
     const std::string restart = pod_spec.value("restartPolicy", "");
     if (restart == "Always") {

@@ -21,87 +21,13 @@ using nlohmann::json;
 
 namespace {
 
-/// A quantity as the server prints a bad value: as written.
-std::string written(const json& v) {
-  return v.is_string() ? api::names::go_quote(v.get_ref<const std::string&>())
-                       : api::names::go_quote(v.dump());
-}
-
-/// validateEnv's name rule.
-void validate_env(const json& container, const std::string& path, std::vector<FieldError>& errs) {
-  const json& env = member(container, "env");
-  for (std::size_t i = 0; env.is_array() && i < env.size(); ++i) {
-    const std::string name = string_member(env[i], "name");
-    const std::string field = fmt::format("{}.env[{}].name", path, i);
-    if (name.empty())
-      errs.push_back(required_value(field, ""));
-    else if (!api::is_env_var_name(name))
-      errs.push_back(invalid_value(
-          field, api::names::go_quote(name),
-          "a valid environment variable name must consist of alphabetic characters, digits, "
-          "'_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or "
-          "'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is "
-          "'[-._a-zA-Z][-._a-zA-Z0-9]*')"));
-  }
-}
-
-/// ValidateResourceRequirements: quantities not negative, extended resources whole, a request
-/// at most its limit, and for resources that cannot be overcommitted (GPUs, every extended
-/// resource, hugepages) equal to a limit that must be set. The server prints a bad whole-number
-/// quantity as Go's struct dump; the sandbox as written.
-void validate_resources(const json& container, const std::string& path,
-                        std::vector<FieldError>& errs) {
-  const json& resources = member(container, "resources");
-  const json& limits = member(resources, "limits");
-  const json& requests = member(resources, "requests");
-  const auto quantities = [&](const json& list, const std::string& list_path) {
-    std::map<std::string, std::int64_t> parsed;
-    if (!list.is_object())
-      return parsed;
-    for (const auto& [name, value] : list.items()) {
-      const std::string field = fmt::format("{}[{}]", list_path, name);
-      std::int64_t milli = 0;
-      try {
-        milli = api::quantity_milli(value);
-      } catch (const Error&) {
-        continue;  // the real server's decoder refuses it (400); the sandbox does not decode pods
-      }
-      if (milli < 0)
-        errs.push_back(invalid_value(field, written(value), "must be greater than or equal to 0"));
-      else if (api::is_extended_resource(name) && milli % 1000 != 0)
-        errs.push_back(invalid_value(field, written(value), "must be an integer"));
-      else
-        parsed[name] = milli;
-    }
-    return parsed;
-  };
-  const std::string limits_path = path + ".resources.limits";
-  const std::string requests_path = path + ".resources.requests";
-  const auto limit = quantities(limits, limits_path);
-  const auto request = quantities(requests, requests_path);
-  for (const auto& [name, milli] : request) {
-    const auto it = limit.find(name);
-    if (it == limit.end()) {
-      if (!api::overcommit_allowed(name) && !limits.contains(name))
-        errs.push_back(
-            required_value(limits_path, "Limit must be set for non overcommitable resources"));
-    } else if (milli != it->second && !api::overcommit_allowed(name)) {
-      errs.push_back(invalid_value(requests_path, written(requests[name]),
-                                   fmt::format("must be equal to {} limit", name)));
-    } else if (milli > it->second) {
-      errs.push_back(invalid_value(requests_path, written(requests[name]),
-                                   fmt::format("must be less than or equal to {} limit", name)));
-    }
-  }
-}
-
-/// SetDefaults_ContainerPort: a port's protocol is TCP unless it says otherwise.
+/// SetDefaults_ContainerPort: a port's protocol is TCP unless it says otherwise (an empty one too).
 void default_port_protocols(json& container) {
   const auto ports = container.find("ports");
   if (ports == container.end() || !ports->is_array())
     return;
   for (json& port : *ports) {
-    if (port.is_object() && !port.contains("protocol"))
+    if (port.is_object() && string_member(port, "protocol").empty())
       port["protocol"] = "TCP";
   }
 }
@@ -189,27 +115,13 @@ const GoStruct& pod_template_spec_type() {
   return type;
 }
 
-void default_pod_spec(json& spec, const std::string& path, std::vector<FieldError>& errs) {
+void default_pod_spec(json& spec) {
   json& containers = spec["containers"];
-  if (!containers.is_array() || containers.empty())
-    errs.push_back(required_value(path + ".containers", ""));
   for (size_t i = 0; containers.is_array() && i < containers.size(); ++i) {
     json& c = containers[i];
     if (!c.is_object())
       c = json::object();
-    const std::string name = c.value("name", "");
-    const std::string field = fmt::format("{}.containers[{}]", path, i);
-    if (name.empty()) {
-      errs.push_back(required_value(field + ".name", ""));
-    } else if (!api::names::dns1123_label(name).empty()) {
-      errs.push_back(invalid_value(field + ".name", api::names::go_quote(name),
-                                   "a lowercase RFC 1123 label must consist of lower case "
-                                   "alphanumeric characters or '-'"));
-    }
     const std::string image = c.value("image", "");
-    if (image.empty())
-      errs.push_back(required_value(field + ".image", ""));
-    validate_env(c, field, errs);
     if (!c.contains("imagePullPolicy")) {
       const bool latest = image.find(':') == std::string::npos || image.ends_with(":latest");
       c["imagePullPolicy"] = latest ? "Always" : "IfNotPresent";
@@ -221,7 +133,6 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
     if (!c.contains("resources"))
       c["resources"] = json::object();
     default_port_protocols(c);
-    validate_resources(c, field, errs);
   }
   if (const auto inits = spec.find("initContainers"); inits != spec.end() && inits->is_array()) {
     for (json& c : *inits) {
@@ -229,12 +140,8 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
         default_port_protocols(c);
     }
   }
-  const std::string restart = spec.value("restartPolicy", "Always");
-  if (restart != "Always" && restart != "OnFailure" && restart != "Never") {
-    errs.push_back(not_supported(path + ".restartPolicy", api::names::go_quote(restart),
-                                 {"Always", "OnFailure", "Never"}));
-  }
-  spec["restartPolicy"] = restart;
+  if (string_member(spec, "restartPolicy").empty())
+    spec["restartPolicy"] = "Always";
   if (!spec.contains("schedulerName"))
     spec["schedulerName"] = "default-scheduler";
   if (!spec.contains("dnsPolicy"))
@@ -247,10 +154,13 @@ void default_pod_spec(json& spec, const std::string& path, std::vector<FieldErro
 
 void admit_pod(json& pod) {
   json& spec = ensure_object(pod, "spec");
-  // SetDefaults_Pod (pods only, not templates): a limit without a request is requested too,
-  // before validation, so a bad limit is reported for both.
-  if (json& containers = spec["containers"]; containers.is_array()) {
-    for (json& c : containers) {
+  // SetDefaults_Pod (pods only, not templates): a limit without a request is requested too, in
+  // app and init containers, before validation, so a bad limit is reported for both.
+  for (const char* list : {"containers", "initContainers"}) {
+    const auto containers = spec.find(list);
+    if (containers == spec.end() || !containers->is_array())
+      continue;
+    for (json& c : *containers) {
       if (!c.is_object() || !c.contains("resources") || !c["resources"].is_object())
         continue;
       json& resources = c["resources"];
@@ -263,10 +173,9 @@ void admit_pod(json& pod) {
           requests[name] = value;
     }
   }
-  std::vector<FieldError> errs;
-  default_pod_spec(spec, "spec", errs);
-  if (!errs.empty())
-    throw invalid("", "Pod", name_of(pod), errs);
+  // Validation is the store's (PodStrategy::validate), after the metadata's, so a 422 lists
+  // both as the server's ValidatePod does.
+  default_pod_spec(spec);
   if (!spec.contains("serviceAccountName"))
     spec["serviceAccountName"] = "default";
   if (!spec.contains("enableServiceLinks"))
@@ -349,6 +258,10 @@ class PodStrategy final : public ResourceStrategy {
   PodStrategy() : ResourceStrategy({"", "v1", "pods", "Pod", true, true}, {"po"}, {"all"}) {}
 
   void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
+  /// ValidatePod's spec checks, on create and update: the store lists them after the metadata's.
+  void validate(const json& pod, std::vector<FieldError>& errs) const override {
+    validate_pod_spec(object_member(pod, "spec"), "spec", errs);
+  }
   bool tracks_generation() const override { return true; }
 
   const GoStruct& go_type() const override {

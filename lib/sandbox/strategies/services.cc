@@ -69,6 +69,42 @@ std::string service_external_ip(const json& service) {
   return ingress.empty() ? "<pending>" : ingress;
 }
 
+/// validateServicePort: a name is required when there are several ports, and is a DNS-1123
+/// label no other port has; the port, protocol and targetPort (a number or an IANA service name)
+/// are valid.
+void validate_port(const json& port, const std::string& path, bool name_required,
+                   std::set<std::string>& names, std::vector<FieldError>& errs) {
+  const std::string name = string_member(port, "name");
+  if (name_required && name.empty()) {
+    errs.push_back(required_value(path + ".name", ""));
+  } else if (!name.empty()) {
+    for (const auto& message : api::names::dns1123_label(name))
+      errs.push_back(invalid_value(path + ".name", api::names::go_quote(name), message));
+    if (!names.insert(name).second)
+      errs.push_back(duplicate(path + ".name", api::names::go_quote(name)));
+  }
+  const std::int64_t number = integer_member(port, "port");
+  for (const auto& message : api::names::port_number(number))
+    errs.push_back(invalid_value(path + ".port", std::to_string(number), message));
+  const std::string protocol = string_member(port, "protocol");
+  if (!protocol.empty() && protocol != "SCTP" && protocol != "TCP" && protocol != "UDP") {
+    errs.push_back(
+        not_supported(path + ".protocol", api::names::go_quote(protocol), {"SCTP", "TCP", "UDP"}));
+  }
+  const json& target = member(port, "targetPort");
+  if (target.is_string()) {
+    const std::string target_name = target.get<std::string>();
+    for (const auto& message : api::names::port_name(target_name))
+      errs.push_back(
+          invalid_value(path + ".targetPort", api::names::go_quote(target_name), message));
+  } else {
+    const std::int64_t target_number =
+        target.is_number_integer() ? target.get<std::int64_t>() : number;
+    for (const auto& message : api::names::port_number(target_number))
+      errs.push_back(invalid_value(path + ".targetPort", std::to_string(target_number), message));
+  }
+}
+
 /// A label map as labels.FormatLabels prints it: "a=1,b=2" (sorted), "<none>" when empty.
 std::string format_labels(const json& labels) {
   std::string out;
@@ -82,6 +118,8 @@ class ServiceStrategy final : public ResourceStrategy {
   ServiceStrategy()
       : ResourceStrategy({"", "v1", "services", "Service", true, true}, {"svc"}, {"all"}) {}
 
+  /// SetDefaults_Service: the type, each port's protocol (TCP) and targetPort (the port, for a
+  /// missing, 0 or "" one).
   void admit(json& service, const AdmissionContext& context) const override {
     json& spec = service["spec"];
     if (!spec.is_object())
@@ -91,21 +129,14 @@ class ServiceStrategy final : public ResourceStrategy {
     json& ports = spec["ports"];
     if (!ports.is_array())
       ports = json::array();
-    const bool headless = spec.value("clusterIP", "") == "None";
-    if (ports.empty() && !headless)
-      reject_field(info(), service, "spec.ports", "Required value");
-    for (size_t i = 0; i < ports.size(); ++i) {
-      json& p = ports[i];
-      const int port = p.value("port", 0);
-      if (port < 1 || port > 65535) {
-        reject_field(
-            info(), service, fmt::format("spec.ports[{}].port", i),
-            fmt::format("Invalid value: {}: must be between 1 and 65535, inclusive", port));
-      }
-      if (!p.contains("protocol"))
+    for (json& p : ports) {
+      if (!p.is_object())
+        continue;
+      if (string_member(p, "protocol").empty())
         p["protocol"] = "TCP";
-      if (!p.contains("targetPort"))
-        p["targetPort"] = port;
+      const json& target = member(p, "targetPort");
+      if (target.is_null() || target == json(0) || target == json(""))
+        p["targetPort"] = member(p, "port").is_number_integer() ? p["port"] : json(0);
     }
     if (!spec.contains("clusterIP"))
       spec["clusterIP"] = context.allocate_cluster_ip();
@@ -113,6 +144,19 @@ class ServiceStrategy final : public ResourceStrategy {
     if (!spec.contains("sessionAffinity"))
       spec["sessionAffinity"] = "None";
     service["status"] = {{"loadBalancer", json::object()}};
+  }
+
+  /// ValidateService's port checks, on create and update: the store lists them after the
+  /// metadata's.
+  void validate(const json& service, std::vector<FieldError>& errs) const override {
+    const json& spec = object_member(service, "spec");
+    const json& ports = array_member(spec, "ports");
+    if (ports.empty() && string_member(spec, "clusterIP") != "None" &&
+        string_member(spec, "type") != "ExternalName")
+      errs.push_back(required_value("spec.ports", ""));
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < ports.size(); ++i)
+      validate_port(ports[i], fmt::format("spec.ports[{}]", i), ports.size() > 1, names, errs);
   }
 
   std::vector<std::string> name_errors(std::string_view name) const override {
