@@ -616,7 +616,7 @@ TEST_F(ApiErrorTest, BadMetadataAndABadSpecAreReportedTogether) {
                   "FieldValueNotFound spec.containers[0].volumeMounts[0].name: Not found: "
                   "\"x\""));
 
-  const json job = batch_job("Bad_Name", {container("main", {{"image", ""}})});
+  const json job = batch_job("Bad_Name", json::array({container("main", {{"image", ""}})}));
   const Error job_error =
       expect_error([&] { client().create(resources::jobs(), ns(), job, {.dry_run = true}); });
   EXPECT_THAT(causes_of(job_error),
