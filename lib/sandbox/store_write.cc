@@ -187,7 +187,7 @@ void StoreCore::validate_create(const Table& t, const json& obj) {
       errs.push_back(invalid_value("metadata.namespace", api::names::go_quote(ns), msg));
   }
   validate_metadata_content(md, errs);
-  t.strategy->validate(obj, errs);
+  t.strategy->validate(obj, WritePart::Main, errs);
   if (!errs.empty())
     throw invalid(info, name, errs);
 }
@@ -271,7 +271,7 @@ SharedJson StoreCore::update(Table& t, const std::string& key, json obj, WritePa
       }
     }
   }
-  t.strategy->validate(next, errs);
+  t.strategy->validate(next, part, errs);
   if (!errs.empty())
     throw invalid(info, name, errs);
   md["resourceVersion"] = old_md["resourceVersion"];

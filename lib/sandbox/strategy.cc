@@ -83,7 +83,7 @@ void ResourceStrategy::prepare_for_create(json& object) const {
 
 void ResourceStrategy::name_generated(json&) const {}
 
-void ResourceStrategy::validate(const json&, std::vector<FieldError>&) const {}
+void ResourceStrategy::validate(const json&, WritePart, std::vector<FieldError>&) const {}
 
 void ResourceStrategy::prepare_for_update(const json& old, json& next, WritePart part) const {
   if (part == WritePart::Status) {

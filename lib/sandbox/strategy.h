@@ -148,9 +148,12 @@ class ResourceStrategy {
   /// subresource), a status write keeps everything but the status.
   virtual void prepare_for_update(const nlohmann::json& old, nlohmann::json& next,
                                   WritePart part) const;
-  /// Validate/ValidateUpdate beyond ObjectMeta, on every create and update (status too): appends
-  /// what is wrong with the object as stored (a custom resource's schema; nothing by default).
-  virtual void validate(const nlohmann::json& object, std::vector<FieldError>& errs) const;
+  /// Validate/ValidateUpdate beyond ObjectMeta, on every create (`part` Main) and update: appends
+  /// what is wrong with the object as stored (a custom resource's schema; nothing by default). A
+  /// status write (`part` Status) changed only the status, as the built-in types' status
+  /// strategies check it: their spec checks need not run again.
+  virtual void validate(const nlohmann::json& object, WritePart part,
+                        std::vector<FieldError>& errs) const;
   /// Whether delete preconditions are checked in the storage layer's words (the namespace and
   /// CRD registries check them before deleting) rather than rest.BeforeDelete's.
   virtual bool checks_delete_preconditions_in_storage() const;

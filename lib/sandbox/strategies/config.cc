@@ -115,7 +115,7 @@ class ConfigMapStrategy final : public ResourceStrategy {
   }
 
   /// ValidateConfigMap: config keys, no key in both maps, at most 1 MiB.
-  void validate(const json& cm, std::vector<FieldError>& errs) const override {
+  void validate(const json& cm, WritePart, std::vector<FieldError>& errs) const override {
     std::size_t size = check_keys(cm, "data", false, errs);
     const json& binary = object_member(cm, "binaryData");
     for (const auto& [key, value] : object_member(cm, "data").items()) {
@@ -167,7 +167,7 @@ class SecretStrategy final : public ResourceStrategy {
   }
 
   /// ValidateSecret: config keys, at most 1 MiB, and the keys each type requires.
-  void validate(const json& secret, std::vector<FieldError>& errs) const override {
+  void validate(const json& secret, WritePart, std::vector<FieldError>& errs) const override {
     if (check_keys(secret, "data", true, errs) > kMaxDataSize)
       errs.push_back(too_long("data", kMaxDataSize));
     const json& data = object_member(secret, "data");

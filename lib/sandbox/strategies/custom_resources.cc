@@ -35,7 +35,7 @@ class CustomResourceStrategy final : public ResourceStrategy {
     return {.unknown_fields = it->second.decode(object)};
   }
 
-  void validate(const json& object, std::vector<FieldError>& errs) const override {
+  void validate(const json& object, WritePart, std::vector<FieldError>& errs) const override {
     // Stored objects are in the storage version; with the "None" conversion every version's
     // object is that one's too.
     const auto it = schemas_.find(info().version);

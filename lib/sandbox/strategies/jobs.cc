@@ -124,8 +124,11 @@ class JobStrategy final : public ResourceStrategy {
   void admit(json& job, const AdmissionContext&) const override { default_and_validate(job); }
 
   /// ValidateJobSpec's checks of the defaulted job (on an update prepare_for_update has made
-  /// them already and refused what they found).
-  void validate(const json& job, std::vector<FieldError>& errs) const override {
+  /// them already and refused what they found); a status write's are ValidateJobUpdateStatus's,
+  /// of the status alone.
+  void validate(const json& job, WritePart part, std::vector<FieldError>& errs) const override {
+    if (part == WritePart::Status)
+      return;
     json defaulted = job;
     const std::vector<FieldError> spec_errs = default_and_validate(defaulted);
     errs.insert(errs.end(), spec_errs.begin(), spec_errs.end());

@@ -259,8 +259,10 @@ class PodStrategy final : public ResourceStrategy {
 
   void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
   /// ValidatePod's spec checks, on create and update: the store lists them after the metadata's.
-  void validate(const json& pod, std::vector<FieldError>& errs) const override {
-    validate_pod_spec(object_member(pod, "spec"), "spec", errs);
+  /// Not on a status write (the kubelet's): ValidatePodStatusUpdate checks the status alone.
+  void validate(const json& pod, WritePart part, std::vector<FieldError>& errs) const override {
+    if (part == WritePart::Main)
+      validate_pod_spec(object_member(pod, "spec"), "spec", errs);
   }
   bool tracks_generation() const override { return true; }
 

@@ -147,8 +147,10 @@ class ServiceStrategy final : public ResourceStrategy {
   }
 
   /// ValidateService's port checks, on create and update: the store lists them after the
-  /// metadata's.
-  void validate(const json& service, std::vector<FieldError>& errs) const override {
+  /// metadata's. Not on a status write: ValidateServiceStatusUpdate checks the status alone.
+  void validate(const json& service, WritePart part, std::vector<FieldError>& errs) const override {
+    if (part == WritePart::Status)
+      return;
     const json& spec = object_member(service, "spec");
     const json& ports = array_member(spec, "ports");
     if (ports.empty() && string_member(spec, "clusterIP") != "None" &&
