@@ -6,7 +6,8 @@
 //
 // Exit codes (DESIGN.md): 0 the condition holds; 1 the job ended otherwise (Failed while waiting
 // for succeeded or finished, Succeeded while waiting for failed, finished while waiting for
-// running); 3 API errors and a job that does not exist (except for created and deleted); 4 timeout.
+// running); 3 API errors and a job that does not exist (except for created, and deleted, which
+// then prints nothing, as kubectl); 4 timeout.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -153,10 +154,10 @@ struct WaitOptions {
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound)
         throw;
-      if (target == WaitFor::Deleted) {
-        print(kind, nullptr);
+      // As `kubectl wait --for=delete` of an object that does not exist: nothing to wait for,
+      // exit 0, and nothing printed, since no job was seen to go.
+      if (target == WaitFor::Deleted)
         return;
-      }
       if (target != WaitFor::Created && !kind)
         throw;
       if (target != WaitFor::Created) {  // kubectl's wording
@@ -232,7 +233,8 @@ void add_wait_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->footer(
       "The wait follows the job it found, by uid: if that job is deleted and another is created "
       "under the same name, --for=deleted is met and any other condition ends with exit 3, never "
-      "with the new job's status.");
+      "with the new job's status. --for=deleted of a job that does not exist prints nothing and "
+      "exits 0, as kubectl wait --for=delete does.");
   opts->job_target.add_to(*cmd, JobTarget::Args::One,
                           "Only look for this kind: tfjob, pytorchjob, mpijob (needed with "
                           "--for=created when the job does not exist yet, unless given as "

@@ -369,14 +369,23 @@ TEST_F(JobFollowTest, WaitForCreatedAndDeleted) {
   EXPECT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(c.out, "tfjob.kubeflow.org/later condition met\n");
 
-  // With --kind, the output names the kind even when the job is gone before the (slowly
-  // starting, under sanitizers) command first looks for it.
+  // The job is deleted once the command has had time to find it (a second, for a slowly
+  // starting command under sanitizers): one it never saw prints nothing, as kubectl.
   auto deleted = start("wait later --for=deleted --kind tfjob --timeout 20s");
-  EXPECT_EQ(deleted.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  EXPECT_EQ(deleted.wait_for(std::chrono::seconds(1)), std::future_status::timeout);
   client().remove(kube::resources::job(api::JobKind::TFJob), "default", "later");
   RunResult d = finish(deleted);
   EXPECT_EQ(d.exit_code, 0) << d.err;
   EXPECT_EQ(d.out, "tfjob.kubeflow.org/later condition met\n");
+
+  // A job that never existed: kubectl wait --for=delete prints nothing and exits 0; so does
+  // wait, and it does not claim "condition met" for it.
+  for (const char* args : {"wait nosuch --for=deleted", "wait tfjob/nosuch --for=delete -o name"}) {
+    RunResult never = run(args);
+    EXPECT_EQ(never.exit_code, 0) << args << never.err;
+    EXPECT_EQ(never.out, "") << args;
+    EXPECT_EQ(never.err, "") << args;
+  }
 
   RunResult missing = run("wait later --for=succeeded --kind tfjob");
   EXPECT_EQ(missing.exit_code, 3);
