@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <vector>
 
 #include "api/status.h"
 #include "commands.h"
@@ -128,8 +129,14 @@ struct SuspendOptions {
   void Run() {
     kube::Client& client = connection.client();
     const json patch = {{"spec", {{"runPolicy", {{"suspend", suspend}}}}}};
-    for (const auto& ref : target.jobs()) {
-      const FoundJob job = target.find(client, ref);
+    std::vector<FoundJob> jobs;
+    for (const auto& ref : target.jobs())
+      jobs.push_back(target.find(client, ref));
+    if (suspend)
+      refuse_finished(jobs);
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const JobRef& ref = target.jobs()[i];
+      const FoundJob& job = jobs[i];
       client.patch(kube::resources::job(job.kind), target.namespace_(), ref.name,
                    kube::PatchType::Merge, patch);
       std::cout << fmt::format("{}/{} {}", api::kind_resource_name(job.kind), ref.name,
@@ -139,6 +146,19 @@ struct SuspendOptions {
   }
 
   std::string_view verb() const { return suspend ? "suspend" : "resume"; }
+
+  /// A finished job has no pods to stop and is never run again: suspending it would only write a
+  /// field nothing acts on, so suspend refuses (exit 2) before writing to any job.
+  static void refuse_finished(const std::vector<FoundJob>& jobs) {
+    for (const auto& job : jobs) {
+      if (job_finished(job.object)) {
+        throw Error(ErrorKind::Usage,
+                    fmt::format("{} {:?} has finished ({}): a finished job cannot be suspended",
+                                api::kind_resource_name(job.kind), name_of(job.object),
+                                api::job_status(job.object)));
+      }
+    }
+  }
 };
 
 void add_suspend_command(CLI::App& app, const GlobalFlags& flags, bool suspend) {

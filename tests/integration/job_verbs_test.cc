@@ -645,5 +645,20 @@ TEST_F(JobVerbsTest, SuspendAndResumePatchRunPolicySuspend) {
   EXPECT_EQ(typed.out, "pytorchjob.kubeflow.org/bert suspended\n");
 }
 
+// A finished job cannot be suspended: suspend says so and exits 2, writing to no job it names.
+TEST_F(JobVerbsTest, SuspendRefusesAFinishedJobAndWritesNothing) {
+  create_job({.name = "done"}, succeeded_status());
+  create_job({.name = "busy"}, running_status(2));
+  RunResult r = run("suspend busy done");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("trainctl: tfjob.kubeflow.org \"done\" has finished (Succeeded): a "
+                               "finished job cannot be suspended\n"));
+  for (const char* name : {"done", "busy"}) {
+    const json job = client().get(kube::resources::job(api::JobKind::TFJob), "default", name);
+    EXPECT_FALSE(job["spec"].value("runPolicy", json::object()).contains("suspend")) << name;
+  }
+}
+
 }  // namespace
 }  // namespace trainctl
