@@ -328,7 +328,9 @@ struct WriteFlags {
     }
     const json live = client.get(r, ns, name);
     if (mode == IfExists::Skip) {
-      done(live, "unchanged");
+      // Not "unchanged" (kubectl apply's word for a live object equal to the file): the existing
+      // job is kept as it is, never compared with the one given.
+      done(live, "skipped (already exists; kept as it is, not compared)");
     } else if (server_dry_run) {
       // Nothing is deleted in a dry run: the server checks the new job as an update instead.
       job["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"];
@@ -412,7 +414,8 @@ void add_write_flags(CLI::App& cmd, WriteFlags& w) {
   cmd.add_option("-o,--output", w.output, "yaml, json or name (dry runs default to yaml)")
       ->check(one_of({"yaml", "json", "name"}));
   cmd.add_option("--if-exists", w.if_exists,
-                 "When a job of that name exists: fail (default), skip (keep it), or replace: "
+                 "When a job of that name exists: fail (default), skip (keep the existing job "
+                 "as it is, without comparing it; printed as skipped), or replace: "
                  "delete it and its pods (waiting up to 5m, or --timeout) and create the job "
                  "anew, a fresh run")
       ->check(one_of({"fail", "skip", "replace"}));

@@ -703,7 +703,11 @@ TEST_F(SubmitTest, IfExistsFailSkipReplace) {
 
   RunResult skip = trainctl("submit --if-exists skip -f " + v2.string());
   EXPECT_EQ(skip.exit_code, 0) << skip.err;
-  EXPECT_THAT(skip.out, HasSubstr("tfjob.kubeflow.org/second unchanged"));
+  // The existing job differs from the file: it is kept, and not called "unchanged".
+  EXPECT_THAT(skip.out,
+              HasSubstr("tfjob.kubeflow.org/second skipped (already exists; kept as it is, not "
+                        "compared)\n"));
+  EXPECT_THAT(skip.out, Not(HasSubstr("unchanged")));
   EXPECT_EQ(client().get(kube::resources::job(api::JobKind::TFJob), "default",
                          "second")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"],
             1);
@@ -908,7 +912,9 @@ TEST_F(SubmitRequestsTest, IfExistsIsDecidedByTheCreatesAnswer) {
   // one is only created.
   RunResult skip = trainctl("submit --if-exists skip -f -", tfjobs(2));
   ASSERT_EQ(skip.exit_code, 0) << skip.err;
-  EXPECT_EQ(skip.out, "tfjob.kubeflow.org/job-00 unchanged\ntfjob.kubeflow.org/job-01 created\n");
+  EXPECT_EQ(skip.out,
+            "tfjob.kubeflow.org/job-00 skipped (already exists; kept as it is, not compared)\n"
+            "tfjob.kubeflow.org/job-01 created\n");
   EXPECT_EQ(requests(), (std::multiset<std::string>{"create tfjobs/", "create tfjobs/",
                                                     "get tfjobs/job-00", "get queues/default"}));
   clear();
