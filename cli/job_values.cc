@@ -340,12 +340,14 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
         cmd.add_option("--active-deadline", f.active_deadline,
                        "activeDeadlineSeconds: how long the job may run, e.g. 2h or 7200")
             ->group(run)
-            ->transform(whole_seconds()));
+            ->transform(whole_seconds())
+            ->type_name("DURATION"));
   given("ttlSecondsAfterFinished",
         cmd.add_option("--ttl", f.ttl,
                        "ttlSecondsAfterFinished: how long a finished job is kept, e.g. 10m or 600")
             ->group(run)
-            ->transform(whole_seconds()));
+            ->transform(whole_seconds())
+            ->type_name("DURATION"));
   cmd.add_option("--clean-pod-policy", f.clean_pod_policy, "None, Running or All")
       ->group(run)
       ->check(one_of(allowed_values(kind, "cleanPodPolicy")));

@@ -307,6 +307,11 @@ TEST(RenderTest, DurationFlagsTakeGoDurationsOrSeconds) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--ttl"));
   EXPECT_THAT(bad.err, HasSubstr("\"soon\" is not a duration"));
+  // The help names what they take: a duration, not an INT.
+  RunResult help = run_submit("render tfjob --help");
+  EXPECT_THAT(help.out, HasSubstr("--active-deadline DURATION"));
+  EXPECT_THAT(help.out, HasSubstr("--ttl DURATION"));
+  EXPECT_THAT(help.out, Not(HasSubstr("--ttl INT")));
 }
 
 TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
