@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "docs.h"
 #include "error.h"
 #include "run.h"
 #include "text.h"
@@ -93,6 +94,38 @@ CLI::App& innermost(CLI::App& app) {
   return *cmd;
 }
 
+/// What an option's value must be, for a value CLI11 could not convert to the option's type.
+std::string expected_value(std::string_view type) {
+  if (type == "INT")
+    return "an integer";
+  if (type == "UINT")
+    return "a non-negative integer";
+  if (type == "FLOAT")
+    return "a number";
+  return fmt::format("a {}", type);
+}
+
+/// CLI11's "Could not convert: --gpus = 1.5" as the CLI's other flag errors say it, naming the
+/// flag and what it takes: `--gpus: "1.5" is not an integer`; nullopt for another error.
+std::optional<std::string> conversion_message(CLI::App& cmd, const CLI::ParseError& e) {
+  constexpr std::string_view kPrefix = "Could not convert: ";
+  const std::string_view what = e.what();
+  if (dynamic_cast<const CLI::ConversionError*>(&e) == nullptr || !what.starts_with(kPrefix))
+    return std::nullopt;
+  const std::string_view rest = what.substr(kPrefix.size());
+  const std::size_t eq = rest.find(" = ");
+  if (eq == std::string_view::npos)
+    return std::nullopt;
+  const std::string name(rest.substr(0, eq));
+  for (CLI::App* c = &cmd; c != nullptr; c = c->get_parent()) {
+    if (const CLI::Option* opt = c->get_option_no_throw(name)) {
+      return fmt::format("{}: {:?} is not {}", name, rest.substr(eq + 3),
+                         expected_value(base_type_name(*opt)));
+    }
+  }
+  return std::nullopt;
+}
+
 /// What a parse error means in a user's terms: a mistyped flag or verb with a did-you-mean, a
 /// missing verb shows the command's help (as kubectl does); returns the exit code.
 int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
@@ -122,6 +155,8 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
              dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
     std::cout << help_text(cmd);  // `trainctl`, `trainctl queue`: what there is to run
     return 0;
+  } else if (auto conversion = conversion_message(cmd, e)) {
+    message = std::move(*conversion);
   } else {
     message = e.what();
   }

@@ -75,12 +75,6 @@ std::optional<ValueSource> value_source(const CLI::Option& opt) {
   return std::nullopt;
 }
 
-/// The type CLI11 shows ("TEXT", "INT"), without the descriptions validators append to it.
-std::string base_type_name(const CLI::Option& opt) {
-  const std::string full = opt.get_type_name();
-  return full.substr(0, full.find(':'));
-}
-
 OptionDoc describe_option(CLI::Option& opt) {
   OptionDoc doc;
   doc.positional = !opt.nonpositional();
@@ -411,6 +405,11 @@ std::string command_page(const CommandDoc& root, const CommandDoc& cmd) {
 }
 
 }  // namespace
+
+std::string base_type_name(const CLI::Option& opt) {
+  const std::string full = opt.get_type_name();
+  return full.substr(0, full.find(':'));
+}
 
 CLI::Validator one_of(const std::vector<std::string>& values) {
   return CLI::Validator([](std::string&) { return std::string(); },

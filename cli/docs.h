@@ -33,6 +33,10 @@ CLI::Validator completes(ValueSource source);
 /// the command.
 void add_examples(CLI::App& cmd, std::string_view examples);
 
+/// The type CLI11 shows for an option's value ("TEXT", "INT", "DURATION"), without the
+/// descriptions validators append to it.
+std::string base_type_name(const CLI::Option& opt);
+
 /// A flag, option or positional argument as the generators see it.
 struct OptionDoc {
   std::vector<std::string> names;  // "-o", "--output"; a positional has its one name

@@ -186,7 +186,7 @@ TEST_F(CliTest, AVerbBuiltAloneReportsMistakesAndHelpAsTheWholeTree) {
        "trainctl: unknown flag \"--bogus\" for \"trainctl render pytorchjob\"\n"
        "See 'trainctl render pytorchjob --help' for usage.\n"},
       {"render tfjob --workers abc --image x",
-       "trainctl: Could not convert: --workers = abc\n"
+       "trainctl: --workers: \"abc\" is not an integer\n"
        "See 'trainctl render tfjob --help' for usage.\n"},
       {"submit tfjobb",
        "trainctl: unknown command \"tfjobb\" for \"trainctl submit\"; did you mean "

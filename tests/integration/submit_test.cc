@@ -314,6 +314,19 @@ TEST(RenderTest, DurationFlagsTakeGoDurationsOrSeconds) {
   EXPECT_THAT(help.out, Not(HasSubstr("--ttl INT")));
 }
 
+// A value of the wrong type is named with its flag and what the flag takes, as the CLI's other
+// flag errors are, not with CLI11's "Could not convert: --gpus = 1.5".
+TEST(RenderTest, AValueOfTheWrongTypeNamesTheFlagAndWhatItTakes) {
+  RunResult r = run_submit("render tfjob --name d --image i --gpus 1.5 -- python t.py");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "trainctl: --gpus: \"1.5\" is not an integer\nSee 'trainctl render tfjob --help' for "
+            "usage.\n");
+  RunResult workers = run_submit("render tfjob --name d --image i --workers two -- python t.py");
+  EXPECT_EQ(workers.exit_code, 2);
+  EXPECT_THAT(workers.err, HasSubstr("trainctl: --workers: \"two\" is not an integer\n"));
+}
+
 TEST(RenderTest, BadFlagSyntaxIsAUsageError) {
   RunResult r = run_submit("render tfjob --name a --image i --toleration k=v:Sometimes");
   EXPECT_EQ(r.exit_code, 2);
