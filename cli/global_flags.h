@@ -41,6 +41,10 @@ class Connection {
   void multiplex();
   /// The namespace the command works in: -n, else the context's, else "default".
   const std::string& namespace_() { return config().default_namespace; }
+  /// Whether -n/--namespace was given (suggested commands then repeat it).
+  bool namespace_given() const {
+    return flags_ != nullptr && !flags_->overrides.namespace_.empty();
+  }
 
  private:
   const GlobalFlags* flags_ = nullptr;

@@ -76,6 +76,13 @@ void JobTarget::Complete(Connection& connection) {
   for (const auto& arg : args_)
     jobs_.push_back(parse_job_ref(arg, kind_));
   ns_ = connection.namespace_();
+  ns_given_ = connection.namespace_given();
+}
+
+std::string JobTarget::suggest(std::string_view verb_and_args) const {
+  if (ns_given_ || ns_ != "default")
+    return fmt::format("trainctl {} -n {}", verb_and_args, ns_);
+  return fmt::format("trainctl {}", verb_and_args);
 }
 
 FoundJob JobTarget::find(kube::Client& client, const JobRef& ref) const {

@@ -51,6 +51,10 @@ class JobTarget {
   /// The one job of an Args::One verb.
   const JobRef& job() const { return jobs_.at(0); }
 
+  /// A command to suggest to the user, `trainctl <verb_and_args>`, with `-n NAMESPACE` when -n
+  /// was given or the namespace is not "default", so it acts on the same job when pasted.
+  std::string suggest(std::string_view verb_and_args) const;
+
   /// The job `ref` names, of any kind unless it has one (find_job's errors).
   FoundJob find(kube::Client& client, const JobRef& ref) const;
   /// Every job the arguments name, resolved before the verb acts on any (so an ambiguous name
@@ -64,6 +68,7 @@ class JobTarget {
   std::optional<api::JobKind> kind_;
   std::vector<JobRef> jobs_;
   std::string ns_;
+  bool ns_given_ = false;
 };
 
 }  // namespace trainctl::cli

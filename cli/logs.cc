@@ -103,22 +103,22 @@ struct LogsOptions {
                     404);
       }
       throw Error(ErrorKind::NotFound,
-                  fmt::format("{} has no pods yet (status {}): no log to print; `trainctl logs -f "
-                              "{}` waits for them",
+                  fmt::format("{} has no pods yet (status {}): no log to print; `{}` waits for "
+                              "them",
                               name,
                               api::display_status(found.object,
                                                   get_or_null(client, kube::resources::podgroups(),
                                                               selection.ns, selection.job)),
-                              selection.job),
+                              target.suggest("logs -f " + selection.job)),
                   404);
     }
     if (logs.not_started > 0) {
-      throw Error(
-          ErrorKind::BadRequest,
-          fmt::format("{} of {} replicas of {} have not started, so have no log yet; "
-                      "`trainctl logs -f {}` waits for them",
-                      logs.not_started, logs.printed + logs.not_started, name, selection.job),
-          400);
+      throw Error(ErrorKind::BadRequest,
+                  fmt::format("{} of {} replicas of {} have not started, so have no log yet; "
+                              "`{}` waits for them",
+                              logs.not_started, logs.printed + logs.not_started, name,
+                              target.suggest("logs -f " + selection.job)),
+                  400);
     }
   }
 };

@@ -330,9 +330,9 @@ struct WhyOptions {
     std::vector<Finding> findings;
     if (api::job_status(j) == "Suspended" || api::JobView(j).run_policy().suspend) {
       findings.push_back(
-          {kSuspended, fmt::format("the job is suspended (spec.runPolicy.suspend): `trainctl "
-                                   "resume {}` lets it run",
-                                   job)});
+          {kSuspended, fmt::format("the job is suspended (spec.runPolicy.suspend): `{}` lets it "
+                                   "run",
+                                   target.suggest("resume " + job))});
     }
     if (is_scheduler_plugins_gang(podgroup)) {
       // No Queue admits it: the coscheduling plugin places it when the nodes have room.

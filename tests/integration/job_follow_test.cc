@@ -298,6 +298,19 @@ TEST_F(JobFollowTest, LogsOfAJobWithoutPodsSaysSoAndExits3) {
   EXPECT_THAT(queued.err, HasSubstr("has no pods yet (status Queued)"));
 }
 
+// Suggested commands repeat -n when it was given, so they act on the same job when pasted.
+TEST_F(JobFollowTest, SuggestedCommandsKeepTheNamespace) {
+  create_job("queued");
+  set_status("queued", "Created");
+  RunResult r = run("logs queued -n default");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("`trainctl logs -f queued -n default` waits for them\n"));
+  client().patch(kube::resources::job(api::JobKind::TFJob), "default", "queued",
+                 kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  RunResult why = run("why queued --namespace default");
+  EXPECT_THAT(why.out + why.err, HasSubstr("`trainctl resume queued -n default` lets it run"));
+}
+
 TEST_F(JobFollowTest, LogsPrintsTheStartedReplicasAndExits3ForOneThatHasNotStarted) {
   create_job("half", 2);
   set_status("half", "Running");

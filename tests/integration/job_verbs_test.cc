@@ -645,6 +645,21 @@ TEST_F(JobVerbsTest, SuspendAndResumePatchRunPolicySuspend) {
   EXPECT_EQ(typed.out, "pytorchjob.kubeflow.org/bert suspended\n");
 }
 
+// A suggested command names the namespace the job is in when it is not "default", though it came
+// from the kubeconfig's context and not from -n, so it acts on that job when pasted.
+TEST_F(JobVerbsTest, SuggestedCommandsNameTheContextsNamespace) {
+  create_namespace("team-b");
+  create_job({.name = "held", .ns = "team-b"});
+  client().patch(kube::resources::job(api::JobKind::TFJob), "team-b", "held",
+                 kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
+  std::string yaml = testing::TempDir::read(local_.sandbox().kubeconfig_path());
+  const std::string ns_line = "namespace: default";
+  ASSERT_NE(yaml.find(ns_line), std::string::npos) << yaml;
+  yaml.replace(yaml.find(ns_line), ns_line.size(), "namespace: team-b");
+  RunResult why = run("why held", dir_.write("team-b.kubeconfig", yaml).string());
+  EXPECT_THAT(why.out + why.err, HasSubstr("`trainctl resume held -n team-b` lets it run"));
+}
+
 // A finished job cannot be suspended: suspend says so and exits 2, writing to no job it names.
 TEST_F(JobVerbsTest, SuspendRefusesAFinishedJobAndWritesNothing) {
   create_job({.name = "done"}, succeeded_status());
