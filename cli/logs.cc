@@ -8,6 +8,7 @@
 #include <charconv>
 #include <iostream>
 
+#include "api/job_view.h"
 #include "api/status.h"
 #include "commands.h"
 #include "docs.h"
@@ -63,7 +64,9 @@ struct LogsOptions {
     const FoundJob found = target.find(client, target.job());
     selection.kind = found.kind;
     FollowOutput out(std::cout, prefix, prefix && color_allowed(STDOUT_FILENO), /*live=*/false);
-    if (!follow) {
+    // A finished job makes no new pods: following it would print what is there now, or wait
+    // for nothing when its pods are gone.
+    if (!follow || job_finished(found.object)) {
       print_logs(client, found, out);
       return;
     }
@@ -102,6 +105,8 @@ struct LogsOptions {
                                 name, selection.ns),
                     404);
       }
+      if (job_finished(found.object))
+        throw Error(ErrorKind::NotFound, pods_deleted_message(found, name), 404);
       throw Error(ErrorKind::NotFound,
                   fmt::format("{} has no pods yet (status {}): no log to print; `{}` waits for "
                               "them",
@@ -121,6 +126,21 @@ struct LogsOptions {
                   400);
     }
   }
+
+  /// Why a finished job without pods has no log: its cleanPodPolicy (Running, All) deleted them
+  /// when it finished, or something else did; the logs are gone with them.
+  std::string pods_deleted_message(const FoundJob& found, const std::string& name) const {
+    const std::string policy = api::JobView(found.object).run_policy().clean_pod_policy;
+    const std::string deleted =
+        policy == "All" || policy == "Running"
+            ? fmt::format("its pods were deleted by its cleanPodPolicy {}", policy)
+            : std::string("its pods have been deleted");
+    return fmt::format(
+        "{} has finished (status {}) and {}: no log to print; `trainctl submit --wait "
+        "--save-logs DIR` keeps the logs of a job's replicas before its pods are deleted, and `{}` "
+        "shows how it ended",
+        name, api::job_status(found.object), deleted, target.suggest("get " + selection.job));
+  }
 };
 
 }  // namespace
@@ -133,7 +153,10 @@ void add_logs_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->footer(
       "Without -f, logs exits 3 when a selected replica has no log yet, as kubectl logs of a "
       "container waiting to start does: the job has no pods yet, or replicas have not started "
-      "(their logs are printed first); -f waits for them.");
+      "(their logs are printed first); -f waits for them. A job that has finished makes no new "
+      "pods, so -f prints what its pods have logged and ends; when its pods have been deleted "
+      "(its cleanPodPolicy deletes them when it finishes) there is no log left and logs exits 3, "
+      "with or without -f: `submit --wait --save-logs DIR` keeps them.");
   add_examples(*cmd, R"(# Every replica's log, each line behind [worker-1]
 trainctl logs mnist
 # Follow the job until it finishes, new and restarted pods too

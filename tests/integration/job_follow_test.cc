@@ -298,6 +298,29 @@ TEST_F(JobFollowTest, LogsOfAJobWithoutPodsSaysSoAndExits3) {
   EXPECT_THAT(queued.err, HasSubstr("has no pods yet (status Queued)"));
 }
 
+// A finished job whose cleanPodPolicy deleted its pods has no log left: logs says so (not "no
+// pods yet"), with or without -f, and -f does not wait for pods that will never come.
+TEST_F(JobFollowTest, LogsOfAFinishedJobWhosePodsWereDeletedSaysSoAndExits3) {
+  json job = tfjob("cleaned", 1);
+  job["spec"]["runPolicy"]["cleanPodPolicy"] = "All";
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", job);
+  set_status("cleaned", "Succeeded", "TFJob default/cleaned successfully completed.");
+  const std::string said =
+      "trainctl: tfjob.kubeflow.org \"cleaned\" has finished (status Succeeded) and its pods were "
+      "deleted by its cleanPodPolicy All: no log to print; `trainctl submit --wait --save-logs "
+      "DIR` keeps the logs of a job's replicas before its pods are deleted, and `trainctl get "
+      "cleaned` shows how it ended\n";
+  RunResult r = run("logs cleaned");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr(said));
+  auto follow = start("logs -f cleaned");
+  RunResult followed = finish(follow);
+  EXPECT_EQ(followed.exit_code, 3);
+  EXPECT_EQ(followed.out, "");
+  EXPECT_THAT(followed.err, HasSubstr(said));
+}
+
 // Suggested commands repeat -n when it was given, so they act on the same job when pasted.
 TEST_F(JobFollowTest, SuggestedCommandsKeepTheNamespace) {
   create_job("queued");
