@@ -47,9 +47,13 @@ struct LogsOptions {
     if (tail >= 0)
       selection.tail_lines = tail;
     if (!since.empty()) {
+      // As kubectl logs: a zero duration sets no limit (every line), another is rounded up to
+      // whole seconds.
       const auto d = parse_duration_flag("--since", since);
-      selection.since_seconds =
-          std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(d).count());
+      if (d.count() != 0) {
+        selection.since_seconds =
+            std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(d).count());
+      }
     }
   }
 
@@ -171,8 +175,8 @@ trainctl logs mnist --replica worker-1 --previous)");
                 "Stream the logs of all replicas as they are written, following pods that are "
                 "created or restarted later, until the job has finished");
   cmd->add_option("--since", opts->since,
-                  "Only lines newer than this duration, e.g. 30s, 5m, 1h (the first run of each "
-                  "replica)");
+                  "Only lines newer than this duration, e.g. 30s, 5m, 1h; 0 = no limit (the first "
+                  "run of each replica)");
   cmd->add_option("--tail", opts->tail, "Only the last N lines of each replica (-1 = all)")
       ->default_str("-1")
       ->check(CLI::Validator(

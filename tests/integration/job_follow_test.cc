@@ -9,6 +9,7 @@
 #include <future>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "api/status.h"
 #include "tests/support/api_objects.h"
@@ -332,6 +333,19 @@ TEST_F(JobFollowTest, SuggestedCommandsKeepTheNamespace) {
                  kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", true}}}}}});
   RunResult why = run("why queued --namespace default");
   EXPECT_THAT(why.out + why.err, HasSubstr("`trainctl resume queued -n default` lets it run"));
+}
+
+// kubectl logs --since=0 sets no limit (its options send sinceSeconds only when not zero); so
+// does logs, not "the last second".
+TEST_F(JobFollowTest, LogsSinceZeroPrintsEveryLine) {
+  create_job("old");
+  create_replica("old", 0, "--rank=0");
+  ASSERT_TRUE(testing::wait_until([&] { return finished("old-worker-0"); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the lines are 2s old
+  RunResult r = run("logs old --since 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[worker-0] + python train.py --rank=0\n[worker-0] exited with code 0\n");
+  EXPECT_EQ(run("logs old --since 1s").out, "");  // the lines are older than that
 }
 
 TEST_F(JobFollowTest, LogsPrintsTheStartedReplicasAndExits3ForOneThatHasNotStarted) {
