@@ -439,6 +439,38 @@ TEST_F(CliTest, AServerCertificateFromAnUnknownCaIsRefusedAndSkippingTheCheckWar
                                      "server's certificate is not checked"));
 }
 
+// As kubectl ("specifying a root certificates file with the insecure flag is not allowed"): a CA
+// and insecure-skip-tls-verify together are refused (exit 2, a config error) before any request,
+// whether both are flags or both are in the kubeconfig. --insecure-skip-tls-verify alone replaces
+// the kubeconfig's CA, as client-go's overrides do, so that works (with its warning).
+TEST_F(CliTest, ACertificateAuthorityWithInsecureSkipTlsVerifyIsRefusedAsKubectlDoes) {
+  testing::HttpsTestServer server;
+  serve_version(server);
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
+  const std::string ca = (dir_.path() / "ca.crt").string();
+  const std::string refused =
+      "insecure-skip-tls-verify cannot be combined with a certificate "
+      "authority";
+
+  RunResult flags = run_cli("list --insecure-skip-tls-verify --certificate-authority " + ca +
+                            " -s " + server.url() + " --token t");
+  EXPECT_EQ(flags.exit_code, 2) << flags.out;
+  EXPECT_THAT(flags.out, HasSubstr(refused));
+
+  std::string yaml = testing::TempDir::read(config);
+  yaml.replace(yaml.find("    certificate-authority: ca.crt\n"),
+               std::string_view("    certificate-authority: ca.crt\n").size(),
+               "    certificate-authority: ca.crt\n    insecure-skip-tls-verify: true\n");
+  const std::string both = dir_.write("both", yaml).string();
+  RunResult in_file = run_cli("list --kubeconfig " + both);
+  EXPECT_EQ(in_file.exit_code, 2) << in_file.out;
+  EXPECT_THAT(in_file.out, HasSubstr(refused));
+
+  RunResult replaced = run_cli("version --insecure-skip-tls-verify --kubeconfig " + config);
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.out;
+  EXPECT_THAT(replaced.out, HasSubstr("Server Version: v1.31.2"));
+}
+
 TEST_F(CliTest, ConfigViewRedactsTokens) {
   const std::string config = kubeconfig_for(kNoServer, "very-secret-token");
   RunResult r = run_cli("config view --kubeconfig " + config);
