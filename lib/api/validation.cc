@@ -215,6 +215,22 @@ bool check_containers(const json& containers, const std::string& path, std::stri
 /// Labels and annotations the API server would refuse, with its words; the job's at once, a pod
 /// template's only when the controller creates the pods, so both are checked here.
 void check_metadata(const json& metadata, const std::string& path, Problems& problems) {
+  // A label or annotation value YAML reads as a number or a boolean (`version: 1`, `gpu: true`):
+  // the server's decoder refuses the whole object ("cannot unmarshal number into Go struct field
+  // ObjectMeta.metadata.labels of type string"), a pod template's only when the pods are created.
+  for (const char* map : {"labels", "annotations"}) {
+    const std::string map_path = field_path(path, map);
+    for (const auto& [key, value] : object_member(metadata, map).items()) {
+      if (value.is_string() || value.is_null())
+        continue;
+      problems.add_at(field_path(map_path, key), map_path,
+                      fmt::format("{}: must be a string, not {}: quote it (\"{}\")", key,
+                                  value.is_number()    ? "a number"
+                                  : value.is_boolean() ? "a boolean"
+                                                       : "a " + std::string(value.type_name()),
+                                  value.is_primitive() ? value.dump() : "..."));
+    }
+  }
   const std::string labels = field_path(path, "labels");
   for (const auto& e : names::label_errors(member(metadata, "labels")))
     problems.add_at(field_path(labels, e.key), labels, e.body);

@@ -435,6 +435,25 @@ spec:
                        "characters, '-', '_' or '.', and must start and end with an alphanumeric "
                        "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
                        "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"},
+        ValidationCase{"LabelAndAnnotationValuesYamlReadsAsNumbersOrBooleans",
+                       R"(apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: mnist
+  labels: {version: 1, quoted: "2", empty: null}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template:
+        metadata:
+          annotations: {sidecar.istio.io/inject: false}
+        spec: {containers: [{name: tensorflow, image: tf}]}
+)",
+                       "job.yaml:5: metadata.labels: version: must be a string, not a number: "
+                       "quote it (\"1\")\n"
+                       "job.yaml:11: spec.tfReplicaSpecs.Worker.template.metadata.annotations: "
+                       "sidecar.istio.io/inject: must be a string, not a boolean: quote it "
+                       "(\"false\")"},
         ValidationCase{"ValidLabelsAndAnnotations", R"(apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata:
