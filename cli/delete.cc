@@ -195,6 +195,7 @@ trainctl delete --all)");
                 "Succeed when a named job does not exist");
   cmd->add_flag("--wait", opts->wait, "Wait until the jobs and their pods are gone");
   cmd->add_option("--timeout", opts->timeout, "How long --wait waits (e.g. 90s, 5m, 2h)")
+      ->type_name("DURATION")
       ->capture_default_str();
   run_verb(*cmd, opts, flags);
   add_suspend_command(app, flags, true);

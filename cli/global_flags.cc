@@ -75,6 +75,7 @@ void add_global_flags(CLI::App& app, GlobalFlags& flags) {
       ->group(group);
   app.add_option("--request-timeout", o.request_timeout,
                  "Per-request timeout, e.g. 30s or 1m (0 = none)")
+      ->type_name("DURATION")
       ->group(group);
   app.add_option("--kube-api-qps", o.qps, "Client-side requests per second (0 = unlimited)")
       ->group(group);

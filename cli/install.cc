@@ -136,6 +136,7 @@ struct UninstallOptions {
 void add_target_flags(CLI::App& cmd, TargetFlags& target) {
   cmd.add_option("--timeout", target.timeout,
                  "How long to wait for CRDs to be served or objects to be gone (e.g. 90s, 5m)")
+      ->type_name("DURATION")
       ->capture_default_str();
 }
 

@@ -176,7 +176,8 @@ trainctl logs mnist --replica worker-1 --previous)");
                 "created or restarted later, until the job has finished");
   cmd->add_option("--since", opts->since,
                   "Only lines newer than this duration, e.g. 30s, 5m, 1h; 0 = no limit (the first "
-                  "run of each replica)");
+                  "run of each replica)")
+      ->type_name("DURATION");
   cmd->add_option("--tail", opts->tail, "Only the last N lines of each replica (-1 = all)")
       ->default_str("-1")
       ->check(CLI::Validator(

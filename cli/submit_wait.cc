@@ -377,6 +377,7 @@ void add_submit_wait_flags(CLI::App& cmd, SubmitWaitFlags& flags) {
                             "succeeded, 1 when one failed, 4 on timeout");
   cmd.add_option("--timeout", flags.timeout,
                  "With --wait: give up after this long, e.g. 30m or 2h (default: no limit)")
+      ->type_name("DURATION")
       ->needs(wait);
   cmd.add_flag("--logs", flags.logs,
                "With --wait: stream the logs of all replicas, prefixed [<replica>]")

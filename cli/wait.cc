@@ -249,6 +249,7 @@ void add_wait_command(CLI::App& app, const GlobalFlags& flags) {
   cmd->add_option("--timeout", opts->timeout,
                   "How long to wait, e.g. 90s, 10m, 2h; 0 checks once, a negative value waits "
                   "without limit")
+      ->type_name("DURATION")
       ->default_str("30s");
   add_examples(*cmd, R"(# Wait up to an hour for a job to succeed (exit 1 if it fails, 4 on timeout)
 trainctl wait mnist --for=succeeded --timeout 1h

@@ -137,6 +137,22 @@ TEST_F(CliTest, OfflineVerbsLoadOnlyGlibcAndACommandThatConnectsLoadsOpenSslButN
   EXPECT_THAT(initialised_libraries(proxied), ::testing::Contains("libcurl.so.4"));
 }
 
+// Every flag that takes a duration says so in its help (CLI11's default for a string is TEXT).
+TEST_F(CliTest, DurationFlagsShowDurationInTheirHelp) {
+  for (const auto& [command, flag] :
+       std::vector<std::pair<std::string, std::string>>{{"--help", "--request-timeout"},
+                                                        {"delete --help", "--timeout"},
+                                                        {"wait --help", "--timeout"},
+                                                        {"logs --help", "--since"},
+                                                        {"install --help", "--timeout"},
+                                                        {"submit tfjob --help", "--timeout"}}) {
+    const RunResult r = run_cli(command);
+    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr(flag + " DURATION")) << command;
+    EXPECT_THAT(r.out, Not(HasSubstr(flag + " TEXT"))) << command;
+  }
+}
+
 TEST_F(CliTest, UnknownFlagIsAUsageErrorWithExitCode2) {
   RunResult r = run_cli("version --no-such-flag");
   EXPECT_EQ(r.exit_code, 2);
