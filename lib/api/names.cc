@@ -235,7 +235,9 @@ std::vector<MetadataError> label_errors(const nlohmann::json& labels) {
   for (const auto& [key, v] : labels.items()) {
     for (const auto& message : qualified_name(key))
       errs.push_back(invalid_value(key, key, message));
-    const std::string value = v.is_string() ? v.get<std::string>() : v.dump();
+    if (!v.is_string())
+      continue;
+    const std::string& value = v.get_ref<const std::string&>();
     for (const auto& message : label_value(value))
       errs.push_back(invalid_value(key, value, message));
   }

@@ -37,8 +37,9 @@ struct MetadataError {
   std::string body;    // `Invalid value: "b=c": a valid label must be ...`
 };
 
-/// What kube-apiserver refuses in a labels map: keys that are not qualified names, values that
-/// are not label values. Empty for anything but an object.
+/// What kube-apiserver refuses in a labels map: keys that are not qualified names, string values
+/// that are not label values (one of another JSON type is refused by its decoder, before any of
+/// this). Empty for anything but an object.
 std::vector<MetadataError> label_errors(const nlohmann::json& labels);
 /// What kube-apiserver refuses in an annotations map: keys that are not qualified names (case
 /// ignored) and more than 256 KiB of keys and values together. Empty for anything but an object.

@@ -223,12 +223,15 @@ void check_metadata(const json& metadata, const std::string& path, Problems& pro
     for (const auto& [key, value] : object_member(metadata, map).items()) {
       if (value.is_string() || value.is_null())
         continue;
+      const std::string got = value.is_number()    ? "a number"
+                              : value.is_boolean() ? "a boolean"
+                              : value.is_array()   ? "a list"
+                                                   : "a map";
       problems.add_at(field_path(map_path, key), map_path,
-                      fmt::format("{}: must be a string, not {}: quote it (\"{}\")", key,
-                                  value.is_number()    ? "a number"
-                                  : value.is_boolean() ? "a boolean"
-                                                       : "a " + std::string(value.type_name()),
-                                  value.is_primitive() ? value.dump() : "..."));
+                      value.is_primitive()
+                          ? fmt::format("{}: must be a string, not {}: quote it (\"{}\")", key, got,
+                                        value.dump())
+                          : fmt::format("{}: must be a string, not {}", key, got));
     }
   }
   const std::string labels = field_path(path, "labels");

@@ -440,7 +440,7 @@ spec:
 kind: TFJob
 metadata:
   name: mnist
-  labels: {version: 1, quoted: "2", empty: null}
+  labels: {version: 1, quoted: "2", empty: null, nested: {a: b}}
 spec:
   tfReplicaSpecs:
     Worker:
@@ -449,6 +449,7 @@ spec:
           annotations: {sidecar.istio.io/inject: false}
         spec: {containers: [{name: tensorflow, image: tf}]}
 )",
+                       "job.yaml:5: metadata.labels: nested: must be a string, not a map\n"
                        "job.yaml:5: metadata.labels: version: must be a string, not a number: "
                        "quote it (\"1\")\n"
                        "job.yaml:11: spec.tfReplicaSpecs.Worker.template.metadata.annotations: "
