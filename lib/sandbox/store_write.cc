@@ -129,6 +129,7 @@ SharedJson StoreCore::create(Table& t, json obj, bool dry_run) {
   }
   md.erase("deletionTimestamp");
   md.erase("deletionGracePeriodSeconds");
+  drop_empty_metadata(md);
   md["uid"] = new_uid();
   md["creationTimestamp"] = now_text();
   if (t.strategy->tracks_generation())
@@ -239,6 +240,7 @@ SharedJson StoreCore::update(Table& t, const std::string& key, json obj, WritePa
     if (!info.namespaced)
       md.erase("namespace");
   }
+  drop_empty_metadata(md);
   md["uid"] = old_md["uid"];
   md["creationTimestamp"] = old_md.value("creationTimestamp", json());
   for (const char* f : {"deletionTimestamp", "deletionGracePeriodSeconds", "generation"}) {

@@ -1476,6 +1476,41 @@ TEST_F(ApiWriteTest, MergePatchSetsAndRemovesFields) {
             ErrorKind::NotFound);
 }
 
+// ObjectMeta's maps and lists are omitted when empty (omitempty): an object created with empty
+// labels, annotations, finalizers and ownerReferences comes back without them, built-in or
+// custom, and a merge patch removing the last annotation leaves none (not `{}`). Found writing
+// PodGroups' annotations as merge patches: the sandbox kept `annotations: {}`.
+TEST_F(ApiWriteTest, EmptyMetadataMapsAndListsAreOmitted) {
+  testing::install_training_crds(client());
+  json cm = configmap("empty");
+  json group = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
+                {"kind", "PodGroup"},
+                {"metadata", {{"name", "empty"}}},
+                {"spec", {{"minMember", 1}}}};
+  for (json* o : {&cm, &group}) {
+    (*o)["metadata"]["labels"] = json::object();
+    (*o)["metadata"]["annotations"] = json::object();
+    (*o)["metadata"]["finalizers"] = json::array();
+    (*o)["metadata"]["ownerReferences"] = json::array();
+  }
+  for (const auto& [resource, object] :
+       {std::pair{resources::configmaps(), cm}, std::pair{resources::podgroups(), group}}) {
+    const json created = client().create(resource, ns(), object);
+    for (const char* key : {"labels", "annotations", "finalizers", "ownerReferences"})
+      EXPECT_FALSE(created["metadata"].contains(key)) << resource.plural << ": " << key;
+    client().patch(resource, ns(), "empty", PatchType::Merge,
+                   {{"metadata", {{"annotations", {{"note", "x"}}}}}});
+    const json patched = client().patch(
+        resource, ns(), "empty", PatchType::Merge,
+        {{"metadata",
+          {{"annotations", {{"note", nullptr}}},
+           {"resourceVersion",
+            client().get(resource, ns(), "empty")["metadata"]["resourceVersion"]}}}});
+    EXPECT_FALSE(patched["metadata"].contains("annotations")) << patched["metadata"].dump();
+    EXPECT_FALSE(client().get(resource, ns(), "empty")["metadata"].contains("annotations"));
+  }
+}
+
 TEST_F(ApiWriteTest, JsonPatchAppliesOperationsInOrder) {
   client().create(resources::configmaps(), ns(), configmap("a", {{"app", "web"}}));
   const json patched = client().patch(
