@@ -167,7 +167,7 @@ class AdmissionReconciler : public Runnable {
         .now = std::chrono::system_clock::now()};
     // Its metrics read only the queues' figures and their gangs per phase.
     AdmissionView view{.with_nodes = false, .with_pending = false};
-    const AdmissionResult result = admit(std::move(input), options_, &view, &cache_);
+    const AdmissionResult result = admit(input, options_, &view, &cache_);
     metrics_.observe(
         "trainctl_admission_pass_duration_seconds", {},
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

@@ -94,7 +94,7 @@ struct AdmissionInput {
   /// asks for every job.
   std::string jobs_version;
   /// The whole PodGroup `namespace/name`, for one `pod_groups` holds as its metadata alone and
-  /// the pass writes (an empty function: none is).
+  /// whose conditions the pass changes (an empty function: none is).
   std::function<std::optional<nlohmann::json>(const std::string& key)> pod_group;
   std::chrono::system_clock::time_point now;
 };
@@ -195,7 +195,7 @@ class AdmissionCache {
 /// each with its template's requests, nodeSelector, required node affinity and tolerations,
 /// less those already bound); a group without a cached training job has minMember pods of
 /// minResources/minMember each. Where the pods went is written to the group
-/// (annotation trainctl.io/node-reservations) in the same update that admits it, and held on
+/// (annotation trainctl.io/node-reservations) in the same write that admits it, and held on
 /// those nodes until its pods are bound there or it runs, so a restarted controller reserves
 /// the same room and never admits into it twice.
 ///
@@ -250,6 +250,12 @@ class AdmissionCache {
 /// turns Closed once no group is admitted), the pending/inqueue/running/completed/unknown group
 /// counts and `allocated`, what its groups hold.
 ///
+/// **Writes.** A PodGroup is written as a JSON merge patch (the CRD has no status subresource):
+/// the status members a pass sets (phase, running, succeeded, failed, and the conditions whole
+/// when it sets one), the annotations it changes (null removes one), and the resourceVersion the
+/// pass read, which the server takes as a precondition (409 Conflict when the group changed
+/// meanwhile: the change brings another pass). Anything else in the object stays as it is.
+///
 /// A PodGroup whose controller ownerReference names a TFJob, PyTorchJob or MPIJob that is not
 /// cached, or is cached under another uid (deleted, perhaps re-created under the same name),
 /// belongs to a job that is gone and waits for the garbage collector: it is not admitted, not
@@ -261,11 +267,6 @@ class AdmissionCache {
 /// With `cache`, reuses what earlier passes read from the PodGroups, nodes and pods that have
 /// not changed since (AdmissionCache); the result is the same as without.
 AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options = {},
-                      AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
-
-/// The same for a caller that no longer needs `input` (the controller's is the copies its caches
-/// listed): the PodGroups it writes are made from the input's objects instead of from copies.
-AdmissionResult admit(AdmissionInput&& input, const AdmissionOptions& options = {},
                       AdmissionView* view = nullptr, AdmissionCache* cache = nullptr);
 
 }  // namespace trainctl::controller

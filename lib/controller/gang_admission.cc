@@ -502,10 +502,8 @@ struct Group {
       block("InvalidMinResources", facts.invalid);
   }
 
-  /// Its object: from the input, or fetched whole (AdmissionInput::pod_group) when the input
-  /// held its metadata alone and the pass writes it (then `fetched` too: the pass owns it).
+  /// Its object as the input holds it: whole, or its metadata alone.
   const json* object;
-  json* fetched = nullptr;
   const GroupFacts& facts;
   const std::string& name;
   const std::string& key;  // namespace/name
@@ -910,19 +908,6 @@ std::string shortages(QuantityTexts& texts, std::string_view scope, std::string_
   return result;
 }
 
-/// A copy of `object` without its status.
-json without_status(const json& object) {
-  if (!object.is_object())
-    return object;
-  json result = json::object();
-  json::object_t& members = result.get_ref<json::object_t&>();
-  for (const auto& [key, value] : object.get_ref<const json::object_t&>()) {
-    if (key != "status")
-      members.emplace_hint(members.end(), key, value);
-  }
-  return result;
-}
-
 // condition fills its object member by member, in key order with a hint: an
 // initializer list builds a json array per pair first, a lookup per member compares keys, and
 // this runs for every PodGroup of a pass.
@@ -940,11 +925,9 @@ json condition(std::string_view type, std::string_view status, std::string_view 
   return result;
 }
 
-/// Sets a condition of `status`, keeping its lastTransitionTime when its status is unchanged.
-void set_condition(json& status, json condition) {
-  json& conditions = status["conditions"];
-  if (!conditions.is_array())
-    conditions = json::array();
+/// Sets `condition` in `conditions` (an array), keeping its lastTransitionTime when its status
+/// is unchanged.
+void set_condition(json& conditions, json condition) {
   for (auto& c : conditions) {
     if (c.value("type", "") != condition["type"])
       continue;
@@ -1020,9 +1003,9 @@ struct GroupStatusChange {
   std::span<const ConditionChange> conditions() const { return {set.data(), count}; }
 };
 
-/// Whether a status that reads `old` says what `change` would write (applied would return it
-/// unchanged), decided without the object: once a gang waits, every pass finds its status as the
-/// last one left it.
+/// Whether a status that reads `old` says what `change` would write (its status patch would
+/// change nothing), decided without the object: once a gang waits, every pass finds its status as
+/// the last one left it.
 bool shows(const StatusFacts& old, const GroupStatusChange& change) {
   if (!old.is_object)
     return false;
@@ -1044,18 +1027,6 @@ bool shows(const StatusFacts& old, const GroupStatusChange& change) {
     return c && c->only_written_members && c->status == want.status && c->reason == want.reason &&
            c->message == want.message;
   });
-}
-
-/// `status` with `change` written, conditions stamped `now` (format_timestamp of the round's time)
-/// unless their status stays.
-json applied(json status, const GroupStatusChange& change, const std::string& now) {
-  status["phase"] = change.phase;
-  status["running"] = change.running;
-  status["succeeded"] = change.succeeded;
-  status["failed"] = change.failed;
-  for (const ConditionChange& c : change.conditions())
-    set_condition(status, condition(c.type, c.status, c.reason, c.message, now));
-  return status;
 }
 
 json queue_status(const Queue& q) {
@@ -1388,12 +1359,9 @@ namespace {
 class Round {
  public:
   /// `node_view`: keep what take_view() shows of the nodes besides what the pass decides by.
-  /// `owned_groups`: input.pod_groups when the caller gave the input up (admit with an rvalue),
-  /// else null.
-  Round(const AdmissionInput& input, std::vector<json>* owned_groups,
-        const AdmissionOptions& options, bool node_view, AdmissionCache::Impl& cache)
+  Round(const AdmissionInput& input, const AdmissionOptions& options, bool node_view,
+        AdmissionCache::Impl& cache)
       : input_(input),
-        owned_groups_(owned_groups),
         options_(options),
         node_view_(node_view),
         cache_(cache),
@@ -2085,30 +2053,64 @@ class Round {
     }
   }
 
-  /// `g`'s object when the pass owns it (fetched, or in an input the caller gave up): its update
-  /// is made from it then, not from a copy. Else null. Nothing reads the object once its update
-  /// is made.
-  json* owned(const Group& g) const {
-    if (g.fetched != nullptr)
-      return g.fetched;
-    return owned_groups_ == nullptr ? nullptr
-                                    : &(*owned_groups_)[g.object - input_.pod_groups.data()];
-  }
-
-  /// Makes `g.object` its whole object: the input's, or, where that is its metadata alone, the
-  /// one AdmissionInput::pod_group finds. False when that one is gone or is another version
-  /// than the facts the pass decided by: the change that made it brings another pass.
-  bool whole_object(Group& g) {
+  /// The conditions of `g`'s status as the facts the pass decided by were read from it, for a
+  /// write that sets some of them (a merge patch replaces the array whole); empty where it has
+  /// none. Where the input holds the group's metadata alone, read from the object
+  /// AdmissionInput::pod_group finds; nullopt when that one is gone or is another version: the
+  /// change that made it brings another pass.
+  std::optional<json> old_conditions(const Group& g) const {
+    if (!g.facts.status.has_conditions)
+      return json::array();
     const json& listed = *g.object;
-    if (!listed.is_object() || listed.size() != 1 || !listed.contains("metadata"))
-      return true;
+    if (listed.contains("status"))
+      return status_of(listed)["conditions"];
     std::optional<json> found = input_.pod_group ? input_.pod_group(g.key) : std::nullopt;
     if (!found || string_member(member(*found, "metadata"), "resourceVersion") !=
                       string_member(member(listed, "metadata"), "resourceVersion"))
-      return false;
-    g.fetched = &fetched_.emplace_back(std::move(*found));
-    g.object = g.fetched;
-    return true;
+      return std::nullopt;
+    json& status = (*found)["status"];
+    return status.is_object() && status.contains("conditions") ? std::move(status["conditions"])
+                                                               : json::array();
+  }
+
+  /// The merge patch that writes `change` into `g`'s status: the members a pass writes, the
+  /// conditions whole when it sets any; the rest of the status is kept. Nullopt: see
+  /// old_conditions.
+  std::optional<json> status_patch(const Group& g, const GroupStatusChange& change) const {
+    json status = json::object();
+    json::object_t& members = status.get_ref<json::object_t&>();
+    if (change.count > 0) {
+      std::optional<json> conditions = old_conditions(g);
+      if (!conditions)
+        return std::nullopt;
+      if (!conditions->is_array())
+        *conditions = json::array();
+      for (const ConditionChange& c : change.conditions())
+        set_condition(*conditions, condition(c.type, c.status, c.reason, c.message, now_text_));
+      members.emplace_hint(members.end(), "conditions", std::move(*conditions));
+    }
+    members.emplace_hint(members.end(), "failed", change.failed);
+    members.emplace_hint(members.end(), "phase", change.phase);
+    members.emplace_hint(members.end(), "running", change.running);
+    members.emplace_hint(members.end(), "succeeded", change.succeeded);
+    return status;
+  }
+
+  /// The annotations of a merge patch that sets and removes `g`'s annotation changes (null
+  /// removes one), those that change only; null when none does.
+  static json annotations_patch(const Group& g) {
+    const AnnotationFacts& old = g.facts.annotations;
+    json result;
+    for (const auto& [name, value] : g.annotations) {
+      const auto it = old.values.find(name);
+      const bool has = old.shape == AnnotationFacts::Shape::Object && it != old.values.end();
+      // Annotations that are not an object are replaced by one, even by removals alone.
+      const bool unchanged = value ? has && it->second == value
+                                   : !has && old.shape != AnnotationFacts::Shape::NotObject;
+      if (!unchanged)
+        result[name] = value ? json(*value) : json(nullptr);
+    }
+    return result;
   }
 
   AdmissionResult write() {
@@ -2122,40 +2124,24 @@ class Round {
       const bool same_status = shows(g.facts.status, change);
       if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
         continue;  // the common case once a gang waits: the object is not even looked at
-      if (!whole_object(g))
+      json annotations = annotations_patch(g);
+      if (same_status && annotations.is_null())
         continue;
-      // Its status is replaced: not copied only to be dropped (unless it stays, to compare), and
-      // taken out of the input when the pass owns it.
-      const json* old = &status_of(*g.object);
-      json moved_status;
-      json updated;
-      if (json* own = owned(g); own != nullptr && !same_status) {
-        if (const auto it = own->find("status"); it != own->end()) {
-          moved_status = std::move(*it);
-          old = &moved_status;
-          own->erase(it);
-        }
-        updated = std::move(*own);
-      } else {
-        updated = same_status ? *g.object : without_status(*g.object);
+      // A merge patch with the resourceVersion the facts were read from, which both the real
+      // server and the sandbox take as a precondition (409 Conflict when it changed), as an
+      // update would: the object itself is neither fetched nor copied nor sent.
+      json patch = json::object();
+      json& metadata = patch["metadata"];
+      if (!annotations.is_null())
+        metadata["annotations"] = std::move(annotations);
+      metadata["resourceVersion"] = string_member(member(*g.object, "metadata"), "resourceVersion");
+      if (!same_status) {
+        std::optional<json> status = status_patch(g, change);
+        if (!status)
+          continue;
+        patch["status"] = std::move(*status);
       }
-      for (const auto& [name, value] : g.annotations) {
-        json& annotations = ensure_object(updated["metadata"], "annotations");
-        if (value)
-          annotations[name] = *value;
-        else
-          annotations.erase(name);
-      }
-      if (updated["metadata"].contains("annotations") &&
-          updated["metadata"]["annotations"].empty() &&
-          g.facts.annotations.shape == AnnotationFacts::Shape::Absent)
-        updated["metadata"].erase("annotations");
-      if (same_status && updated == *g.object)
-        continue;
-      const std::string old_phase = old->value("phase", "");
-      if (!same_status)
-        updated["status"] =
-            applied(old == &moved_status ? std::move(moved_status) : *old, change, now_text_);
+      const std::string old_phase = g.facts.status.phase.value_or("");
       // The facts were read from this version of the object: its reference and name as written.
       if (g.phase == kInqueue && old_phase != kInqueue && old_phase != kRunning) {
         result_.events.push_back({"Normal", "Enqueued",
@@ -2165,7 +2151,7 @@ class Round {
         result_.events.push_back(
             {"Warning", std::string(kUnschedulable), std::string(g.blocked), g.facts.reference});
       result_.actions.push_back(
-          {Action::Type::Update, podgroups, g.facts.ns, g.facts.name, std::move(updated), ""});
+          {Action::Type::Patch, podgroups, g.facts.ns, g.facts.name, std::move(patch), ""});
     }
     for (const auto& [name, q] : queues_) {
       json status = queue_status(q);
@@ -2180,7 +2166,6 @@ class Round {
   }
 
   const AdmissionInput& input_;
-  std::vector<json>* owned_groups_;
   const AdmissionOptions& options_;
   const bool node_view_;
   AdmissionCache::Impl& cache_;
@@ -2196,7 +2181,6 @@ class Round {
   int timeouts_ = 0;
   std::map<std::string, int> preemptions_;  // by the victim's queue
   const Group* first_head_ = nullptr;
-  std::deque<json> fetched_;              // PodGroups fetched whole to be written (whole_object)
   mutable QuantityTexts quantity_texts_;  // for why-not messages
   std::deque<std::string> texts_;         // kept(): why-not messages, which groups view
   WhyNots why_nots_;
@@ -2205,36 +2189,21 @@ class Round {
 
 }  // namespace
 
-namespace {
-
-AdmissionResult run_pass(const AdmissionInput& input, std::vector<json>* owned_groups,
-                         const AdmissionOptions& options, AdmissionView* view,
-                         AdmissionCache* cache) {
+AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
+                      AdmissionView* view, AdmissionCache* cache) {
   AdmissionCache single_pass;
   single_pass.impl().keeps = false;
   AdmissionCache::Impl& facts = (cache != nullptr ? *cache : single_pass).impl();
   facts.begin();
   AdmissionResult result;
   {
-    Round round(input, owned_groups, options, view != nullptr && view->with_nodes, facts);
+    Round round(input, options, view != nullptr && view->with_nodes, facts);
     result = round.run();
     if (view != nullptr)
       *view = round.take_view(view->with_pending);
   }
   facts.end();
   return result;
-}
-
-}  // namespace
-
-AdmissionResult admit(const AdmissionInput& input, const AdmissionOptions& options,
-                      AdmissionView* view, AdmissionCache* cache) {
-  return run_pass(input, nullptr, options, view, cache);
-}
-
-AdmissionResult admit(AdmissionInput&& input, const AdmissionOptions& options, AdmissionView* view,
-                      AdmissionCache* cache) {
-  return run_pass(input, &input.pod_groups, options, view, cache);
 }
 
 }  // namespace trainctl::controller

@@ -169,16 +169,24 @@ AdmissionResult admit(std::vector<json> groups, std::vector<json> queues, std::v
                             .now = now});
 }
 
-/// The PodGroup written by `result` for `name`, or null when it was not written.
+/// The merge patch `result` writes to the PodGroup `name`, or null when it writes none.
 json written_group(const AdmissionResult& result, const std::string& name) {
   for (const auto& a : result.actions) {
     if (a.resource.plural == "podgroups" && a.name == name) {
-      EXPECT_EQ(a.type, Action::Type::Update);  // the CRD has no status subresource
+      EXPECT_EQ(a.type, Action::Type::Patch);  // the CRD has no status subresource
       EXPECT_EQ(a.namespace_, "team-a");
       return a.object;
     }
   }
   return nullptr;
+}
+
+/// The group as the next round reads it: `g` with what `result` wrote merged in.
+json after(const AdmissionResult& result, json g) {
+  const json written = written_group(result, g["metadata"]["name"]);
+  if (!written.is_null())
+    g.merge_patch(written);
+  return g;
 }
 
 json written_queue(const AdmissionResult& result, const std::string& name) {
@@ -209,8 +217,12 @@ TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
                                        {node("n1", 8), node("n2", 8)}, {}, {}, kNow);
   const json a = written_group(result, "a");
   EXPECT_EQ(phase_of(a), "Inqueue");
-  EXPECT_EQ(a["metadata"]["resourceVersion"], "7");  // a conditional whole-object update
-  EXPECT_EQ(a["spec"]["minMember"], 2);
+  // A merge patch of the status and annotations, conditional on the version read: the spec and
+  // the rest of the object are neither copied nor sent.
+  EXPECT_EQ(a["metadata"]["resourceVersion"], "7");
+  EXPECT_EQ(a.size(), 2u) << a.dump();
+  EXPECT_EQ(a["metadata"]["annotations"].size(), 2u) << a.dump();  // reservation, admitted-at
+  EXPECT_EQ(a["status"].size(), 4u) << a.dump();  // phase and the counts: no condition to set
   ASSERT_EQ(result.events.size(), 1u);
   EXPECT_EQ(result.events[0].reason, "Enqueued");
   EXPECT_EQ(result.events[0].involved_object.name, "a");
@@ -385,7 +397,7 @@ TEST(AdmitTest, ASecondRoundOnTheResultWritesNothing) {
   const std::vector<json> nodes = {node("n1", 8), node("n2", 8)};
   const AdmissionResult first = admit(groups, queues, nodes, {}, {}, kNow);
   for (auto& g : groups)
-    g = written_group(first, g["metadata"]["name"]);
+    g = after(first, g);
   queues[0] = written_queue(first, "team-a");
   EXPECT_EQ(queues[0]["status"]["state"], "Open");  // a new queue opens
   // Within the schedule timeout: nothing changed, nothing to write.
@@ -402,7 +414,7 @@ TEST(AdmitTest, AWaitingGangsStatusIsRewrittenOnlyWhenTheRoundWouldChangeIt) {
   const std::vector<json> queues = {queue("team-a", json::object())};
   const std::vector<json> nodes = {node("n1", 8)};
   json waiting = group("big", "team-a", {{"nvidia.com/gpu", "16"}});
-  waiting = written_group(admit({waiting}, queues, nodes, {}, {}, kNow), "big");
+  waiting = after(admit({waiting}, queues, nodes, {}, {}, kNow), waiting);
   ASSERT_EQ(phase_of(waiting), "Pending");
   const json& condition = waiting["status"]["conditions"][0];
   ASSERT_EQ(condition["type"], "Unschedulable");
@@ -447,7 +459,7 @@ TEST(AdmitTest, AGroupWithCurrentStatusIsStillWrittenWhenItsAnnotationsChange) {
   const std::vector<json> queues = {queue("default", json::object())};
   json running =
       group("running", "default", {{"nvidia.com/gpu", "2"}}, "2024-05-01T10:00:00Z", "Inqueue", 1);
-  running = written_group(admit({running}, queues, nodes, pods, {}, kNow), "running");
+  running = after(admit({running}, queues, nodes, pods, {}, kNow), running);
   ASSERT_EQ(phase_of(running), "Running");
   EXPECT_THAT(admit({running}, queues, nodes, pods, {}, kNow).actions,
               Not(Contains(Field(&Action::name, "running"))));
@@ -456,17 +468,19 @@ TEST(AdmitTest, AGroupWithCurrentStatusIsStillWrittenWhenItsAnnotationsChange) {
   json stale = running;
   stale["metadata"]["annotations"]["trainctl.io/node-reservations"] = R"({"n1":{"pods":"1"}})";
   stale["metadata"]["annotations"]["team"] = "a";
-  const json cleaned = written_group(admit({stale}, queues, nodes, pods, {}, kNow), "running");
-  ASSERT_FALSE(cleaned.is_null());
+  const AdmissionResult cleaning = admit({stale}, queues, nodes, pods, {}, kNow);
+  ASSERT_FALSE(written_group(cleaning, "running").is_null());
+  EXPECT_FALSE(written_group(cleaning, "running").contains("status"));  // only what changes
+  const json cleaned = after(cleaning, stale);
   EXPECT_EQ(cleaned["metadata"]["annotations"], json({{"team", "a"}}));
   EXPECT_EQ(cleaned["status"], running["status"]);
 
   // Annotations that are not an object become one (the reservation removed from nothing).
   json odd = running;
   odd["metadata"]["annotations"] = nullptr;
-  const json fixed = written_group(admit({odd}, queues, nodes, pods, {}, kNow), "running");
-  ASSERT_FALSE(fixed.is_null());
-  EXPECT_EQ(fixed["metadata"]["annotations"], json::object());
+  const AdmissionResult fixing = admit({odd}, queues, nodes, pods, {}, kNow);
+  ASSERT_FALSE(written_group(fixing, "running").is_null());
+  EXPECT_EQ(after(fixing, odd)["metadata"]["annotations"], json::object());
 }
 
 // Found live by fairshare_bench: the scheduler bound pods of gangs reserved on n1 on n0 instead,
@@ -509,8 +523,8 @@ TEST(AdmitTest, ClosingQueueClosesOnceItsGroupsAreDone) {
 TEST(AdmitTest, ABlockedGroupIsAdmittedOnceItsQueueGrows) {
   json blocked = group("a", "team-a", {{"nvidia.com/gpu", "8"}});
   const std::vector<json> nodes = {node("n1", 8)};
-  blocked = written_group(
-      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "4"}})}, nodes, {}, {}, kNow), "a");
+  blocked = after(
+      admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "4"}})}, nodes, {}, {}, kNow), blocked);
   ASSERT_EQ(unschedulable(blocked)["status"], "True");
   const AdmissionResult result =
       admit({blocked}, {queue("team-a", {{"nvidia.com/gpu", "8"}})}, nodes, {}, {}, kNow);
@@ -631,12 +645,6 @@ std::vector<json> gpu_nodes(int count, int gpus) {
   for (int i = 1; i <= count; ++i)
     nodes.push_back(node("node-" + std::to_string(i), gpus));
   return nodes;
-}
-
-/// The group as the next round reads it: what `result` wrote, or `g` unchanged.
-json after(const AdmissionResult& result, const json& g) {
-  const json written = written_group(result, g["metadata"]["name"]);
-  return written.is_null() ? g : written;
 }
 
 // The seed deadlock: 4 nodes x 1 GPU, two gangs of 4 one-GPU pods at the same instant. Exactly
@@ -817,7 +825,7 @@ TEST(AdmitTest, ScheduleTimeoutDeletesThePodsAndRequeuesWithBackoff) {
 
   const AdmissionResult timed_out =
       admit({g}, queues, nodes, pods, {}, kNow + std::chrono::seconds(300));
-  const json back = written_group(timed_out, "slow");
+  const json back = after(timed_out, g);
   EXPECT_EQ(phase_of(back), "Pending");
   EXPECT_EQ(unschedulable(back)["reason"], "ScheduleTimeout");
   EXPECT_EQ(unschedulable(back)["message"],
@@ -1129,9 +1137,9 @@ TEST(PreemptionTest, AHigherPriorityGangEvictsAWholeLowerPriorityGangOfItsQueue)
   EXPECT_THAT(evicted(on), ElementsAre("low"));
   // Its pods go once the caches show it Pending (the next round), every one of them.
   EXPECT_THAT(deleted_pods(on), IsEmpty());
-  const json low = written_group(on, "low");
-  const AdmissionResult next =
-      admit_preempting({low, written_group(on, "urgent")}, queues, {node("node-1", 4)}, c.pods);
+  const json low = after(on, c.low);
+  const json urgent = after(on, c.urgent);
+  const AdmissionResult next = admit_preempting({low, urgent}, queues, {node("node-1", 4)}, c.pods);
   EXPECT_THAT(deleted_pods(next), ElementsAre("low-0", "low-1"));
   // Not admitted again with the pods it still has.
   EXPECT_EQ(phase_of(after(next, low)), "Pending");
@@ -1153,8 +1161,8 @@ TEST(PreemptionTest, AHigherPriorityGangEvictsAWholeLowerPriorityGangOfItsQueue)
 
   // While it waits again its condition keeps the reason, and says what it waits for now.
   const json urgent_pod = pod("urgent-0", "urgent", "node-1", "Running", 4);
-  const AdmissionResult later = admit_preempting({low, written_group(on, "urgent")}, queues,
-                                                 {node("node-1", 4)}, {urgent_pod});
+  const AdmissionResult later =
+      admit_preempting({low, urgent}, queues, {node("node-1", 4)}, {urgent_pod});
   EXPECT_EQ(unschedulable(after(later, low))["reason"], "Preempted");
   EXPECT_THAT(unschedulable(after(later, low))["message"].get<std::string>(),
               ::testing::StartsWith("preempted by team-a/urgent (priority 1000 over 10); now: "));
@@ -1169,8 +1177,8 @@ TEST(PreemptionTest, PodsOfAnEvictedGangAlreadyBeingDeletedAreNotDeletedAgain) {
       admit_preempting({c.low, c.urgent}, queues, {node("node-1", 4)}, c.pods);
   std::vector<json> pods = c.pods;
   pods[0]["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:30Z";
-  const AdmissionResult next = admit_preempting(
-      {written_group(on, "low"), written_group(on, "urgent")}, queues, {node("node-1", 4)}, pods);
+  const AdmissionResult next =
+      admit_preempting({after(on, c.low), after(on, c.urgent)}, queues, {node("node-1", 4)}, pods);
   EXPECT_THAT(deleted_pods(next), ElementsAre("low-1"));
 }
 
@@ -1291,7 +1299,7 @@ TEST(FairShareTest, WeightsThreeToOneGiveThreeToOneGpuTimeUnderContention) {
     for (const auto& a : result.actions) {
       if (a.resource.plural != "podgroups")
         continue;
-      groups[a.name] = a.object;
+      groups[a.name].merge_patch(a.object);
       if (phase_of(a.object) != "Inqueue" || pods.contains(a.name))
         continue;
       const json reserved = json::parse(
@@ -1616,7 +1624,7 @@ TEST(AdmissionCacheTest, PodsListedAsMetadataAloneStillExplainTimeoutsAndAreDele
   };
   pass(g, read, 299);
   ASSERT_TRUE(cache.has_pod("uid-slow-1", "4"));
-  const json back = written_group(pass(g, listed, 300), "slow");
+  const json back = after(pass(g, listed, 300), g);
   EXPECT_EQ(unschedulable(back)["message"],
             "1 of 2 pods not bound within 300s: slow-1; scheduler: 0/2 nodes are available.; "
             "requeued, next try after 2024-05-01T12:06:00Z");
@@ -1676,7 +1684,7 @@ TEST(AdmissionCacheTest, AJobIsReadOncePerVersionAndTheLookupAskedForItOnlyThen)
   EXPECT_EQ(cache.stats().jobs, 1);
 
   // Its pods are not bound within the job's 50 s: taken back, the job read from the cache.
-  const json admitted = bumped(written_group(first, "mnist"));
+  const json admitted = bumped(after(first, g));
   const AdmissionResult timed_out = pass(admitted, lookup, &cache, 51);
   EXPECT_EQ(decided(timed_out), decided(pass(admitted, whole_job, nullptr, 51)));
   EXPECT_THAT(unschedulable(written_group(timed_out, "mnist"))["message"].get<std::string>(),
@@ -1731,7 +1739,7 @@ TEST(AdmissionCacheTest, JobsAreLookedUpAgainOnlyWhenTheJobCachesOrTheGroupChang
   const AdmissionResult first = pass(g, "jobs=7;");
   EXPECT_EQ(phase_of(written_group(first, "mnist")), "Pending");  // 2 x 4 GPUs, n1 has 4
   EXPECT_EQ(lookups, 1);
-  const json waiting = bumped(written_group(first, "mnist"));
+  const json waiting = bumped(after(first, g));
   EXPECT_FALSE(writes_group(pass(waiting, "jobs=7;")));  // a changed PodGroup: asked again
   EXPECT_EQ(lookups, 2);
   EXPECT_FALSE(writes_group(pass(waiting, "jobs=7;")));
@@ -1755,33 +1763,34 @@ TEST(AdmissionCacheTest, JobsAreLookedUpAgainOnlyWhenTheJobCachesOrTheGroupChang
 
   // The job is deleted: the next jobs_version shows it, and its PodGroup gets no update.
   job_exists = false;
-  const json admitted = bumped(written_group(changed, "mnist"));
+  const json admitted = bumped(after(changed, waiting));
   EXPECT_FALSE(writes_group(pass(admitted, "jobs=9;")));
   EXPECT_FALSE(writes_group(pass(admitted, "jobs=9;")));
   EXPECT_EQ(lookups, 6);
   EXPECT_EQ(cache.stats().jobs, 0);
 }
 
-// A PodGroup listed as its metadata alone is fetched whole when the pass writes it, and not
-// written when what is fetched is another version than the one the pass decided by.
+// A PodGroup listed as its metadata alone is written without its object where the pass sets no
+// condition or the group has none (a merge patch); where it has conditions and the pass sets one
+// (the array is replaced whole), the object is fetched, and the group not written when what is
+// fetched is another version than the one the pass decided by.
 TEST(AdmissionCacheTest, APodGroupListedAsItsMetadataAloneIsWrittenFromTheSameVersionOnly) {
   const json g = group("a", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:00:00Z", "", 1);
-  const json alone = {{"metadata",
-                       {{"name", "a"},
-                        {"namespace", "team-a"},
-                        {"uid", g["metadata"]["uid"]},
-                        {"resourceVersion", g["metadata"]["resourceVersion"]}}}};
+  const auto alone = [](const json& group) {
+    return json{{"metadata",
+                 {{"name", "a"},
+                  {"namespace", "team-a"},
+                  {"uid", group["metadata"]["uid"]},
+                  {"resourceVersion", group["metadata"]["resourceVersion"]}}}};
+  };
   const std::vector<json> queues = {queue("team-a", json::object())};
   AdmissionCache cache;
-  // No node yet: it waits, and the cache has read it.
-  admit({.pod_groups = {g}, .queues = queues, .now = kNow}, {}, nullptr, &cache);
-  ASSERT_TRUE(cache.has_pod_group(g["metadata"]["uid"], g["metadata"]["resourceVersion"]));
-  json fetched = g;
+  json fetched;
   int fetches = 0;
-  const auto pass = [&] {
-    return admit({.pod_groups = {alone},
+  const auto pass = [&](const json& listed, std::vector<json> nodes) {
+    return admit({.pod_groups = {listed},
                   .queues = queues,
-                  .nodes = {node("n1", 8)},
+                  .nodes = std::move(nodes),
                   .pod_group = [&](const std::string& key) -> std::optional<json> {
                     ++fetches;
                     EXPECT_EQ(key, "team-a/a");
@@ -1790,13 +1799,27 @@ TEST(AdmissionCacheTest, APodGroupListedAsItsMetadataAloneIsWrittenFromTheSameVe
                   .now = kNow},
                  {}, nullptr, &cache);
   };
-  fetched["metadata"]["resourceVersion"] = "8";  // changed since it was listed
-  EXPECT_TRUE(written_group(pass(), "a").is_null());
+  // Read by a pass, then listed alone: no node yet, it waits, its first condition written
+  // without the object.
+  pass(g, {});
+  ASSERT_TRUE(cache.has_pod_group(g["metadata"]["uid"], g["metadata"]["resourceVersion"]));
+  const AdmissionResult first = pass(alone(g), {});
+  EXPECT_EQ(unschedulable(written_group(first, "a"))["status"], "True");
+  EXPECT_EQ(fetches, 0);
+
+  const json waiting = bumped(after(first, g));
+  pass(waiting, {});  // read under its new version
+  fetched = waiting;
+  fetched["metadata"]["resourceVersion"] = "9";  // changed since it was listed
+  EXPECT_TRUE(written_group(pass(alone(waiting), {node("n1", 8)}), "a").is_null());
   EXPECT_EQ(fetches, 1);
-  fetched = g;
-  const json admitted = written_group(pass(), "a");
+  fetched = waiting;
+  const json admitted = written_group(pass(alone(waiting), {node("n1", 8)}), "a");
   EXPECT_EQ(phase_of(admitted), "Inqueue");
-  EXPECT_EQ(admitted["spec"], g["spec"]);  // made from the whole object
+  EXPECT_EQ(unschedulable(admitted)["message"], "admitted to queue team-a");
+  EXPECT_EQ(admitted["status"]["conditions"].size(), 1u);
+  EXPECT_EQ(admitted["metadata"]["resourceVersion"], waiting["metadata"]["resourceVersion"]);
+  EXPECT_FALSE(admitted.contains("spec"));
   EXPECT_EQ(fetches, 2);
 }
 
@@ -1997,22 +2020,23 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
       };
       AdmissionView with_cache, without;
       const int lookups_before = job_lookups;
-      const AdmissionResult cached = admit(std::move(listed), options, &with_cache, &cache);
+      const AdmissionResult cached = admit(listed, options, &with_cache, &cache);
       cached_pass_lookups += job_lookups - lookups_before;
       ASSERT_EQ(decided(cached), decided(admit(input, options, &without)))
           << "cluster " << cluster << ", pass " << pass;
       ASSERT_EQ(shown(with_cache), shown(without)) << "cluster " << cluster << ", pass " << pass;
-      // And a pass that may take its input's objects apart for what it writes.
-      AdmissionView given_up;
-      ASSERT_EQ(decided(cached), decided(admit(AdmissionInput(input), options, &given_up)))
-          << "cluster " << cluster << ", pass " << pass;
-      ASSERT_EQ(shown(given_up), shown(without)) << "cluster " << cluster << ", pass " << pass;
       // What the server does with the writes, and what changes meanwhile.
       for (const auto& a : cached.actions) {
         auto& objects = a.resource.plural == "queues" ? queues : groups;
-        for (json& o : objects)
-          if (o["metadata"]["name"] == a.name)
-            o = bumped(a.object);
+        for (json& o : objects) {
+          if (o["metadata"]["name"] != a.name)
+            continue;
+          if (a.type == Action::Type::Patch)
+            o.merge_patch(a.object);
+          else
+            o = a.object;
+          o = bumped(o);
+        }
         if (a.type == Action::Type::Delete)
           std::erase_if(pods, [&](const json& p) { return p["metadata"]["name"] == a.name; });
       }
@@ -2076,7 +2100,7 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
   EXPECT_GT(observed, 200);
   // The passes without a cache asked for every job every time; those with one, less often.
   EXPECT_GT(cached_pass_lookups, 0);
-  EXPECT_LT(cached_pass_lookups * 2, job_lookups - cached_pass_lookups);
+  EXPECT_LT(cached_pass_lookups, job_lookups - cached_pass_lookups);
 }
 
 }  // namespace
