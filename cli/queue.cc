@@ -330,8 +330,9 @@ struct QueueGetOptions : ConnectedOutput {
 };
 
 /// open and close write status.state through the status subresource, as Volcano's queue
-/// controller does when it executes an open or close command. A queue that still has admitted
-/// or running gangs is Closing until they are done; either way it admits no new ones.
+/// controller does when it executes an open or close command. A queue that PodGroups still name
+/// (its status counts gangs in any phase) is Closing until none does; either way it admits no
+/// new ones.
 struct QueueStateOptions {
   std::string name;
   bool open = true;
@@ -342,7 +343,9 @@ struct QueueStateOptions {
   void Run() {
     kube::Client& client = connection.client();
     const json queue = client.get(kube::resources::queues(), "", name);
-    const bool busy = status_count(queue, "inqueue") + status_count(queue, "running") > 0;
+    bool busy = false;
+    for (const char* phase : {"pending", "inqueue", "running", "completed", "unknown"})
+      busy = busy || status_count(queue, phase) > 0;
     const std::string state = open ? "Open" : busy ? "Closing" : "Closed";
     const json updated = client.patch(kube::resources::queues(), "", name, kube::PatchType::Merge,
                                       {{"status", {{"state", state}}}}, {.subresource = "status"});

@@ -247,8 +247,9 @@ class AdmissionCache {
 /// Completed when all of those succeeded; a Running group whose pods fall below minMember goes
 /// back to Pending and must be admitted again for the pods it misses. An admitted group holds
 /// max(minResources, requests of its bound pods) of its queue. Queue status gets state (Closing
-/// turns Closed once no group is admitted), the pending/inqueue/running/completed/unknown group
-/// counts and `allocated`, what its groups hold.
+/// turns Closed once no PodGroup names the queue, whatever its phase, as Volcano's queue
+/// controller), the pending/inqueue/running/completed/unknown group counts and `allocated`, what
+/// its groups hold.
 ///
 /// **Writes.** A PodGroup is written as a JSON merge patch (the CRD has no status subresource):
 /// the status members a pass sets (phase, running, succeeded, failed, and the conditions whole

@@ -1035,8 +1035,11 @@ json queue_status(const Queue& q) {
     const auto it = q.gangs.find(std::string(phase));
     return it == q.gangs.end() ? 0 : it->second;
   };
+  // As Volcano's queue controller: Closing while any PodGroup names the queue, whatever its phase
+  // (a Pending one would wait for ever in a queue deleted once Closed).
   std::string state = q.state;
-  if (state == "Closing" && count(kInqueue) + count(kRunning) + count(kUnknown) == 0)
+  if (state == "Closing" &&
+      std::all_of(q.gangs.begin(), q.gangs.end(), [](const auto& g) { return g.second == 0; }))
     state = "Closed";
   status["state"] = state;
   status["pending"] = count(kPending);

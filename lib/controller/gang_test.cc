@@ -510,12 +510,16 @@ TEST(AdmitTest, AReservationItsNodeNoLongerHoldsIsCountedAgainstTheOtherNodes) {
   EXPECT_THAT(late.dump(), HasSubstr("cluster: nvidia.com/gpu 2 requested, 0 free of 16"));
 }
 
-TEST(AdmitTest, ClosingQueueClosesOnceItsGroupsAreDone) {
+// As Volcano's queue controller: Closing while any PodGroup names the queue, a Pending or a
+// Completed one too; Closed once none does.
+TEST(AdmitTest, ClosingQueueClosesOnceNoGroupNamesIt) {
   const json closing = queue("team-a", json::object(), "Closing");
-  const AdmissionResult busy =
-      admit({group("a", "team-a", json::object(), "2024-05-01T10:00:00Z", "Inqueue")}, {closing},
-            {node("n1", 8)}, {}, {}, kNow);
-  EXPECT_EQ(written_queue(busy, "team-a")["status"]["state"], "Closing");
+  for (const char* phase : {"Inqueue", "Pending", "Completed"}) {
+    const AdmissionResult busy =
+        admit({group("a", "team-a", json::object(), "2024-05-01T10:00:00Z", phase)}, {closing},
+              {node("n1", 8)}, {}, {}, kNow);
+    EXPECT_EQ(written_queue(busy, "team-a")["status"]["state"], "Closing") << phase;
+  }
   const AdmissionResult idle = admit({}, {closing}, {node("n1", 8)}, {}, {}, kNow);
   EXPECT_EQ(written_queue(idle, "team-a")["status"]["state"], "Closed");
 }

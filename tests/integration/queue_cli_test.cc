@@ -165,11 +165,14 @@ TEST_F(QueueCliTest, CloseAndOpenSetTheStateTheAdmitterReads) {
   EXPECT_EQ(opened.out, "queue.scheduling.volcano.sh/idle opened\n");
   EXPECT_EQ(queue("idle")["status"]["state"], "Open");
 
-  // A queue with running gangs closes gradually, as Volcano's does.
-  ASSERT_EQ(run("queue create busy").exit_code, 0);
-  set_status("busy", {{"state", "Open"}, {"running", 1}});
-  EXPECT_EQ(run("queue close busy").out, "queue.scheduling.volcano.sh/busy closing\n");
-  EXPECT_EQ(queue("busy")["status"]["state"], "Closing");
+  // A queue PodGroups still name, running or waiting, closes gradually, as Volcano's does.
+  for (const char* phase : {"running", "pending"}) {
+    ASSERT_EQ(run(fmt::format("queue create busy-{}", phase)).exit_code, 0);
+    set_status(fmt::format("busy-{}", phase), {{"state", "Open"}, {phase, 1}});
+    EXPECT_EQ(run(fmt::format("queue close busy-{}", phase)).out,
+              fmt::format("queue.scheduling.volcano.sh/busy-{} closing\n", phase));
+    EXPECT_EQ(queue(fmt::format("busy-{}", phase))["status"]["state"], "Closing");
+  }
   EXPECT_EQ(run("queue close nope").exit_code, 3);
 }
 
