@@ -4,11 +4,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "api/status.h"
 #include "error.h"
 #include "json_access.h"
 #include "kube/exec_protocol.h"
@@ -55,16 +58,128 @@ std::string pick_container(const json& pod, const std::string& requested) {
                    list));
 }
 
+/// An integer query parameter as Go's strconv.ParseInt reads it: the whole text, or a 400 in its
+/// words.
 std::optional<std::int64_t> int_param(const Request& request, const char* name) {
   const std::string v = request.param(name);
   if (v.empty())
     return std::nullopt;
-  try {
-    return std::stoll(v);
-  } catch (const std::exception&) {
-    fail(ErrorKind::BadRequest, 400, fmt::format("invalid {} {:?}", name, v));
-  }
+  std::int64_t value = 0;
+  const char* begin = v.data() + (v[0] == '+' ? 1 : 0);
+  const auto [end, error] = std::from_chars(begin, v.data() + v.size(), value);
+  if (error == std::errc::result_out_of_range)
+    fail(ErrorKind::BadRequest, 400,
+         fmt::format("strconv.ParseInt: parsing {:?}: value out of range", v));
+  if (error != std::errc() || end != v.data() + v.size())
+    fail(ErrorKind::BadRequest, 400,
+         fmt::format("strconv.ParseInt: parsing {:?}: invalid syntax", v));
+  return value;
 }
+
+/// sinceTime as Go's time.Parse reads RFC 3339: the time, or a 400 naming where it stopped
+/// matching the layout, in Go's words.
+TimePoint time_param(const std::string& text) {
+  constexpr std::string_view kLayout = "2006-01-02T15:04:05Z07:00";
+  // The layout's elements in order: digits (with their range) or literal text.
+  struct Element {
+    std::string_view layout;
+    int digits;  // 0: literal
+    int low, high;
+    const char* range_name;
+  };
+  static constexpr Element kElements[] = {
+      {"2006", 4, 0, 9999, "year"}, {"-", 0, 0, 0, ""},        {"01", 2, 1, 12, "month"},
+      {"-", 0, 0, 0, ""},           {"02", 2, 1, 31, "day"},   {"T", 0, 0, 0, ""},
+      {"15", 2, 0, 23, "hour"},     {":", 0, 0, 0, ""},        {"04", 2, 0, 59, "minute"},
+      {":", 0, 0, 0, ""},           {"05", 2, 0, 59, "second"}};
+  const auto fail_at = [&](std::size_t at, std::string_view element) {
+    fail(ErrorKind::BadRequest, 400,
+         fmt::format("parsing time {:?} as {:?}: cannot parse {:?} as {:?}", text, kLayout,
+                     text.substr(at), element));
+  };
+  std::size_t at = 0;
+  for (const Element& e : kElements) {
+    if (e.digits == 0) {
+      if (text.compare(at, e.layout.size(), e.layout) != 0)
+        fail_at(at, e.layout);
+      at += e.layout.size();
+      continue;
+    }
+    int value = 0;
+    for (int i = 0; i < e.digits; ++i) {
+      if (at + i >= text.size() || !std::isdigit(static_cast<unsigned char>(text[at + i])))
+        fail_at(at, e.layout);
+      value = value * 10 + (text[at + i] - '0');
+    }
+    if (value < e.low || value > e.high)
+      fail(ErrorKind::BadRequest, 400,
+           fmt::format("parsing time {:?}: {} out of range", text, e.range_name));
+    at += e.digits;
+  }
+  if (at < text.size() && text[at] == '.') {  // a fraction of a second
+    ++at;
+    while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at])))
+      ++at;
+  }
+  if (at < text.size() && text[at] == 'Z') {
+    ++at;
+  } else {
+    const bool offset = at + 6 <= text.size() && (text[at] == '+' || text[at] == '-') &&
+                        std::isdigit(static_cast<unsigned char>(text[at + 1])) &&
+                        std::isdigit(static_cast<unsigned char>(text[at + 2])) &&
+                        text[at + 3] == ':' &&
+                        std::isdigit(static_cast<unsigned char>(text[at + 4])) &&
+                        std::isdigit(static_cast<unsigned char>(text[at + 5]));
+    if (!offset)
+      fail_at(at, "Z07:00");
+    at += 6;
+  }
+  if (at != text.size())
+    fail(ErrorKind::BadRequest, 400,
+         fmt::format("parsing time {:?}: extra text: {:?}", text, text.substr(at)));
+  const auto parsed = api::parse_timestamp(text);
+  if (!parsed)  // a day the month has not (Go: "day out of range")
+    fail(ErrorKind::BadRequest, 400, fmt::format("parsing time {:?}: day out of range", text));
+  return *parsed;
+}
+
+/// The PodLogOptions of a log request, decoded and validated as kube-apiserver does before it
+/// looks the pod up (ValidatePodLogOptions): 400 for what does not parse, 422 for the rest.
+struct PodLogRequest {
+  bool follow = false;
+  LogOptions options;  // since_time: sinceTime's (sinceSeconds is the caller's to turn into one)
+  std::optional<std::int64_t> limit_bytes;
+  std::optional<std::int64_t> since_seconds;
+
+  PodLogRequest(const Request& request, const std::string& pod_name) {
+    follow = request.param("follow") == "true";
+    options.previous = request.param("previous") == "true";
+    options.timestamps = request.param("timestamps") == "true";
+    options.tail_lines = int_param(request, "tailLines");
+    limit_bytes = int_param(request, "limitBytes");
+    since_seconds = int_param(request, "sinceSeconds");
+    const std::string since_time = request.param("sinceTime");
+    std::optional<TimePoint> since;
+    if (!since_time.empty())
+      since = time_param(since_time);
+    std::vector<FieldError> errs;
+    if (options.tail_lines && *options.tail_lines < 0)
+      errs.push_back(invalid_value("tailLines", std::to_string(*options.tail_lines),
+                                   "must be greater than or equal to 0"));
+    if (limit_bytes && *limit_bytes < 1)
+      errs.push_back(
+          invalid_value("limitBytes", std::to_string(*limit_bytes), "must be greater than 0"));
+    if (since_seconds && *since_seconds < 1)
+      errs.push_back(
+          invalid_value("sinceSeconds", std::to_string(*since_seconds), "must be greater than 0"));
+    if (since_seconds && since)
+      errs.push_back(
+          forbidden_value("[]", "at most one of `sinceTime` or `sinceSeconds` may be specified"));
+    if (!errs.empty())
+      throw invalid("", "PodLogOptions", pod_name, errs);
+    options.since_time = since;
+  }
+};
 
 }  // namespace
 
@@ -90,27 +205,31 @@ void ApiServer::serve_binding(const Request& request, ResponseWriter& response,
 }
 
 void ApiServer::serve_logs(const Request& request, ResponseWriter& response, const Route& route) {
+  PodLogRequest log(request, route.name);
   const json pod = store_.get(route.info.group_resource(), route.ns, route.name);
   const std::string container = pick_container(pod, request.param("container"));
   if (cluster_ == nullptr) {
     respond_status(response, 503, "ServiceUnavailable", "no kubelet serves this sandbox");
     return;
   }
-  LogOptions options;
-  options.previous = request.param("previous") == "true";
-  options.timestamps = request.param("timestamps") == "true";
-  options.tail_lines = int_param(request, "tailLines");
-  if (auto since = int_param(request, "sinceSeconds")) {
-    options.since_time = store_.now() - std::chrono::seconds(*since);
-  }
-  auto text = [](const LogChunk& chunk) {
+  LogOptions& options = log.options;
+  if (log.since_seconds)
+    options.since_time = store_.now() - std::chrono::seconds(*log.since_seconds);
+  // limitBytes: the kubelet stops after that many bytes, in the middle of a line if it must.
+  std::optional<std::int64_t> left = log.limit_bytes;
+  auto text = [&left](const LogChunk& chunk) {
     std::string out;
     for (const auto& line : chunk.lines)
       out += line + "\n";
+    if (left) {
+      if (static_cast<std::int64_t>(out.size()) > *left)
+        out.resize(static_cast<std::size_t>(*left));
+      *left -= static_cast<std::int64_t>(out.size());
+    }
     return out;
   };
   LogChunk chunk = cluster_->read_logs(route.ns, route.name, container, options);
-  if (request.param("follow") != "true" || options.previous) {
+  if (!log.follow || options.previous) {
     response.respond(200, "text/plain", text(chunk));
     return;
   }
@@ -122,7 +241,8 @@ void ApiServer::serve_logs(const Request& request, ResponseWriter& response, con
     const std::string data = text(chunk);
     if (!data.empty() && !response.write_chunk(data))
       return;
-    if (!chunk.running || stop.stop_requested() || !response.client_connected())
+    if (!chunk.running || (left && *left == 0) || stop.stop_requested() ||
+        !response.client_connected())
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     chunk = cluster_->read_logs(route.ns, route.name, container, options, chunk.next);

@@ -291,6 +291,39 @@ TEST_F(KubectlTest, LogsShowTheScriptedLines) {
   EXPECT_EQ(logs.out, "+ python train.py\nstep 1/2\nstep 2/2\nexited with code 0\n");
 }
 
+// The log options as kube-apiserver validates them, before it looks the pod up (each message
+// read from kube-apiserver 1.26 first): 400 for what does not parse, 422 PodLogOptions for the
+// rest; limitBytes cuts the log, sinceTime is taken.
+TEST_F(KubectlTest, LogOptionsAreValidatedAsTheRealServerDoes) {
+  const auto raw = [&](const std::string& pod, const std::string& query) {
+    return kubectl({"get", "--raw", "/api/v1/namespaces/default/pods/" + pod + "/log?" + query});
+  };
+  const Output three = raw("nosuch", "sinceSeconds=0&tailLines=-1&limitBytes=0");
+  EXPECT_NE(three.exit_code, 0);
+  EXPECT_THAT(three.err, HasSubstr("The PodLogOptions \"nosuch\" is invalid: \n"
+                                   "* tailLines: Invalid value: -1: must be greater than or equal "
+                                   "to 0\n* limitBytes: Invalid value: 0: must be greater than 0\n"
+                                   "* sinceSeconds: Invalid value: 0: must be greater than 0"));
+  EXPECT_THAT(raw("nosuch", "sinceSeconds=5&sinceTime=2024-01-01T00:00:00Z").err,
+              HasSubstr("[]: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be "
+                        "specified"));
+  EXPECT_THAT(raw("nosuch", "tailLines=abc").err,
+              HasSubstr("strconv.ParseInt: parsing \"abc\": invalid syntax"));
+  EXPECT_THAT(raw("nosuch", "limitBytes=1.5").err,
+              HasSubstr("strconv.ParseInt: parsing \"1.5\": invalid syntax"));
+  EXPECT_THAT(raw("nosuch", "sinceTime=abc").err,
+              HasSubstr("parsing time \"abc\" as \"2006-01-02T15:04:05Z07:00\": cannot parse "
+                        "\"abc\" as \"2006\""));
+  EXPECT_THAT(raw("nosuch", "sinceTime=2024-01-01T00:00:00Z").err,
+              HasSubstr("pods \"nosuch\" not found"));
+
+  ASSERT_EQ(create_pod("limited", 2).exit_code, 0);
+  ASSERT_EQ(phases_until("limited", "Succeeded", seconds(20)).back(), "Succeeded");
+  EXPECT_EQ(kubectl({"logs", "limited", "--limit-bytes", "20"}).out, "+ python train.py\nst");
+  EXPECT_EQ(raw("limited", "sinceTime=2024-01-01T00:00:00Z").out,
+            "+ python train.py\nstep 1/2\nstep 2/2\nexited with code 0\n");
+}
+
 TEST_F(KubectlTest, AFailingContainerEndsThePodFailedWithItsExitCode) {
   ASSERT_EQ(create_pod("fails", 1, 3).exit_code, 0);
   ASSERT_EQ(phases_until("fails", "Failed", seconds(20)).back(), "Failed");
