@@ -1511,6 +1511,69 @@ TEST_F(ApiWriteTest, EmptyMetadataMapsAndListsAreOmitted) {
   }
 }
 
+// What a single-stack IPv4 kube-apiserver 1.26 fills in: a Service's traffic policy and IP
+// families (a headless one without a selector gets both families, RequireDualStack), none of
+// that nor a cluster IP for an ExternalName one, no empty `ports`; a Secret's type Opaque; no
+// empty data maps.
+TEST_F(ApiWriteTest, ServicesSecretsAndConfigMapsGetTheServersDefaults) {
+  const auto service = [&](const std::string& name, const json& spec) {
+    const json made = client().create(resources::services(), ns(),
+                                      {{"apiVersion", "v1"},
+                                       {"kind", "Service"},
+                                       {"metadata", {{"name", name}}},
+                                       {"spec", spec}});
+    json result = made["spec"];
+    if (result.value("clusterIP", "") != "None")  // allocated: differs between servers
+      for (const char* key : {"clusterIP", "clusterIPs"})
+        result.erase(key);
+    return result;
+  };
+  const json port = json::array({{{"port", 80}, {"protocol", "TCP"}, {"targetPort", 80}}});
+  EXPECT_EQ(service("plain", {{"selector", {{"a", "b"}}}, {"ports", {{{"port", 80}}}}}),
+            json({{"internalTrafficPolicy", "Cluster"},
+                  {"ipFamilies", {"IPv4"}},
+                  {"ipFamilyPolicy", "SingleStack"},
+                  {"ports", port},
+                  {"selector", {{"a", "b"}}},
+                  {"sessionAffinity", "None"},
+                  {"type", "ClusterIP"}}));
+  EXPECT_EQ(service("headless", {{"clusterIP", "None"}, {"selector", {{"a", "b"}}}}),
+            json({{"clusterIP", "None"},
+                  {"clusterIPs", {"None"}},
+                  {"internalTrafficPolicy", "Cluster"},
+                  {"ipFamilies", {"IPv4"}},
+                  {"ipFamilyPolicy", "SingleStack"},
+                  {"selector", {{"a", "b"}}},
+                  {"sessionAffinity", "None"},
+                  {"type", "ClusterIP"}}));
+  EXPECT_EQ(service("selectorless", {{"clusterIP", "None"}, {"ports", {{{"port", 80}}}}}),
+            json({{"clusterIP", "None"},
+                  {"clusterIPs", {"None"}},
+                  {"internalTrafficPolicy", "Cluster"},
+                  {"ipFamilies", {"IPv4", "IPv6"}},
+                  {"ipFamilyPolicy", "RequireDualStack"},
+                  {"ports", port},
+                  {"sessionAffinity", "None"},
+                  {"type", "ClusterIP"}}));
+  EXPECT_EQ(service("external", {{"type", "ExternalName"}, {"externalName", "example.com"}}),
+            json({{"externalName", "example.com"},
+                  {"sessionAffinity", "None"},
+                  {"type", "ExternalName"}}));
+
+  json secret = client().create(resources::secrets(), ns(),
+                                {{"apiVersion", "v1"},
+                                 {"kind", "Secret"},
+                                 {"metadata", {{"name", "s"}}},
+                                 {"data", json::object()}});
+  EXPECT_EQ(secret.value("type", ""), "Opaque");
+  EXPECT_FALSE(secret.contains("data")) << secret.dump();
+  json cm = configmap("empty-data");
+  cm["data"] = json::object();
+  cm["binaryData"] = json::object();
+  const json made = client().create(resources::configmaps(), ns(), cm);
+  EXPECT_FALSE(made.contains("data") || made.contains("binaryData")) << made.dump();
+}
+
 TEST_F(ApiWriteTest, JsonPatchAppliesOperationsInOrder) {
   client().create(resources::configmaps(), ns(), configmap("a", {{"app", "web"}}));
   const json patched = client().patch(

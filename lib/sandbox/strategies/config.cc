@@ -99,6 +99,16 @@ std::size_t check_keys(const json& object, const char* field, bool bytes,
   return size;
 }
 
+/// Removes the maps of `object` named that are empty: the types' maps are omitempty, so the
+/// server stores and returns an object written with `data: {}` without it.
+void erase_empty_maps(json& object, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const auto it = object.find(name);
+    if (it != object.end() && it->is_object() && it->empty())
+      object.erase(it);
+  }
+}
+
 class ConfigMapStrategy final : public ResourceStrategy {
  public:
   ConfigMapStrategy()
@@ -111,6 +121,8 @@ class ConfigMapStrategy final : public ResourceStrategy {
                                   {{"data", "map[string]string", "string", false},
                                    {"binaryData", "map[string][]uint8", "[]uint8", true}});
     }
+    if (!decoded.error)
+      erase_empty_maps(cm, {"data", "binaryData"});
     return decoded;
   }
 
@@ -144,7 +156,8 @@ class SecretStrategy final : public ResourceStrategy {
   SecretStrategy() : ResourceStrategy({"", "v1", "secrets", "Secret", true, false}) {}
 
   /// The decoder's checks, then the conversion to the internal type: stringData, write-only,
-  /// is written into data (base64), overriding a key both have.
+  /// is written into data (base64), overriding a key both have; SetDefaults_Secret's type
+  /// Opaque.
   Decoded decode(json& secret, const std::string& version) const override {
     Decoded decoded = ResourceStrategy::decode(secret, version);
     if (!decoded.error) {
@@ -154,15 +167,17 @@ class SecretStrategy final : public ResourceStrategy {
     }
     if (decoded.error)
       return decoded;
-    const auto strings = secret.find("stringData");
-    if (strings == secret.end())
-      return decoded;
-    if (strings->is_object() && !strings->empty()) {
-      json& data = ensure_object(secret, "data");
-      for (const auto& [key, value] : strings->items())
-        data[key] = base64_encode(value.get<std::string>());
+    if (string_member(secret, "type").empty())
+      secret["type"] = "Opaque";
+    if (const auto strings = secret.find("stringData"); strings != secret.end()) {
+      if (strings->is_object() && !strings->empty()) {
+        json& data = ensure_object(secret, "data");
+        for (const auto& [key, value] : strings->items())
+          data[key] = base64_encode(value.get<std::string>());
+      }
+      secret.erase(strings);
     }
-    secret.erase("stringData");
+    erase_empty_maps(secret, {"data"});
     return decoded;
   }
 

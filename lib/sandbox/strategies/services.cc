@@ -119,31 +119,47 @@ class ServiceStrategy final : public ResourceStrategy {
       : ResourceStrategy({"", "v1", "services", "Service", true, true}, {"svc"}, {"all"}) {}
 
   /// SetDefaults_Service: the type, each port's protocol (TCP) and targetPort (the port, for a
-  /// missing, 0 or "" one).
+  /// missing, 0 or "" one), internalTrafficPolicy Cluster; then the cluster IP and the IP
+  /// families kube-apiserver's REST storage gives a single-stack IPv4 cluster: IPv4
+  /// SingleStack, but a headless Service without a selector IPv4 and IPv6 RequireDualStack (as
+  /// kube-apiserver 1.26 answers). An ExternalName Service gets none of those.
   void admit(json& service, const AdmissionContext& context) const override {
     json& spec = service["spec"];
     if (!spec.is_object())
       spec = json::object();
     if (!spec.contains("type"))
       spec["type"] = "ClusterIP";
-    json& ports = spec["ports"];
-    if (!ports.is_array())
-      ports = json::array();
-    for (json& p : ports) {
-      if (!p.is_object())
-        continue;
-      if (string_member(p, "protocol").empty())
-        p["protocol"] = "TCP";
-      const json& target = member(p, "targetPort");
-      if (target.is_null() || target == json(0) || target == json(""))
-        p["targetPort"] = member(p, "port").is_number_integer() ? p["port"] : json(0);
+    if (json& ports = spec["ports"]; ports.is_array()) {
+      for (json& p : ports) {
+        if (!p.is_object())
+          continue;
+        if (string_member(p, "protocol").empty())
+          p["protocol"] = "TCP";
+        const json& target = member(p, "targetPort");
+        if (target.is_null() || target == json(0) || target == json(""))
+          p["targetPort"] = member(p, "port").is_number_integer() ? p["port"] : json(0);
+      }
     }
-    if (!spec.contains("clusterIP"))
-      spec["clusterIP"] = context.allocate_cluster_ip();
-    spec["clusterIPs"] = json::array({spec["clusterIP"]});
+    if (const auto ports = spec.find("ports"); ports->is_null() || ports->empty())
+      spec.erase(ports);  // omitempty
     if (!spec.contains("sessionAffinity"))
       spec["sessionAffinity"] = "None";
     service["status"] = {{"loadBalancer", json::object()}};
+    if (string_member(spec, "type") == "ExternalName")
+      return;
+    if (!spec.contains("internalTrafficPolicy"))
+      spec["internalTrafficPolicy"] = "Cluster";
+    if (!spec.contains("clusterIP"))
+      spec["clusterIP"] = context.allocate_cluster_ip();
+    spec["clusterIPs"] = json::array({spec["clusterIP"]});
+    const bool headless_without_selector =
+        spec["clusterIP"] == "None" && object_member(spec, "selector").empty();
+    if (!spec.contains("ipFamilyPolicy"))
+      spec["ipFamilyPolicy"] = headless_without_selector ? "RequireDualStack" : "SingleStack";
+    if (!spec.contains("ipFamilies"))
+      spec["ipFamilies"] = headless_without_selector && spec["ipFamilyPolicy"] == "RequireDualStack"
+                               ? json::array({"IPv4", "IPv6"})
+                               : json::array({"IPv4"});
   }
 
   /// ValidateService's port checks, on create and update: the store lists them after the
