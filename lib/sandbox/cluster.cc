@@ -236,6 +236,7 @@ SimulatedCluster::SimulatedCluster(Store& store, ClusterOptions options, kube::C
   }
   ensure_resource(store, {"", "v1", kPods, "Pod", true, true});
   ensure_resource(store, {"", "v1", kNodes, "Node", false, true});
+  ensure_resource(store, {"", "v1", "events", "Event", true, false});  // the scheduler's
 }
 
 SimulatedCluster::~SimulatedCluster() {

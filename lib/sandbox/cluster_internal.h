@@ -171,6 +171,7 @@ struct SimulatedCluster::Impl {
   std::vector<OwnNode> own_nodes;
   std::map<std::string, PodEntry> pods;  // by "namespace/name"
   std::deque<ExecRecord> execs;          // exec_history()
+  std::uint64_t events_recorded = 0;     // keeps two events of one instant apart by name
   /// The simulations of the last kMaxGonePods pods deleted from the store, by uid, their
   /// containers stopped at the deletion: what a log follower still reads (LogCursor::pod_uid).
   std::map<std::string, std::unique_ptr<SimulatedPod>> gone;
@@ -220,6 +221,11 @@ struct SimulatedCluster::Impl {
 
   void set_scheduled_condition(PodEntry& entry, std::string_view status, std::string_view reason,
                                std::string_view message, TimePoint now);
+
+  /// A Normal Scheduled or Warning FailedScheduling Event about the pod, as kube-scheduler
+  /// records them (best effort).
+  void record_scheduler_event(const PodEntry& entry, std::string_view type, std::string_view reason,
+                              std::string_view action, std::string_view message, TimePoint now);
 
   bool bind(PodEntry& entry, const std::string& node, TimePoint now);
 

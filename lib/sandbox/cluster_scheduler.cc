@@ -14,6 +14,7 @@
 #include "api/node_fit.h"
 #include "api/quantity.h"
 #include "api/resources.h"
+#include "api/status.h"
 #include "api/well_known.h"
 #include "error.h"
 #include "json_access.h"
@@ -201,6 +202,54 @@ void SimulatedCluster::Impl::set_scheduled_condition(PodEntry& entry, std::strin
   update_pod_status(entry, [&](json& pod_status) {
     return set_pod_condition(pod_status, "PodScheduled", status, reason, message, now);
   });
+  // A scheduling failure, once per new message, not on every pass (a gated pod is no failure:
+  // the API server sets its condition, and nothing is recorded).
+  if (reason == "Unschedulable")
+    record_scheduler_event(entry, "Warning", "FailedScheduling", "Scheduling", message, now);
+}
+
+void SimulatedCluster::Impl::record_scheduler_event(const PodEntry& entry, std::string_view type,
+                                                    std::string_view reason,
+                                                    std::string_view action,
+                                                    std::string_view message, TimePoint now) {
+  const PodFacts& f = entry.facts;
+  const auto since_epoch = now.time_since_epoch();
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(since_epoch).count() % 1'000'000;
+  const std::string second = api::format_timestamp(std::chrono::floor<std::chrono::seconds>(now));
+  // As kube-scheduler's events.k8s.io recorder writes them: eventTime (MicroTime), action and
+  // the reporting component, no source or first/last timestamps.
+  json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata",
+       {{"name",
+         fmt::format("{}.{:x}", f.name,
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(since_epoch).count() +
+                         static_cast<std::int64_t>(++events_recorded))},
+        {"namespace", f.ns}}},
+      {"involvedObject",
+       {{"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"name", f.name},
+        {"namespace", f.ns},
+        {"uid", f.uid},
+        {"resourceVersion", string_member(member(entry.object, "metadata"), "resourceVersion")}}},
+      {"reason", reason},
+      {"message", message},
+      {"type", type},
+      {"action", action},
+      {"eventTime", fmt::format("{}.{:06}Z", second.substr(0, second.size() - 1), micros)},
+      {"reportingComponent", f.scheduler_name},
+      {"reportingInstance", f.scheduler_name + "-sandbox"},
+      {"source", json::object()},
+      {"firstTimestamp", nullptr},
+      {"lastTimestamp", nullptr}};
+  try {
+    store.create("events", std::move(event), false);
+  } catch (const Error&) {
+    // Best effort, as a recorder's: a namespace being deleted refuses new content.
+  }
 }
 
 bool SimulatedCluster::Impl::bind(PodEntry& entry, const std::string& node, TimePoint now) {
@@ -226,6 +275,10 @@ bool SimulatedCluster::Impl::bind(PodEntry& entry, const std::string& node, Time
   }
   entry.dirty = true;  // the kubelet has a new pod
   set_scheduled_condition(entry, "True", "", "", now);
+  record_scheduler_event(
+      entry, "Normal", "Scheduled", "Binding",
+      fmt::format("Successfully assigned {}/{} to {}", entry.facts.ns, entry.facts.name, node),
+      now);
   return true;
 }
 

@@ -1,5 +1,7 @@
 #include "sandbox/cluster.h"
 
+#include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -302,6 +304,43 @@ TEST_F(ClusterTest, CountsDifferentReasonsPerNode) {
   EXPECT_EQ(condition_text(pod("huge"), "PodScheduled"),
             "False/Unschedulable/0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 "
             "node(s) were unschedulable.");
+}
+
+// As kube-scheduler records them: a Warning FailedScheduling Event once per new message (not on
+// every pass), a Normal Scheduled one on binding; nothing for a gated pod.
+TEST_F(ClusterTest, TheSchedulerRecordsFailedSchedulingOnceAndScheduled) {
+  const auto events = [&] {
+    std::vector<std::string> out;
+    for (const json& e : store_.list("events", {.ns = "default"}).items)
+      out.push_back(fmt::format("{} {} {} {} {} {}", e["involvedObject"]["name"].get<std::string>(),
+                                e["type"].get<std::string>(), e["reason"].get<std::string>(),
+                                e["action"].get<std::string>(),
+                                e["reportingComponent"].get<std::string>(),
+                                e["message"].get<std::string>()));
+    return out;
+  };
+  create(pod_manifest("huge", {{"nvidia.com/gpu", "64"}}));
+  json gated = pod_manifest("gated");
+  gated["spec"]["schedulingGates"] = {{{"name", "example.com/quota"}}};
+  create(gated);
+  for (int pass = 0; pass < 3; ++pass)
+    cluster().step();
+  EXPECT_THAT(events(),
+              ::testing::ElementsAre("huge Warning FailedScheduling Scheduling default-scheduler "
+                                     "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."));
+  create(pod_manifest("fits"));
+  cluster().step();
+  EXPECT_THAT(events(),
+              ::testing::Contains("fits Normal Scheduled Binding default-scheduler Successfully "
+                                  "assigned default/fits to sandbox-node-0"));
+  EXPECT_EQ(events().size(), 2u);
+  const std::vector<json> items = store_.list("events", {.ns = "default"}).items;
+  const json event = *std::find_if(items.begin(), items.end(), [](const json& e) {
+    return e["involvedObject"]["name"] == "huge";
+  });
+  EXPECT_EQ(event["metadata"]["name"].get<std::string>().rfind("huge.", 0), 0u);
+  EXPECT_EQ(event["involvedObject"]["uid"], pod("huge")["metadata"]["uid"]);
+  EXPECT_TRUE(event["eventTime"].is_string());
 }
 
 TEST_F(ClusterTest, SchedulingGatesHoldAPodUntilRemoved) {

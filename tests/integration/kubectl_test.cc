@@ -486,7 +486,9 @@ lastTimestamp: "2020-01-01T00:00:00Z"
 )")})
                 .exit_code,
             0);
-  Output events = kubectl({"get", "events", "-n", "everything"});
+  // The sandbox's scheduler records its own (Scheduled), as kube-scheduler does.
+  Output events =
+      kubectl({"get", "events", "-n", "everything", "--field-selector", "reason=Pulled"});
   ASSERT_EQ(events.exit_code, 0) << events.err;
   const auto lines = lines_of(events.out);
   ASSERT_EQ(lines.size(), 2u) << events.out;
@@ -494,6 +496,10 @@ lastTimestamp: "2020-01-01T00:00:00Z"
   EXPECT_THAT(lines[1],
               ::testing::MatchesRegex(
                   "[0-9]+y[0-9]*d? +Normal +Pulled +pod/worker +Container image pulled *"));
+  EXPECT_THAT(lines_of(kubectl({"get", "events", "-n", "everything"}).out),
+              ::testing::Contains(::testing::MatchesRegex(
+                  "[0-9]+s +Normal +Scheduled +pod/worker +Successfully assigned everything/worker "
+                  "to sandbox-node-[0-9] *")));
   EXPECT_THAT(kubectl({"get", "events", "-n", "everything", "-o", "wide"}).out,
               ::testing::ContainsRegex("kubelet +Container image pulled +[0-9y]+.* 2 +worker\\.1"));
 }
