@@ -120,6 +120,35 @@ void install_builtin_resources(Store& store) {
   }
 }
 
+void publish_kubernetes_service(Store& store, int port) {
+  const json service = {
+      {"apiVersion", "v1"},
+      {"kind", "Service"},
+      {"metadata",
+       {{"name", "kubernetes"},
+        {"namespace", "default"},
+        {"labels", {{"component", "apiserver"}, {"provider", "kubernetes"}}}}},
+      // Written whole, defaults included: the store does not admit (the API's create path does).
+      {"spec",
+       {{"clusterIP", "10.96.0.1"},
+        {"clusterIPs", {"10.96.0.1"}},
+        {"internalTrafficPolicy", "Cluster"},
+        {"ipFamilies", {"IPv4"}},
+        {"ipFamilyPolicy", "SingleStack"},
+        {"ports", {{{"name", "https"}, {"port", 443}, {"protocol", "TCP"}, {"targetPort", port}}}},
+        {"sessionAffinity", "None"},
+        {"type", "ClusterIP"}}},
+      {"status", {{"loadBalancer", json::object()}}}};
+  try {
+    store.create("services", service);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::AlreadyExists)
+      throw;
+    store.modify("services", "default", "kubernetes", WritePart::Main,
+                 [&](json& existing) { existing["spec"]["ports"] = service["spec"]["ports"]; });
+  }
+}
+
 namespace {
 
 /// The fault `key` of `doc` as a whole number from 0 to `most` (0 when absent); anything else is

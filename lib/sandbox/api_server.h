@@ -128,7 +128,7 @@ class ApiServer {
   ServedResources served_;
   mutable std::mutex mu_;
   std::mt19937_64 rng_{std::random_device{}()};
-  std::uint32_t next_cluster_ip_ = 1;
+  std::uint32_t next_cluster_ip_ = 2;  // 10.96.0.1 is the `kubernetes` Service's
 };
 
 /// What the API server does to a pod it is asked to create: the defaults of v1 (SetDefaults_Pod,
@@ -140,6 +140,11 @@ void admit_pod(nlohmann::json& pod);
 
 /// Registers the built-in resources the sandbox serves and creates the initial namespaces.
 void install_builtin_resources(Store& store);
+
+/// The `default/kubernetes` Service every cluster has, as kube-apiserver keeps it: 10.96.0.1,
+/// port https 443 to the API server's own port `port`, labels component=apiserver and
+/// provider=kubernetes. Made or brought up to date (the port may differ at each start).
+void publish_kubernetes_service(Store& store, int port);
 
 /// The built-in resource types (core, coordination, scheduling, batch, apiextensions, events) in
 /// their storage versions.

@@ -229,6 +229,7 @@ void Sandbox::start() {
       http, [this](const Request& req, ResponseWriter& w) { api_->handle(req, w); });
   server_->start();
   api_->set_advertise_address(fmt::format("{}:{}", options_.host, server_->port()));
+  publish_kubernetes_service(*store_, server_->port());
   cluster_->start();
   jobs_ = std::make_unique<JobController>(*store_);
   jobs_->start();

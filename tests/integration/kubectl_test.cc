@@ -450,6 +450,19 @@ TEST_F(KubectlTest, GetServicesPrintsTypeClusterIpExternalIpAndPorts) {
   EXPECT_EQ(still_up.exit_code, 0) << still_up.err;
 }
 
+// Every cluster has the `kubernetes` Service in default, 10.96.0.1:443 to the API server's port
+// (kube-apiserver keeps it); no other Service gets its address.
+TEST_F(KubectlTest, TheKubernetesServiceIsThereAndKeepsItsAddress) {
+  const std::string server =
+      kubectl({"config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"}).out;
+  EXPECT_EQ(jsonpath("service/kubernetes",
+                     "{.spec.clusterIP} {.spec.ports[0].name} {.spec.ports[0].port} "
+                     "{.spec.ports[0].targetPort} {.metadata.labels.component}"),
+            fmt::format("10.96.0.1 https 443 {} apiserver", server.substr(server.rfind(':') + 1)));
+  ASSERT_EQ(kubectl({"create", "service", "clusterip", "first", "--tcp=80:80"}).exit_code, 0);
+  EXPECT_NE(jsonpath("service/first", "{.spec.clusterIP}"), "10.96.0.1");
+}
+
 // `kubectl get all` lists the resources discovery puts in the category "all" (pods, services, jobs,
 // deployments, HPAs, as kube-apiserver does); `kubectl get events` prints kube-apiserver's event
 // columns. The sandbox's discovery had no categories (kubectl: the server doesn't have a resource
