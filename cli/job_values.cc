@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "api/manifest.h"
+#include "api/names.h"
 #include "api/validation.h"
 #include "api/well_known.h"
 #include "docs.h"
@@ -45,10 +46,27 @@ std::pair<std::string, std::string> key_value(std::string_view flag, const std::
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-json key_value_map(std::string_view flag, const std::vector<std::string>& items) {
+/// What a `K=V` flag may hold: its key is a qualified name (label, annotation and nodeSelector
+/// keys alike), its value a label value where it becomes one.
+enum class KeyValueRule { AnyValue, LabelValue };
+
+/// The `K=V` items of `flag` as a map, each refused here, naming the flag and the item, where the
+/// server would refuse it (once: not again in every pod template it is copied into).
+json key_value_map(std::string_view flag, const std::vector<std::string>& items,
+                   KeyValueRule rule) {
   json out = json::object();
   for (const auto& item : items) {
     auto [k, v] = key_value(flag, item);
+    std::vector<std::string> problems = api::names::qualified_name(k);
+    for (std::string& p : problems)
+      p = fmt::format("key {}: {}", api::names::go_quote(k), p);
+    if (rule == KeyValueRule::LabelValue) {
+      for (const std::string& p : api::names::label_value(v))
+        problems.push_back(fmt::format("value {}: {}", api::names::go_quote(v), p));
+    }
+    if (!problems.empty())
+      throw Error(ErrorKind::Usage, fmt::format("{} {}: {}", flag, api::names::go_quote(item),
+                                                fmt::join(problems, "; ")));
     out[k] = v;
   }
   return out;
@@ -171,11 +189,11 @@ json JobFlags::flag_values() const {
     v["env"] = list;
   }
   if (!labels.empty())
-    v["labels"] = key_value_map("--label", labels);
+    v["labels"] = key_value_map("--label", labels, KeyValueRule::LabelValue);
   if (!annotations.empty())
-    v["annotations"] = key_value_map("--annotation", annotations);
+    v["annotations"] = key_value_map("--annotation", annotations, KeyValueRule::AnyValue);
   if (!node_selectors.empty())
-    v["nodeSelector"] = key_value_map("--node-selector", node_selectors);
+    v["nodeSelector"] = key_value_map("--node-selector", node_selectors, KeyValueRule::LabelValue);
   for (const auto& t : tolerations)
     v["tolerations"].push_back(parse_toleration(t));
   for (const auto& vol : volumes)
