@@ -2134,10 +2134,14 @@ class Round {
       // server and the sandbox take as a precondition (409 Conflict when it changed), as an
       // update would: the object itself is neither fetched nor copied nor sent.
       json patch = json::object();
-      json& metadata = patch["metadata"];
+      json metadata = json::object();  // never null: null in a merge patch removes a member
       if (!annotations.is_null())
         metadata["annotations"] = std::move(annotations);
-      metadata["resourceVersion"] = string_member(member(*g.object, "metadata"), "resourceVersion");
+      if (std::string version = string_member(member(*g.object, "metadata"), "resourceVersion");
+          !version.empty())
+        metadata["resourceVersion"] = std::move(version);
+      if (!metadata.empty())
+        patch["metadata"] = std::move(metadata);
       if (!same_status) {
         std::optional<json> status = status_patch(g, change);
         if (!status)

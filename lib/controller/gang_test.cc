@@ -227,6 +227,16 @@ TEST(AdmitTest, AdmitsAGangThatFitsItsQuotaAndTheCluster) {
   EXPECT_EQ(result.events[0].reason, "Enqueued");
   EXPECT_EQ(result.events[0].involved_object.name, "a");
 
+  // A group read without a resourceVersion (made by hand) is patched without one: an empty one,
+  // or a null metadata (which a merge patch takes as "remove"), is never sent.
+  json unversioned = group("u", "team-a", {{"nvidia.com/gpu", "8"}}, "2024-05-01T10:00:00Z", "", 2);
+  unversioned["metadata"].erase("resourceVersion");
+  const json u = written_group(admit({unversioned}, {queue("team-a", json::object())},
+                                     {node("n1", 8), node("n2", 8)}, {}, {}, kNow),
+                               "u");
+  EXPECT_EQ(phase_of(u), "Inqueue");
+  EXPECT_FALSE(u["metadata"].contains("resourceVersion")) << u.dump();
+
   const json q = written_queue(result, "team-a");
   ASSERT_FALSE(q.is_null());
   EXPECT_EQ(q["status"]["state"], "Open");
