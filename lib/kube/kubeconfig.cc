@@ -525,6 +525,12 @@ RestConfig build_rest_config(const Candidate& c) {
   }
   r.tls.insecure_skip_verify = cluster.insecure_skip_tls_verify;
   if (r.tls.insecure_skip_verify && !r.tls.ca_pem.empty()) {
+    // A flag replaces the kubeconfig's whole trust setting (apply_overrides): both come from the
+    // flags or both from the kubeconfig.
+    if (c.ca_named_by == "--certificate-authority")
+      failf(
+          "--insecure-skip-tls-verify cannot be combined with --certificate-authority; drop one "
+          "of them");
     failf(
         "{}: insecure-skip-tls-verify cannot be combined with a certificate authority; remove "
         "one of them",
