@@ -104,13 +104,16 @@ std::vector<std::string> dns1123_subdomain(std::string_view value) {
   return errs;
 }
 
+bool has_dns1035_label_syntax(std::string_view value) {
+  return !value.empty() && value.front() >= 'a' && value.front() <= 'z' &&
+         matches_dns1123_label(value);
+}
+
 std::vector<std::string> dns1035_label(std::string_view value) {
   std::vector<std::string> errs;
   if (value.size() > 63)
     errs.push_back(max_len_error(63));
-  const bool ok = !value.empty() && value.front() >= 'a' && value.front() <= 'z' &&
-                  matches_dns1123_label(value);
-  if (!ok) {
+  if (!has_dns1035_label_syntax(value)) {
     errs.push_back(regex_error(
         "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
         "an alphabetic character, and end with an alphanumeric character",

@@ -18,6 +18,9 @@ namespace trainctl::api::names {
 std::vector<std::string> dns1123_subdomain(std::string_view value);
 std::vector<std::string> dns1123_label(std::string_view value);
 std::vector<std::string> dns1035_label(std::string_view value);
+/// Whether `value` has a DNS-1035 label's syntax, [a-z]([-a-z0-9]*[a-z0-9])?, whatever its length
+/// (for a caller that words the length limit itself).
+bool has_dns1035_label_syntax(std::string_view value);
 /// Label and annotation keys, finalizer names: `[prefix/]name`.
 std::vector<std::string> qualified_name(std::string_view value);
 std::vector<std::string> label_value(std::string_view value);

@@ -398,14 +398,6 @@ void check_run_policy(const json& spec, Problems& problems) {
                    field_path(scheduling_path, "minResources"), problems);
 }
 
-bool is_dns1035_label(std::string_view s) {
-  if (s.empty() || s.front() < 'a' || s.front() > 'z' || s.back() == '-')
-    return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
-
 /// The job name is a DNS-1035 label, and so are the pod and service names made from it.
 void check_name(const json& metadata, const MaxIndexes& indexes, Problems& problems) {
   const json name = metadata.is_object() ? metadata.value("name", json()) : json();
@@ -420,7 +412,7 @@ void check_name(const json& metadata, const MaxIndexes& indexes, Problems& probl
   const std::string& value = (has_name ? name : generate).get_ref<const std::string&>();
   // A generateName is a prefix: the server appends five lowercase letters and digits.
   const std::size_t suffix = has_name ? 0 : kGeneratedSuffixLength;
-  if (!is_dns1035_label(has_name ? value : value + "x")) {
+  if (!names::has_dns1035_label_syntax(has_name ? value : value + "x")) {
     problems.add(path, fmt::format("\"{}\" is not a valid DNS-1035 label: use lowercase letters, "
                                    "digits and '-', starting with a letter{}",
                                    value, has_name ? " and ending with a letter or digit" : ""));
