@@ -36,6 +36,17 @@ nlohmann::json& ensure_object(nlohmann::json& object, std::string_view key) {
   return value;
 }
 
+void erase_empty_members(nlohmann::json& object, std::initializer_list<std::string_view> keys) {
+  if (!object.is_object())
+    return;
+  for (const std::string_view key : keys) {
+    const auto it = object.find(key);
+    if (it != object.end() &&
+        (it->is_null() || ((it->is_object() || it->is_array()) && it->empty())))
+      object.erase(it);
+  }
+}
+
 std::string string_member(const nlohmann::json& object, std::string_view key) {
   const nlohmann::json& value = member(object, key);
   return value.is_string() ? value.get<std::string>() : std::string();

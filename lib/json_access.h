@@ -24,6 +24,11 @@ const nlohmann::json& object_member(const nlohmann::json& object, std::string_vi
 /// it is one (`object` itself must be an object or null).
 nlohmann::json& ensure_object(nlohmann::json& object, std::string_view key);
 
+/// Erases the members `keys` of `object` that are null or an empty object or array: what Go's
+/// omitempty leaves out, so the API server stores and returns an object written with them
+/// without them.
+void erase_empty_members(nlohmann::json& object, std::initializer_list<std::string_view> keys);
+
 /// The member `key` of `object` when it is a string, else "".
 std::string string_member(const nlohmann::json& object, std::string_view key);
 

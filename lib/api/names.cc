@@ -191,7 +191,15 @@ std::vector<std::string> port_number(std::int64_t value) {
 
 std::string go_quote(std::string_view value) {
   std::string out = "\"";
-  for (unsigned char c : value) {
+  // A byte that does not start a well-formed UTF-8 sequence is written \xNN, as strconv.Quote.
+  std::size_t bad = invalid_utf8_offset(value).value_or(value.size());
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (i == bad) {
+      out += fmt::format("\\x{:02x}", c);
+      bad = i + 1 + invalid_utf8_offset(value.substr(i + 1)).value_or(value.size());
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";

@@ -28,6 +28,8 @@ TEST(NamesTest, NameRules) {
   EXPECT_TRUE(qualified_name("example.com/my_key").empty());
   EXPECT_TRUE(label_value("").empty());
   EXPECT_EQ(go_quote("a\"b\n"), "\"a\\\"b\\n\"");
+  // As strconv.Quote: each byte of a malformed UTF-8 sequence as \xNN, well-formed text kept.
+  EXPECT_EQ(go_quote("a\xff\xfe\xc3\xa9\xe2\x82"), "\"a\\xff\\xfe\xc3\xa9\\xe2\\x82\"");
 }
 
 // kube-apiserver 1.26's words for each container port name below (checked).

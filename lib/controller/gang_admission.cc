@@ -190,9 +190,8 @@ constexpr std::array<std::string_view, 5> kWrittenAnnotations = {
     api::annotations::schedule_timeouts, api::annotations::requeue_at,
     api::annotations::preempted_by};
 
-/// What a PodGroup's metadata holds of kWrittenAnnotations (annotations_unchanged).
+/// What a PodGroup's metadata holds of kWrittenAnnotations (annotations_patch).
 struct AnnotationFacts {
-  bool has_metadata = false;  // metadata is an object
   enum class Shape { Absent, NotObject, Object } shape = Shape::Absent;
   /// Those present: their text, nullopt for a value that is not a string.
   std::map<std::string, std::optional<std::string>, std::less<>> values;
@@ -201,8 +200,7 @@ struct AnnotationFacts {
 AnnotationFacts read_annotations(const json& object) {
   AnnotationFacts f;
   const auto meta = object.find("metadata");
-  f.has_metadata = meta != object.end() && meta->is_object();
-  if (!f.has_metadata)
+  if (meta == object.end() || !meta->is_object())
     return f;
   const auto annotations = meta->find("annotations");
   if (annotations == meta->end())
@@ -937,27 +935,6 @@ void set_condition(json& conditions, json condition) {
     return;
   }
   conditions.push_back(std::move(condition));
-}
-
-/// Whether setting (a value) and removing (nullopt) the annotations `changes` (of
-/// kWrittenAnnotations) leaves a PodGroup whose annotations are `old` as it is. False also where
-/// only applying them can tell (no metadata object): the caller then applies them and compares.
-using AnnotationChanges = std::map<std::string, std::optional<std::string>>;
-
-bool annotations_unchanged(const AnnotationFacts& old, const AnnotationChanges& changes) {
-  if (!old.has_metadata)
-    return false;
-  if (old.shape == AnnotationFacts::Shape::Absent)  // removals leave none, and none is what it has
-    return std::none_of(changes.begin(), changes.end(),
-                        [](const auto& change) { return change.second.has_value(); });
-  if (old.shape == AnnotationFacts::Shape::NotObject)
-    return changes.empty();
-  return std::all_of(changes.begin(), changes.end(),
-                     [&](const AnnotationChanges::value_type& change) {
-                       const auto it = old.values.find(change.first);
-                       return change.second ? it != old.values.end() && it->second == change.second
-                                            : it == old.values.end();
-                     });
 }
 
 /// Whether the status read says Unschedulable is True (condition_true).
@@ -2066,7 +2043,7 @@ class Round {
       return json::array();
     const json& listed = *g.object;
     if (listed.contains("status"))
-      return status_of(listed)["conditions"];
+      return member(status_of(listed), "conditions");
     std::optional<json> found = input_.pod_group ? input_.pod_group(g.key) : std::nullopt;
     if (!found || string_member(member(*found, "metadata"), "resourceVersion") !=
                       string_member(member(listed, "metadata"), "resourceVersion"))
@@ -2125,11 +2102,9 @@ class Round {
         ++g.in_queue->gangs[g.phase];
       const GroupStatusChange change(g);
       const bool same_status = shows(g.facts.status, change);
-      if (same_status && annotations_unchanged(g.facts.annotations, g.annotations))
-        continue;  // the common case once a gang waits: the object is not even looked at
       json annotations = annotations_patch(g);
       if (same_status && annotations.is_null())
-        continue;
+        continue;  // the common case once a gang waits: decided from the facts alone
       // A merge patch with the resourceVersion the facts were read from, which both the real
       // server and the sandbox take as a precondition (409 Conflict when it changed), as an
       // update would: the object itself is neither fetched nor copied nor sent.

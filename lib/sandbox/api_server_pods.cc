@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -98,6 +99,8 @@ TimePoint time_param(const std::string& text) {
                      text.substr(at), element));
   };
   std::size_t at = 0;
+  int fields[3] = {};  // year, month, day
+  int field = 0;
   for (const Element& e : kElements) {
     if (e.digits == 0) {
       if (text.compare(at, e.layout.size(), e.layout) != 0)
@@ -114,8 +117,15 @@ TimePoint time_param(const std::string& text) {
     if (value < e.low || value > e.high)
       fail(ErrorKind::BadRequest, 400,
            fmt::format("parsing time {:?}: {} out of range", text, e.range_name));
+    if (field < 3)
+      fields[field++] = value;
     at += e.digits;
   }
+  const std::chrono::year_month_day date{std::chrono::year(fields[0]),
+                                         std::chrono::month(static_cast<unsigned>(fields[1])),
+                                         std::chrono::day(static_cast<unsigned>(fields[2]))};
+  if (!date.ok())  // 31 in a month of 30 days, 29 February outside a leap year
+    fail(ErrorKind::BadRequest, 400, fmt::format("parsing time {:?}: day out of range", text));
   if (at < text.size() && text[at] == '.') {  // a fraction of a second
     ++at;
     while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at])))
@@ -137,10 +147,7 @@ TimePoint time_param(const std::string& text) {
   if (at != text.size())
     fail(ErrorKind::BadRequest, 400,
          fmt::format("parsing time {:?}: extra text: {:?}", text, text.substr(at)));
-  const auto parsed = api::parse_timestamp(text);
-  if (!parsed)  // a day the month has not (Go: "day out of range")
-    fail(ErrorKind::BadRequest, 400, fmt::format("parsing time {:?}: day out of range", text));
-  return *parsed;
+  return api::parse_timestamp(text).value();  // it reads every text the walk above lets through
 }
 
 /// The PodLogOptions of a log request, decoded and validated as kube-apiserver does before it

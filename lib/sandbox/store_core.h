@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/status.h"
+#include "json_access.h"
 #include "sandbox/field_errors.h"
 #include "sandbox/store.h"
 #include "sandbox/strategy.h"
@@ -102,10 +103,12 @@ std::set<std::string> owner_uids(const json* o);
 
 std::uint64_t parse_rv(std::string_view s);
 
-// Drops the maps and lists ObjectMeta omits when empty (Go's omitempty), labels, annotations,
-// finalizers, ownerReferences, managedFields, where they are null or empty: kube-apiserver
-// stores and returns an object written with `annotations: {}` without them, for every type.
-void drop_empty_metadata(json& md);
+// The maps and lists ObjectMeta omits when empty (omitempty): kube-apiserver stores and returns
+// an object written with `annotations: {}` without them, for every type.
+inline void drop_empty_metadata(json& md) {
+  erase_empty_members(md,
+                      {"labels", "annotations", "finalizers", "ownerReferences", "managedFields"});
+}
 
 // ValidateObjectMetaAccessor's checks on labels, annotations, owner references, finalizers.
 void validate_metadata_content(const json& md, std::vector<FieldError>& errs);

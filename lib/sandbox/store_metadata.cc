@@ -87,15 +87,6 @@ std::uint64_t parse_rv(std::string_view s) {
   return n;
 }
 
-void drop_empty_metadata(json& md) {
-  for (const char* key :
-       {"labels", "annotations", "finalizers", "ownerReferences", "managedFields"}) {
-    const auto it = md.find(key);
-    if (it != md.end() && (it->is_null() || ((it->is_object() || it->is_array()) && it->empty())))
-      md.erase(it);
-  }
-}
-
 void validate_metadata_content(const json& md, std::vector<FieldError>& errs) {
   for (const auto& e : api::names::label_errors(member(md, "labels")))
     errs.push_back({e.reason, "metadata.labels", e.body});

@@ -314,6 +314,10 @@ TEST_F(KubectlTest, LogOptionsAreValidatedAsTheRealServerDoes) {
   EXPECT_THAT(raw("nosuch", "sinceTime=abc").err,
               HasSubstr("parsing time \"abc\" as \"2006-01-02T15:04:05Z07:00\": cannot parse "
                         "\"abc\" as \"2006\""));
+  EXPECT_THAT(raw("nosuch", "sinceTime=2023-02-29T00:00:00Z").err,
+              HasSubstr("parsing time \"2023-02-29T00:00:00Z\": day out of range"));
+  EXPECT_THAT(raw("nosuch", "sinceTime=2024-13-01T00:00:00Z").err,
+              HasSubstr("parsing time \"2024-13-01T00:00:00Z\": month out of range"));
   EXPECT_THAT(raw("nosuch", "sinceTime=2024-01-01T00:00:00Z").err,
               HasSubstr("pods \"nosuch\" not found"));
 

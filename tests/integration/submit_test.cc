@@ -265,7 +265,6 @@ TEST(RenderTest, AMissingImageIsSaidInFlagTerms) {
   EXPECT_EQ(per_role.exit_code, 0) << per_role.err;
 }
 
-// Duration flags take Go durations as kubectl's do, and plain integers as seconds.
 // A repeatable flag takes one value per occurrence, as kubectl's: the `--` after it still starts
 // the command, whose own flags (-c) are not trainctl's.
 TEST(RenderTest, ARepeatableFlagBeforeTheCommandTakesOneValue) {
@@ -280,6 +279,7 @@ TEST(RenderTest, ARepeatableFlagBeforeTheCommandTakesOneValue) {
   EXPECT_EQ(extra.exit_code, 2);
 }
 
+// Duration flags take Go durations as kubectl's do, and plain integers as seconds.
 TEST(RenderTest, DurationFlagsTakeGoDurationsOrSeconds) {
   RunResult r = run_submit(
       "render tfjob --name d --image i --active-deadline 2h --ttl 15m -o json -- python t.py");

@@ -99,16 +99,6 @@ std::size_t check_keys(const json& object, const char* field, bool bytes,
   return size;
 }
 
-/// Removes the maps of `object` named that are empty: the types' maps are omitempty, so the
-/// server stores and returns an object written with `data: {}` without it.
-void erase_empty_maps(json& object, std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    const auto it = object.find(name);
-    if (it != object.end() && it->is_object() && it->empty())
-      object.erase(it);
-  }
-}
-
 class ConfigMapStrategy final : public ResourceStrategy {
  public:
   ConfigMapStrategy()
@@ -122,7 +112,7 @@ class ConfigMapStrategy final : public ResourceStrategy {
                                    {"binaryData", "map[string][]uint8", "[]uint8", true}});
     }
     if (!decoded.error)
-      erase_empty_maps(cm, {"data", "binaryData"});
+      erase_empty_members(cm, {"data", "binaryData"});  // omitempty
     return decoded;
   }
 
@@ -177,7 +167,7 @@ class SecretStrategy final : public ResourceStrategy {
       }
       secret.erase(strings);
     }
-    erase_empty_maps(secret, {"data"});
+    erase_empty_members(secret, {"data"});
     return decoded;
   }
 

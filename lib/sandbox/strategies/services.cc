@@ -140,8 +140,7 @@ class ServiceStrategy final : public ResourceStrategy {
           p["targetPort"] = member(p, "port").is_number_integer() ? p["port"] : json(0);
       }
     }
-    if (const auto ports = spec.find("ports"); ports->is_null() || ports->empty())
-      spec.erase(ports);  // omitempty
+    erase_empty_members(spec, {"ports"});  // omitempty
     if (!spec.contains("sessionAffinity"))
       spec["sessionAffinity"] = "None";
     service["status"] = {{"loadBalancer", json::object()}};
