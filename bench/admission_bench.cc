@@ -172,7 +172,7 @@ void apply(trainctl::controller::AdmissionInput& input, trainctl::controller::Pl
   for (auto& a : result.actions) {
     json& o = *by_name.at(a.namespace_ + "/" + a.name);
     if (a.type == trainctl::controller::Action::Type::Patch)
-      o.merge_patch(a.object);
+      o.merge_patch(json::parse(a.patch));
     else
       o = std::move(a.object);
     o["metadata"]["resourceVersion"] =
@@ -182,7 +182,8 @@ void apply(trainctl::controller::AdmissionInput& input, trainctl::controller::Pl
 
 std::size_t admitted_by(const trainctl::controller::Plan& result) {
   return std::count_if(result.actions.begin(), result.actions.end(), [](const auto& a) {
-    return a.object.contains("status") && a.object["status"].value("phase", "") == "Inqueue";
+    const json patch = a.patch.empty() ? json() : json::parse(a.patch);
+    return patch.contains("status") && patch["status"].value("phase", "") == "Inqueue";
   });
 }
 

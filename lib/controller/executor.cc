@@ -145,8 +145,8 @@ json Executor::write(const Action& action) {
       return client_.update_status(action.resource, action.namespace_, action.object);
     case Action::Type::Patch:
       count("patch", action.resource);
-      return client_.patch(action.resource, action.namespace_, action.name, kube::PatchType::Merge,
-                           action.object);
+      return client_.patch_text(action.resource, action.namespace_, action.name,
+                                kube::PatchType::Merge, action.patch);
     default:
       return nullptr;
   }

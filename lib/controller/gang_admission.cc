@@ -906,37 +906,6 @@ std::string shortages(QuantityTexts& texts, std::string_view scope, std::string_
   return result;
 }
 
-// condition fills its object member by member, in key order with a hint: an
-// initializer list builds a json array per pair first, a lookup per member compares keys, and
-// this runs for every PodGroup of a pass.
-
-/// A condition with lastTransitionTime `now` (format_timestamp of the round's time).
-json condition(std::string_view type, std::string_view status, std::string_view reason,
-               std::string_view message, const std::string& now) {
-  json result = json::object();
-  json::object_t& members = result.get_ref<json::object_t&>();
-  members.emplace_hint(members.end(), "lastTransitionTime", now);
-  members.emplace_hint(members.end(), "message", message);
-  members.emplace_hint(members.end(), "reason", reason);
-  members.emplace_hint(members.end(), "status", status);
-  members.emplace_hint(members.end(), "type", type);
-  return result;
-}
-
-/// Sets `condition` in `conditions` (an array), keeping its lastTransitionTime when its status
-/// is unchanged.
-void set_condition(json& conditions, json condition) {
-  for (auto& c : conditions) {
-    if (c.value("type", "") != condition["type"])
-      continue;
-    if (c.value("status", "") == condition["status"] && c.contains("lastTransitionTime"))
-      condition["lastTransitionTime"] = c["lastTransitionTime"];
-    c = std::move(condition);
-    return;
-  }
-  conditions.push_back(std::move(condition));
-}
-
 /// Whether the status read says Unschedulable is True (condition_true).
 bool unschedulable_true(const StatusFacts& status) {
   return status.unschedulable && status.unschedulable->status == "True";
@@ -980,6 +949,68 @@ struct GroupStatusChange {
   std::span<const ConditionChange> conditions() const { return {set.data(), count}; }
 };
 
+/// Appends `c` as a condition object (members in key order, as json::dump writes them), with
+/// lastTransitionTime `now`, or that of `replaced` (the condition it replaces, if any) when that
+/// has the same status.
+void append_condition(std::string& out, const ConditionChange& c, const json* replaced,
+                      std::string_view now) {
+  out += R"({"lastTransitionTime":)";
+  const json* since = nullptr;
+  if (replaced != nullptr && string_member(*replaced, "status") == c.status) {
+    if (const auto it = replaced->find("lastTransitionTime"); it != replaced->end())
+      since = &*it;
+  }
+  if (since != nullptr)
+    out += since->dump();
+  else
+    append_json_string(out, now);
+  out += R"(,"message":)";
+  append_json_string(out, c.message);
+  out += R"(,"reason":)";
+  append_json_string(out, c.reason);
+  out += R"(,"status":)";
+  append_json_string(out, c.status);
+  out += R"(,"type":)";
+  append_json_string(out, c.type);
+  out += '}';
+}
+
+/// Appends the conditions array a pass writes: `old` (a group's conditions; anything but an array
+/// reads as none), each condition of `set` in place of the first of its type or after them all.
+void append_conditions(std::string& out, const json& old, std::span<const ConditionChange> set,
+                       std::string_view now) {
+  std::array<bool, std::tuple_size_v<decltype(GroupStatusChange::set)>> placed{};
+  out += '[';
+  bool first = true;
+  const auto separate = [&] {
+    if (!first)
+      out += ',';
+    first = false;
+  };
+  if (old.is_array()) {
+    for (const json& c : old) {
+      separate();
+      const std::string type = string_member(c, "type");
+      const auto at = std::find_if(set.begin(), set.end(), [&](const ConditionChange& change) {
+        return !placed[&change - set.data()] && change.type == type;
+      });
+      if (at == set.end()) {
+        out += c.dump();
+        continue;
+      }
+      placed[at - set.begin()] = true;
+      append_condition(out, *at, &c, now);
+    }
+  }
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    if (!placed[i]) {
+      separate();
+      append_condition(out, set[i], nullptr, now);
+    }
+  }
+  out += ']';
+}
+
 /// Whether a status that reads `old` says what `change` would write (its status patch would
 /// change nothing), decided without the object: once a gang waits, every pass finds its status as
 /// the last one left it.
@@ -998,7 +1029,7 @@ bool shows(const StatusFacts& old, const GroupStatusChange& change) {
     return false;
   const auto conditions = change.conditions();
   return std::all_of(conditions.begin(), conditions.end(), [&](const auto& want) {
-    // The condition set_condition would replace stays as it is only if it has exactly the
+    // The condition append_conditions would replace stays as it is only if it has exactly the
     // members the new one gets and the same status (its lastTransitionTime is carried over).
     const auto& c = want.type == kUnschedulable ? old.unschedulable : old.scheduled;
     return c && c->only_written_members && c->status == want.status && c->reason == want.reason &&
@@ -2053,27 +2084,25 @@ class Round {
                                                                : json::array();
   }
 
-  /// The merge patch that writes `change` into `g`'s status: the members a pass writes, the
-  /// conditions whole when it sets any; the rest of the status is kept. Nullopt: see
-  /// old_conditions.
-  std::optional<json> status_patch(const Group& g, const GroupStatusChange& change) const {
-    json status = json::object();
-    json::object_t& members = status.get_ref<json::object_t&>();
-    if (change.count > 0) {
-      std::optional<json> conditions = old_conditions(g);
-      if (!conditions)
-        return std::nullopt;
-      if (!conditions->is_array())
-        *conditions = json::array();
-      for (const ConditionChange& c : change.conditions())
-        set_condition(*conditions, condition(c.type, c.status, c.reason, c.message, now_text_));
-      members.emplace_hint(members.end(), "conditions", std::move(*conditions));
+  /// Appends the merge patch that writes `change` into `g`'s status: the members a pass writes,
+  /// the conditions whole when it sets any; the rest of the status is kept. False, with nothing
+  /// appended: see old_conditions.
+  bool append_status_patch(std::string& out, const Group& g,
+                           const GroupStatusChange& change) const {
+    std::optional<json> conditions;
+    if (change.count > 0 && !(conditions = old_conditions(g)))
+      return false;
+    out += '{';
+    if (conditions) {
+      out += R"("conditions":)";
+      append_conditions(out, *conditions, change.conditions(), now_text_);
+      out += ',';
     }
-    members.emplace_hint(members.end(), "failed", change.failed);
-    members.emplace_hint(members.end(), "phase", change.phase);
-    members.emplace_hint(members.end(), "running", change.running);
-    members.emplace_hint(members.end(), "succeeded", change.succeeded);
-    return status;
+    fmt::format_to(std::back_inserter(out), R"("failed":{},"phase":)", change.failed);
+    append_json_string(out, change.phase);
+    fmt::format_to(std::back_inserter(out), R"(,"running":{},"succeeded":{}}})", change.running,
+                   change.succeeded);
+    return true;
   }
 
   /// The annotations of a merge patch that sets and removes `g`'s annotation changes (null
@@ -2107,22 +2136,29 @@ class Round {
         continue;  // the common case once a gang waits: decided from the facts alone
       // A merge patch with the resourceVersion the facts were read from, which both the real
       // server and the sandbox take as a precondition (409 Conflict when it changed), as an
-      // update would: the object itself is neither fetched nor copied nor sent.
-      json patch = json::object();
-      json metadata = json::object();  // never null: null in a merge patch removes a member
-      if (!annotations.is_null())
-        metadata["annotations"] = std::move(annotations);
-      if (std::string version = string_member(member(*g.object, "metadata"), "resourceVersion");
-          !version.empty())
-        metadata["resourceVersion"] = std::move(version);
-      if (!metadata.empty())
-        patch["metadata"] = std::move(metadata);
-      if (!same_status) {
-        std::optional<json> status = status_patch(g, change);
-        if (!status)
-          continue;
-        patch["status"] = std::move(*status);
+      // update would: the object itself is neither fetched nor copied nor sent. Its metadata is
+      // left out rather than null (null in a merge patch removes a member).
+      std::string patch = "{";
+      const std::string* version = uid_and_version(member(*g.object, "metadata")).second;
+      const bool has_version = version != nullptr && !version->empty();
+      if (!annotations.is_null() || has_version) {
+        patch += R"("metadata":{)";
+        if (!annotations.is_null())
+          patch += R"("annotations":)" + annotations.dump() + (has_version ? "," : "");
+        if (has_version) {
+          patch += R"("resourceVersion":)";
+          append_json_string(patch, *version);
+        }
+        patch += '}';
       }
+      if (!same_status) {
+        if (patch.size() > 1)
+          patch += ',';
+        patch += R"("status":)";
+        if (!append_status_patch(patch, g, change))
+          continue;
+      }
+      patch += '}';
       const std::string old_phase = g.facts.status.phase.value_or("");
       // The facts were read from this version of the object: its reference and name as written.
       if (g.phase == kInqueue && old_phase != kInqueue && old_phase != kRunning) {
@@ -2132,8 +2168,11 @@ class Round {
       if (!g.blocked.empty() && !unschedulable_true(g.facts.status))
         result_.events.push_back(
             {"Warning", std::string(kUnschedulable), std::string(g.blocked), g.facts.reference});
-      result_.actions.push_back(
-          {Action::Type::Patch, podgroups, g.facts.ns, g.facts.name, std::move(patch), ""});
+      result_.actions.push_back({.type = Action::Type::Patch,
+                                 .resource = podgroups,
+                                 .namespace_ = g.facts.ns,
+                                 .name = g.facts.name,
+                                 .patch = std::move(patch)});
     }
     for (const auto& [name, q] : queues_) {
       json status = queue_status(q);

@@ -169,13 +169,18 @@ AdmissionResult admit(std::vector<json> groups, std::vector<json> queues, std::v
                             .now = now});
 }
 
+/// What an action writes: its object, or a Patch's merge patch.
+json written(const Action& a) {
+  return a.type == Action::Type::Patch ? json::parse(a.patch) : a.object;
+}
+
 /// The merge patch `result` writes to the PodGroup `name`, or null when it writes none.
 json written_group(const AdmissionResult& result, const std::string& name) {
   for (const auto& a : result.actions) {
     if (a.resource.plural == "podgroups" && a.name == name) {
       EXPECT_EQ(a.type, Action::Type::Patch);  // the CRD has no status subresource
       EXPECT_EQ(a.namespace_, "team-a");
-      return a.object;
+      return written(a);
     }
   }
   return nullptr;
@@ -459,6 +464,37 @@ TEST(AdmitTest, AWaitingGangsStatusIsRewrittenOnlyWhenTheRoundWouldChangeIt) {
         rewritten["lastTransitionTime"],
         stale["status"]["conditions"][0].value("lastTransitionTime", api::format_timestamp(later)));
   }
+}
+
+// The conditions array is written whole (a merge patch replaces arrays): conditions the round
+// does not set stay as they were and where they were, the one it sets replaces the first of its
+// type, with lastTransitionTime now when its status changes.
+TEST(AdmitTest, ConditionsTheRoundDoesNotSetAreKeptInPlace) {
+  json waiting = group("a", "team-a", {{"nvidia.com/gpu", "4"}});
+  const json other = {{"type", "Other"}, {"status", "True"}, {"lastProbeTime", "x"}};
+  waiting["status"] = {{"phase", "Pending"},
+                       {"conditions",
+                        {other,
+                         {{"type", "Unschedulable"},
+                          {"status", "True"},
+                          {"reason", "NotEnoughResources"},
+                          {"message", "cluster: nvidia.com/gpu 4 requested, 0 free of 8"},
+                          {"lastTransitionTime", "2024-05-01T08:00:00Z"}},
+                         "not a condition",
+                         {{"type", "Unschedulable"}, {"status", "True"}}}}};
+  const json written = written_group(
+      admit({waiting}, {queue("team-a", json::object())}, {node("n1", 8)}, {}, {}, kNow), "a");
+  ASSERT_EQ(phase_of(written), "Inqueue");
+  const json& conditions = written["status"]["conditions"];
+  ASSERT_EQ(conditions.size(), 4) << conditions.dump();
+  EXPECT_EQ(conditions[0], other);
+  EXPECT_EQ(conditions[1], json({{"type", "Unschedulable"},
+                                 {"status", "False"},
+                                 {"reason", "Enqueued"},
+                                 {"message", "admitted to queue team-a"},
+                                 {"lastTransitionTime", api::format_timestamp(kNow)}}));
+  EXPECT_EQ(conditions[2], "not a condition");
+  EXPECT_EQ(conditions[3], json({{"type", "Unschedulable"}, {"status", "True"}}));
 }
 
 // A group whose status is already what the round computes is written only when its annotations
@@ -1082,7 +1118,7 @@ TEST(AdmissionViewTest, NodesShowAllocatableAsWrittenSchedulableOrNot) {
 
   ASSERT_EQ(with_view.actions.size(), without.actions.size());
   for (std::size_t i = 0; i < without.actions.size(); ++i)
-    EXPECT_EQ(with_view.actions[i].object, without.actions[i].object) << i;
+    EXPECT_EQ(written(with_view.actions[i]), written(without.actions[i])) << i;
   EXPECT_EQ(with_view.events, without.events);
 }
 
@@ -1111,8 +1147,8 @@ AdmissionResult admit_preempting(std::vector<json> groups, std::vector<json> que
 std::vector<std::string> evicted(const AdmissionResult& result) {
   std::vector<std::string> names;
   for (const auto& a : result.actions)
-    if (a.resource.plural == "podgroups" && phase_of(a.object) == "Pending" &&
-        unschedulable(a.object)["reason"] == "Preempted")
+    if (a.resource.plural == "podgroups" && phase_of(written(a)) == "Pending" &&
+        unschedulable(written(a))["reason"] == "Preempted")
       names.push_back(a.name);
   return names;
 }
@@ -1313,11 +1349,12 @@ TEST(FairShareTest, WeightsThreeToOneGiveThreeToOneGpuTimeUnderContention) {
     for (const auto& a : result.actions) {
       if (a.resource.plural != "podgroups")
         continue;
-      groups[a.name].merge_patch(a.object);
-      if (phase_of(a.object) != "Inqueue" || pods.contains(a.name))
+      const json patch = written(a);
+      groups[a.name].merge_patch(patch);
+      if (phase_of(patch) != "Inqueue" || pods.contains(a.name))
         continue;
       const json reserved = json::parse(
-          a.object["metadata"]["annotations"]["trainctl.io/node-reservations"].get<std::string>());
+          patch["metadata"]["annotations"]["trainctl.io/node-reservations"].get<std::string>());
       pods[a.name] = pod(a.name + "-0", a.name, reserved.begin().key(), "Running", 1);
       ends[a.name] = t + length[a.name];
     }
@@ -1364,7 +1401,7 @@ std::string decided(const AdmissionResult& result) {
   json out = json::array();
   for (const auto& a : result.actions)
     out.push_back(
-        {static_cast<int>(a.type), a.resource.plural, a.namespace_, a.name, a.object, a.uid});
+        {static_cast<int>(a.type), a.resource.plural, a.namespace_, a.name, written(a), a.uid});
   for (const auto& e : result.events)
     out.push_back({e.type, e.reason, e.message, e.involved_object.api_version,
                    e.involved_object.kind, e.involved_object.namespace_, e.involved_object.name,
@@ -2046,7 +2083,7 @@ TEST(AdmissionCacheTest, PassesWithTheCacheDecideAsPassesWithoutOnRandomClusters
           if (o["metadata"]["name"] != a.name)
             continue;
           if (a.type == Action::Type::Patch)
-            o.merge_patch(a.object);
+            o.merge_patch(written(a));
           else
             o = a.object;
           o = bumped(o);

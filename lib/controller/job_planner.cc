@@ -314,7 +314,7 @@ Plan JobPlanner::take_plan() {
                              .resource = resource,
                              .namespace_ = namespace_,
                              .name = name_,
-                             .object = {{"metadata", {{"annotations", annotations_}}}}});
+                             .patch = json{{"metadata", {{"annotations", annotations_}}}}.dump()});
   }
   if (delete_job_) {
     plan_.actions.push_back({.type = Action::Type::Delete,

@@ -26,14 +26,18 @@ struct Action {
     Delete,        // delete resource/namespace/name, precondition on `uid` when non-empty
     Update,        // replace `object` (carries metadata.resourceVersion)
     UpdateStatus,  // write `object` to the status subresource
-    Patch,         // JSON merge patch `object` onto resource/namespace/name
+    Patch,         // JSON merge patch `patch` onto resource/namespace/name
   };
   Type type;
   kube::Resource resource;
   std::string namespace_;
   std::string name;
-  nlohmann::json object;  // Create/Update/UpdateStatus: the whole object; Patch: the patch
+  nlohmann::json object;  // Create/Update/UpdateStatus: the whole object
   std::string uid;        // Delete: precondition uid
+  /// Patch: the merge patch as JSON text. A planner that writes thousands of them (gang
+  /// admission's first pass writes one per PodGroup) writes the text itself: as a json value
+  /// each took a dozen allocations to build and as many to free, only to be dumped.
+  std::string patch;
 };
 
 /// The object an Event is about: its involvedObject (core/v1 ObjectReference).

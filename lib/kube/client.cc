@@ -71,15 +71,24 @@ std::string required_name_of(const json& object) {
   return name;
 }
 
-HttpRequest json_request(std::string method, std::string path, const json* body,
-                         std::string_view type = "application/json") {
+/// A request whose body is `body`, JSON text of Content-Type `type`.
+HttpRequest text_request(std::string method, std::string path, std::string body,
+                         std::string_view type) {
   HttpRequest request;
   request.method = std::move(method);
   request.path = std::move(path);
-  if (body != nullptr) {
-    request.body = body->dump();
-    request.headers.emplace_back("Content-Type", std::string(type));
-  }
+  request.body = std::move(body);
+  request.headers.emplace_back("Content-Type", std::string(type));
+  return request;
+}
+
+HttpRequest json_request(std::string method, std::string path, const json* body,
+                         std::string_view type = "application/json") {
+  if (body != nullptr)
+    return text_request(std::move(method), std::move(path), body->dump(), type);
+  HttpRequest request;
+  request.method = std::move(method);
+  request.path = std::move(path);
   return request;
 }
 
@@ -220,6 +229,11 @@ json Client::update_status(const Resource& r, std::string_view ns, const json& o
 
 json Client::patch(const Resource& r, std::string_view ns, std::string_view name, PatchType type,
                    const json& patch, const PatchOptions& options) {
+  return patch_text(r, ns, name, type, patch.dump(), options);
+}
+
+json Client::patch_text(const Resource& r, std::string_view ns, std::string_view name,
+                        PatchType type, std::string patch, const PatchOptions& options) {
   if (type == PatchType::Apply && options.field_manager.empty()) {
     throw Error(ErrorKind::Usage, "server-side apply needs a field manager");
   }
@@ -228,7 +242,7 @@ json Client::patch(const Resource& r, std::string_view ns, std::string_view name
       .add_if(!options.field_manager.empty(), "fieldManager", options.field_manager)
       .add_if(options.force && type == PatchType::Apply, "force", "true");
   const std::string path = resource_path(r, ns, name, options.subresource) + q.encode();
-  return json_call(json_request("PATCH", path, &patch, content_type(type)), false);
+  return json_call(text_request("PATCH", path, std::move(patch), content_type(type)), false);
 }
 
 json Client::remove(const Resource& r, std::string_view ns, std::string_view name,

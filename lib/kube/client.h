@@ -140,6 +140,9 @@ class Client {
   nlohmann::json patch(const Resource& r, std::string_view ns, std::string_view name,
                        PatchType type, const nlohmann::json& patch,
                        const PatchOptions& options = {});
+  /// The same with the patch as JSON text, sent as it is.
+  nlohmann::json patch_text(const Resource& r, std::string_view ns, std::string_view name,
+                            PatchType type, std::string patch, const PatchOptions& options = {});
   /// DELETE; returns what the server returned (the object, or a Status).
   nlohmann::json remove(const Resource& r, std::string_view ns, std::string_view name,
                         const DeleteOptions& options = {});

@@ -105,7 +105,7 @@ struct FakeCluster {
           job["status"] = a.object["status"];
           break;
         case Action::Type::Patch:
-          job.merge_patch(a.object);
+          job.merge_patch(json::parse(a.patch));
           break;
       }
     }
