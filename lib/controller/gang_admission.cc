@@ -2125,6 +2125,9 @@ class Round {
   AdmissionResult write() {
     delete_taken_back_pods();
     result_.actions.reserve(result_.actions.size() + groups_.size() + queues_.size());
+    // A first pass over many waiting gangs records an Event for each; growing the vector as
+    // they come moved them a dozen times over.
+    result_.events.reserve(result_.events.size() + groups_.size());
     const kube::Resource podgroups = kube::resources::podgroups();
     for (Group& g : groups_) {
       if (g.in_queue != nullptr)
