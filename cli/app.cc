@@ -128,7 +128,9 @@ std::optional<std::string> conversion_message(CLI::App& cmd, const CLI::ParseErr
 
 /// What a parse error means in a user's terms: a mistyped flag or verb with a did-you-mean, a
 /// missing verb shows the command's help (as kubectl does); returns the exit code.
-int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
+/// `after_separator`: the arguments after the first "--".
+int report_parse_error(CLI::App& app, const CLI::ParseError& e,
+                       const std::vector<std::string>& after_separator) {
   if (e.get_exit_code() == 0)  // --help, --help-all
     return app.exit(e);
   CLI::App& cmd = innermost(app);
@@ -141,10 +143,24 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
   const bool unparsed = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
                         dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
   std::string message;
-  if (const auto flag = std::find_if(
-          left.begin(), left.end(),
-          [](const std::string& a) { return a.size() > 1 && a[0] == '-' && a != "--"; });
-      unparsed && flag != left.end()) {
+  // Words both before and after "--" in a verb whose positional is the job's command (`submit
+  // tfjob mnist --image x -- python train.py`, as `kubectl create job NAME` takes a name): CLI11
+  // took those before as the command and left those after over, a flag among them "unknown".
+  const CLI::Option* command = cmd.get_option_no_throw("command");
+  const bool left_after_separator =
+      !left.empty() && std::all_of(left.begin(), left.end(), [&](const std::string& a) {
+        return std::find(after_separator.begin(), after_separator.end(), a) !=
+               after_separator.end();
+      });
+  if (unparsed && command != nullptr && command->count() > 0 && left_after_separator) {
+    message = fmt::format(
+        "unexpected argument {:?} before \"--\": the job's command comes after \"--\" alone "
+        "(a job is named with --name)",
+        command->results().front());
+  } else if (const auto flag = std::find_if(
+                 left.begin(), left.end(),
+                 [](const std::string& a) { return a.size() > 1 && a[0] == '-' && a != "--"; });
+             unparsed && flag != left.end()) {
     const std::string name = flag->substr(0, flag->find('='));
     message = fmt::format("unknown flag {:?} for {:?}{}", name, command_path(cmd),
                           name.starts_with("--") ? did_you_mean(name, flag_names(cmd)) : "");
@@ -324,6 +340,11 @@ int parse_and_run(CLI::App& app, std::vector<std::string> args) {
 int run(int argc, char** argv) {
   // kubectl's `-v=6`: CLI11 would read "=6" as the short option's value.
   std::vector<std::string> args;
+  std::vector<std::string> after_separator;  // for report_parse_error
+  if (const auto separator =
+          std::find(argv + std::min(argc, 1), argv + argc, std::string_view("--"));
+      separator != argv + argc)
+    after_separator.assign(separator + 1, argv + argc);
   for (int i = argc - 1; i > 0; --i) {  // CLI11 takes the arguments last first
     const std::string_view arg = argv[i];
     args.push_back(arg.starts_with("-v=") ? fmt::format("--v={}", arg.substr(3))
@@ -343,7 +364,7 @@ int run(int argc, char** argv) {
   try {
     return parse_and_run(*application.app, std::move(args));
   } catch (const CLI::ParseError& e) {
-    return report_parse_error(*application.app, e);
+    return report_parse_error(*application.app, e, after_separator);
   }
 }
 

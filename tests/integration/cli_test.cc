@@ -174,6 +174,13 @@ TEST_F(CliTest, AMistypedVerbOrFlagSaysWhatWasMeant) {
       {"submit pytorchjob --imag x -- true",
        "trainctl: unknown flag \"--imag\" for \"trainctl submit pytorchjob\"; did you mean "
        "\"--image\"?\n"},
+      // a name before "--" as kubectl create job takes it: not the command's first word
+      {"submit tfjob mnist --image x -- python train.py",
+       "trainctl: unexpected argument \"mnist\" before \"--\": the job's command comes after "
+       "\"--\" alone (a job is named with --name)\n"},
+      {"render pytorchjob mnist --image x -- sh -c 'echo hi'",
+       "trainctl: unexpected argument \"mnist\" before \"--\": the job's command comes after "
+       "\"--\" alone (a job is named with --name)\n"},
       // the global flags are the verb's, too
       {"list --namespce=x",
        "trainctl: unknown flag \"--namespce\" for \"trainctl list\"; did you mean "
