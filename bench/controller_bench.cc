@@ -371,6 +371,9 @@ int main(int argc, char** argv) {
     shape.node_selector = {{"trainctl.io/bench", "no-such-node"}};
   }
   config.qps = 0;
+  // The reference client uses the transport the controller does (cli/controller.cc): on both
+  // servers the faster of the two (HTTP/1.1 connections of trainctl's own, against libcurl).
+  config.transport = kube::Transport::Direct;
   kube::Client client(config);
   if (sb)
     trainctl::testing::install_training_crds(client);
