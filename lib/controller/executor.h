@@ -47,8 +47,9 @@ class Executor {
   /// Conflict on its uid: deleted, perhaps re-created under the same name) is done too, and so is a
   /// create in a namespace being deleted (403 NamespaceTerminating). A create refused otherwise is
   /// also a Warning FailedCreate Event on the object's controller. Events that cannot be
-  /// recorded are logged, never fatal. Returns what the server returned for each action
-  /// (null for one that was already done). A failed write throws ApplyError.
+  /// recorded are logged, never fatal. Returns what the server returned for each action (for a
+  /// create an empty object, its answer not decoded; null for one that was already done). A
+  /// failed write throws ApplyError.
   std::vector<nlohmann::json> apply(const Plan& plan);
 
  private:

@@ -152,12 +152,14 @@ HttpResponse Client::round_trip(HttpRequest request, bool idempotent) {
   }
 }
 
-json Client::json_call(HttpRequest request, bool idempotent) {
+json Client::json_call(HttpRequest request, bool idempotent, bool decode) {
   const std::string method = request.method;
   const std::string path = request.path;
   HttpResponse response = round_trip(std::move(request), idempotent);
   if (!is_success(response.status))
     throw error_for(response);
+  if (!decode)
+    return json::object();
   json doc = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     throw Error(ErrorKind::Protocol,
@@ -205,7 +207,7 @@ json Client::create(const Resource& r, std::string_view ns, const json& object,
       .add_if(!options.field_manager.empty(), "fieldManager", options.field_manager);
   return json_call(
       json_request("POST", resource_path(r, target_namespace(ns, object)) + q.encode(), &object),
-      false);
+      false, options.decode_answer);
 }
 
 json Client::update(const Resource& r, std::string_view ns, const json& object,
@@ -214,7 +216,7 @@ json Client::update(const Resource& r, std::string_view ns, const json& object,
   q.add_if(options.dry_run, "dryRun", "All")
       .add_if(!options.field_manager.empty(), "fieldManager", options.field_manager);
   const std::string path = resource_path(r, target_namespace(ns, object), required_name_of(object));
-  return json_call(json_request("PUT", path + q.encode(), &object), false);
+  return json_call(json_request("PUT", path + q.encode(), &object), false, options.decode_answer);
 }
 
 json Client::update_status(const Resource& r, std::string_view ns, const json& object,
@@ -224,7 +226,7 @@ json Client::update_status(const Resource& r, std::string_view ns, const json& o
       .add_if(!options.field_manager.empty(), "fieldManager", options.field_manager);
   const std::string path =
       resource_path(r, target_namespace(ns, object), required_name_of(object), "status");
-  return json_call(json_request("PUT", path + q.encode(), &object), false);
+  return json_call(json_request("PUT", path + q.encode(), &object), false, options.decode_answer);
 }
 
 json Client::patch(const Resource& r, std::string_view ns, std::string_view name, PatchType type,

@@ -36,6 +36,10 @@ struct ListOptions {
 struct WriteOptions {
   bool dry_run = false;  // server-side dry run (dryRun=All)
   std::string field_manager;
+  /// False: the answer to a write that succeeds is read but not decoded, and the call returns
+  /// an empty object. For callers that only need to know the write went through: the
+  /// controller creates thousands of pods and services whose answers it never reads.
+  bool decode_answer = true;
 };
 
 /// The patch formats the API server accepts, by Content-Type.
@@ -172,7 +176,8 @@ class Client {
 
  private:
   HttpResponse round_trip(HttpRequest request, bool idempotent);
-  nlohmann::json json_call(HttpRequest request, bool idempotent);
+  /// `decode`: false returns an empty object for a success, its body not decoded.
+  nlohmann::json json_call(HttpRequest request, bool idempotent, bool decode = true);
   HttpResponse stream_call(HttpRequest request, const BodySink& sink, std::stop_token stop);
 
   RestConfig config_;

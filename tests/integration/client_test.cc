@@ -312,6 +312,49 @@ TEST_P(ClientVerbsTest, ServerErrorsAreRetriedForGetsOnly) {
   EXPECT_EQ(posts.load(), 1);
 }
 
+// A write whose caller only needs to know it went through (the controller's creates) does not
+// decode the answer; a refusal is still the server's error. A patch given as text is sent as it is.
+TEST_P(ClientVerbsTest, AnAnswerNotAskedForIsNotDecodedAndATextPatchIsSentAsItIs) {
+  HttpsTestServer server;
+  server.routes().Post("/api/v1/namespaces/default/configmaps", [](const httplib::Request& req,
+                                                                   httplib::Response& res) {
+    if (req.body.find("\"taken\"") != std::string::npos) {
+      res.status = 409;
+      res.set_content(status_body(409, "AlreadyExists", "configmaps \"taken\" exists").dump(),
+                      kJson);
+      return;
+    }
+    res.status = 201;
+    res.set_content("not JSON: decoding it would fail", kJson);
+  });
+  server.routes().Patch("/api/v1/namespaces/default/configmaps/c",
+                        [](const httplib::Request& req, httplib::Response& res) {
+                          res.set_content(req.body, kJson);
+                        });
+  server.start();
+  Client client(rest_config_for(server));
+  const auto cm = [](const std::string& name) {
+    return json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", name}}}};
+  };
+  EXPECT_EQ(client.create(resources::configmaps(), "default", cm("c"), {.decode_answer = false}),
+            json::object());
+  EXPECT_EQ(
+      expect_error([&] { client.create(resources::configmaps(), "default", cm("c")); }).kind(),
+      ErrorKind::Protocol);
+  EXPECT_EQ(expect_error([&] {
+              client.create(resources::configmaps(), "default", cm("taken"),
+                            {.decode_answer = false});
+            }).kind(),
+            ErrorKind::AlreadyExists);
+  const std::string text = R"({"metadata":{"labels":{"a":"b"},"resourceVersion":"7"}})";
+  EXPECT_EQ(client.patch_text(resources::configmaps(), "default", "c", PatchType::Merge, text),
+            json::parse(text));
+  const auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 4u);
+  EXPECT_EQ(reqs[3].body, text);
+  EXPECT_EQ(reqs[3].headers.find("Content-Type")->second, "application/merge-patch+json");
+}
+
 TEST_P(ClientVerbsTest, WritesSendTheRightMethodsQueriesAndContentTypes) {
   HttpsTestServer server;
   auto echo = [](const httplib::Request& req, httplib::Response& res) {
