@@ -704,6 +704,75 @@ TEST_F(ApiErrorTest, ServicePortMistakesAreInvalidInTheServersWords) {
       {"name": "123", "port": 81, "protocol": "TCP", "targetPort": 81}])"));
 }
 
+// IP families as a single-stack IPv4 cluster takes them (kube-apiserver 1.26's words): the policy
+// and family names, no family twice, several families only with a dual-stack policy; dual stack
+// and IPv6 only for a headless Service without a selector, which gets both families.
+TEST_F(ApiErrorTest, IpFamiliesAreThoseOfASingleStackCluster) {
+  const auto service = [](const json& fields, bool selector = true) {
+    json spec = {{"ports", {{{"port", 80}}}}};
+    if (selector)
+      spec["selector"] = {{"app", "web"}};
+    spec.update(fields);
+    return json{{"apiVersion", "v1"},
+                {"kind", "Service"},
+                {"metadata", {{"name", "s"}}},
+                {"spec", std::move(spec)}};
+  };
+  const auto refused = [&](const json& object) {
+    const Error e = expect_error(
+        [&] { client().create(resources::services(), ns(), object, {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    return e.status()["message"].get<std::string>();
+  };
+  const std::string prefix = "Service \"s\" is invalid: ";
+  EXPECT_EQ(refused(service({{"ipFamilyPolicy", "Whatever"}})),
+            prefix +
+                "spec.ipFamilyPolicy: Unsupported value: \"Whatever\": supported values: "
+                "\"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"");
+  EXPECT_EQ(refused(service({{"ipFamilies", {"IPv5"}}})),
+            prefix +
+                "spec.ipFamilies[0]: Unsupported value: \"IPv5\": supported values: "
+                "\"IPv4\", \"IPv6\"");
+  EXPECT_EQ(refused(service({{"ipFamilies", {"IPv4", "IPv4"}}})),
+            prefix + "spec.ipFamilies[1]: Duplicate value: \"IPv4\"");
+  // Several families with SingleStack: said only of valid families, and then alone.
+  EXPECT_EQ(refused(service({{"ipFamilyPolicy", "SingleStack"}, {"ipFamilies", {"IPv4", "IPv4"}}})),
+            prefix + "spec.ipFamilies[1]: Duplicate value: \"IPv4\"");
+  EXPECT_EQ(refused(service({{"ipFamilyPolicy", "SingleStack"}, {"ipFamilies", {"IPv4", "IPv6"}}})),
+            prefix +
+                "spec.ipFamilyPolicy: Invalid value: \"SingleStack\": must be 'RequireDualStack' "
+                "or 'PreferDualStack' when multiple IP families are specified");
+  EXPECT_EQ(refused(service({{"ipFamilyPolicy", "Whatever"}, {"ipFamilies", {"IPv5"}}})),
+            prefix +
+                "[spec.ipFamilies[0]: Unsupported value: \"IPv5\": supported values: \"IPv4\", "
+                "\"IPv6\", spec.ipFamilyPolicy: Unsupported value: \"Whatever\": supported "
+                "values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"]");
+  EXPECT_EQ(refused(service({{"ipFamilyPolicy", "RequireDualStack"}})),
+            prefix +
+                "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not "
+                "configured for dual-stack services");
+  EXPECT_EQ(refused(service({{"clusterIP", "None"}, {"ipFamilyPolicy", "RequireDualStack"}})),
+            prefix +
+                "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not "
+                "configured for dual-stack services");
+  EXPECT_EQ(
+      refused(service({{"ipFamilies", {"IPv4", "IPv6"}}, {"ipFamilyPolicy", "PreferDualStack"}})),
+      prefix + "spec.ipFamilies[1]: Invalid value: \"IPv6\": not configured on this cluster");
+
+  const auto families = [&](const json& object) {
+    const json created =
+        client().create(resources::services(), ns(), object, {.dry_run = true})["spec"];
+    return json{created["ipFamilyPolicy"], created["ipFamilies"]};
+  };
+  EXPECT_EQ(families(service({{"ipFamilyPolicy", "PreferDualStack"}})),
+            json::parse(R"(["PreferDualStack", ["IPv4"]])"));
+  EXPECT_EQ(families(service({{"clusterIP", "None"}, {"ipFamilyPolicy", "RequireDualStack"}},
+                             /*selector=*/false)),
+            json::parse(R"(["RequireDualStack", ["IPv4", "IPv6"]])"));
+  EXPECT_EQ(families(service({{"clusterIP", "None"}, {"ipFamilies", {"IPv6"}}}, false)),
+            json::parse(R"(["RequireDualStack", ["IPv6", "IPv4"]])"));
+}
+
 // A quantity resource.Quantity cannot read fails the decoding of the whole body: 400 naming the
 // kind, in a pod or a Job's template, before defaulting or validation. Ports default to TCP.
 TEST_F(ApiErrorTest, QuantitiesTheDecoderCannotReadAreABadRequest) {

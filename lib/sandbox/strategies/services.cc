@@ -113,6 +113,53 @@ std::string format_labels(const json& labels) {
   return or_none(out);
 }
 
+/// A headless Service without a selector: its endpoints are written by hand, of either family,
+/// so even a single-stack cluster gives it both (as kube-apiserver 1.26 does).
+bool headless_without_selector(const json& spec) {
+  return member(spec, "clusterIP") == "None" && object_member(spec, "selector").empty();
+}
+
+/// ValidateServiceClusterIPsRelatedFields' IP family checks (the family names, no family twice,
+/// the policy's name, several families only with a dual-stack policy), then, when those pass,
+/// the REST storage's for a single-stack IPv4 cluster: dual stack and IPv6 only for a headless
+/// Service without a selector. In kube-apiserver 1.26's order and words.
+void validate_ip_families(const json& spec, std::vector<FieldError>& errs) {
+  const std::size_t before = errs.size();
+  const json& families = array_member(spec, "ipFamilies");
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < families.size(); ++i) {
+    const std::string family = families[i].is_string() ? families[i].get<std::string>() : "";
+    const std::string field = fmt::format("spec.ipFamilies[{}]", i);
+    if (family != "IPv4" && family != "IPv6")
+      errs.push_back(not_supported(field, api::names::go_quote(family), {"IPv4", "IPv6"}));
+    else if (!seen.insert(family).second)
+      errs.push_back(duplicate(field, api::names::go_quote(family)));
+  }
+  const bool families_valid = errs.size() == before;
+  const std::string policy = string_member(spec, "ipFamilyPolicy");
+  if (!policy.empty() && policy != "SingleStack" && policy != "PreferDualStack" &&
+      policy != "RequireDualStack") {
+    errs.push_back(not_supported("spec.ipFamilyPolicy", api::names::go_quote(policy),
+                                 {"PreferDualStack", "RequireDualStack", "SingleStack"}));
+  }
+  if (families_valid && policy == "SingleStack" && families.size() > 1) {
+    errs.push_back(invalid_value("spec.ipFamilyPolicy", api::names::go_quote(policy),
+                                 "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP "
+                                 "families are specified"));
+  }
+  if (errs.size() != before || headless_without_selector(spec))
+    return;
+  if (policy == "RequireDualStack") {
+    errs.push_back(invalid_value("spec.ipFamilyPolicy", api::names::go_quote(policy),
+                                 "this cluster is not configured for dual-stack services"));
+  }
+  for (std::size_t i = 0; i < families.size(); ++i) {
+    if (families[i] == "IPv6")
+      errs.push_back(invalid_value(fmt::format("spec.ipFamilies[{}]", i), R"("IPv6")",
+                                   "not configured on this cluster"));
+  }
+}
+
 class ServiceStrategy final : public ResourceStrategy {
  public:
   ServiceStrategy()
@@ -151,14 +198,17 @@ class ServiceStrategy final : public ResourceStrategy {
     if (!spec.contains("clusterIP"))
       spec["clusterIP"] = context.allocate_cluster_ip();
     spec["clusterIPs"] = json::array({spec["clusterIP"]});
-    const bool headless_without_selector =
-        spec["clusterIP"] == "None" && object_member(spec, "selector").empty();
+    const bool dual_stack = headless_without_selector(spec);
     if (!spec.contains("ipFamilyPolicy"))
-      spec["ipFamilyPolicy"] = headless_without_selector ? "RequireDualStack" : "SingleStack";
-    if (!spec.contains("ipFamilies"))
-      spec["ipFamilies"] = headless_without_selector && spec["ipFamilyPolicy"] == "RequireDualStack"
-                               ? json::array({"IPv4", "IPv6"})
-                               : json::array({"IPv4"});
+      spec["ipFamilyPolicy"] = dual_stack ? "RequireDualStack" : "SingleStack";
+    json& families = spec["ipFamilies"];
+    if (!families.is_array() || families.empty())
+      families = json::array({"IPv4"});
+    // A headless Service without a selector gets the other family too unless it is SingleStack
+    // (ipFamilies [IPv6] reads back [IPv6, IPv4]).
+    if (dual_stack && spec["ipFamilyPolicy"] != "SingleStack" && families.size() == 1 &&
+        (families[0] == "IPv4" || families[0] == "IPv6"))
+      families.push_back(families[0] == "IPv4" ? "IPv6" : "IPv4");
   }
 
   /// ValidateService's port checks, on create and update: the store lists them after the
@@ -174,6 +224,8 @@ class ServiceStrategy final : public ResourceStrategy {
     std::set<std::string> names;
     for (std::size_t i = 0; i < ports.size(); ++i)
       validate_port(ports[i], fmt::format("spec.ports[{}]", i), ports.size() > 1, names, errs);
+    if (string_member(spec, "type") != "ExternalName")
+      validate_ip_families(spec, errs);
   }
 
   std::vector<std::string> name_errors(std::string_view name) const override {
