@@ -124,10 +124,11 @@ class Unmarshal {
           return;
         }
         for (const json& item : v) {
-          if (f.kind == GoKind::StringList)
-            value(item, parent, f, path, GoKind::String, "string");
-          else  // an element names the element's type: []v1.Container -> v1.Container
-            value(item, parent, f, path, GoKind::Struct, f.go_type.substr(2));
+          // An element names the element's type: []v1.Container -> v1.Container,
+          // []v1.IPFamily -> v1.IPFamily.
+          value(item, parent, f, path,
+                f.kind == GoKind::StringList ? GoKind::String : GoKind::Struct,
+                f.go_type.substr(2));
           if (error)
             return;
         }

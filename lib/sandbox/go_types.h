@@ -21,7 +21,7 @@ enum class GoKind {
   Int32,
   Int64,
   StringMap,     // map[string]string
-  StringList,    // []string
+  StringList,    // []string, or a slice of a string type ([]v1.IPFamily)
   Quantity,      // resource.Quantity: its own parse errors
   ResourceList,  // v1.ResourceList: resource.Quantity values
   Struct,        // `type`

@@ -755,6 +755,12 @@ TEST_F(ApiErrorTest, IpFamiliesAreThoseOfASingleStackCluster) {
             prefix +
                 "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not "
                 "configured for dual-stack services");
+  // Checked before anything else and reported alone: the bad name and port are not mentioned.
+  json bad_too = service({{"ipFamilyPolicy", "RequireDualStack"}, {"ports", {{{"port", 70000}}}}});
+  bad_too["metadata"]["name"] = "Bad_Name";
+  EXPECT_EQ(refused(bad_too),
+            "Service \"Bad_Name\" is invalid: spec.ipFamilyPolicy: Invalid value: "
+            "\"RequireDualStack\": this cluster is not configured for dual-stack services");
   EXPECT_EQ(
       refused(service({{"ipFamilies", {"IPv4", "IPv6"}}, {"ipFamilyPolicy", "PreferDualStack"}})),
       prefix + "spec.ipFamilies[1]: Invalid value: \"IPv6\": not configured on this cluster");
@@ -880,6 +886,32 @@ TEST_F(ApiErrorTest, BodiesTheGoTypesCannotHoldAreABadRequestNamingTheField) {
   EXPECT_EQ(refused(resources::jobs(), job),
             "Job in version \"v1\" cannot be handled as a Job: json: cannot unmarshal bool into "
             "Go struct field Container.spec.template.spec.containers.image of type string");
+  const auto service = [&](const json& spec) {
+    return refused(resources::services(), {{"apiVersion", "v1"},
+                                           {"kind", "Service"},
+                                           {"metadata", {{"name", "typed"}}},
+                                           {"spec", spec}});
+  };
+  const std::string svc =
+      "Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal ";
+  EXPECT_EQ(service({{"ports", {{{"port", "80"}}}}}),
+            svc + "string into Go struct field ServicePort.spec.ports.port of type int32");
+  EXPECT_EQ(service({{"ports", 5}}),
+            svc + "number into Go struct field ServiceSpec.spec.ports of type []v1.ServicePort");
+  EXPECT_EQ(service({{"ipFamilies", 5}}),
+            svc + "number into Go struct field ServiceSpec.spec.ipFamilies of type []v1.IPFamily");
+  EXPECT_EQ(service({{"ipFamilies", {5}}}),
+            svc + "number into Go struct field ServiceSpec.spec.ipFamilies of type v1.IPFamily");
+  EXPECT_EQ(
+      service({{"ipFamilyPolicy", 5}}),
+      svc +
+          "number into Go struct field ServiceSpec.spec.ipFamilyPolicy of type v1.IPFamilyPolicy");
+  EXPECT_EQ(service({{"selector", {{"a", 1}}}}),
+            svc + "number into Go struct field ServiceSpec.spec.selector of type string");
+  EXPECT_EQ(service({{"clusterIPs", {5}}}),
+            svc + "number into Go struct field ServiceSpec.spec.clusterIPs of type string");
+  EXPECT_EQ(service({{"type", 5}}),
+            svc + "number into Go struct field ServiceSpec.spec.type of type v1.ServiceType");
   json cm = configmap("typed");
   cm["metadata"]["annotations"] = {{"a", true}};
   EXPECT_EQ(refused(resources::configmaps(), cm),

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "json_access.h"
+#include "sandbox/go_types.h"
 #include "sandbox/selector.h"
 #include "sandbox/strategies/builtin.h"
 #include "sandbox/table.h"
@@ -165,11 +166,40 @@ class ServiceStrategy final : public ResourceStrategy {
   ServiceStrategy()
       : ResourceStrategy({"", "v1", "services", "Service", true, true}, {"svc"}, {"all"}) {}
 
+  /// What json.Unmarshal into v1.Service refuses (a 400 before anything else): a port given as
+  /// a string, an IP family as a number. targetPort (an IntOrString) is not declared.
+  const GoStruct& go_type() const override {
+    using enum GoKind;
+    static const GoStruct port{"ServicePort",
+                               {{"name", "string", String},
+                                {"protocol", "v1.Protocol", String},
+                                {"port", "int32", Int32},
+                                {"nodePort", "int32", Int32}}};
+    static const GoStruct spec{
+        "ServiceSpec",
+        {{"ports", "[]v1.ServicePort", StructList, &port},
+         {"selector", "map[string]string", StringMap},
+         {"clusterIP", "string", String},
+         {"clusterIPs", "[]string", StringList},
+         {"type", "v1.ServiceType", String},
+         {"externalIPs", "[]string", StringList},
+         {"sessionAffinity", "v1.ServiceAffinity", String},
+         {"externalName", "string", String},
+         {"ipFamilies", "[]v1.IPFamily", StringList},
+         {"ipFamilyPolicy", "v1.IPFamilyPolicy", String},
+         {"internalTrafficPolicy", "v1.ServiceInternalTrafficPolicy", String}}};
+    static const GoStruct type{"Service",
+                               {{"metadata", "v1.ObjectMeta", Struct, &object_meta_type()},
+                                {"spec", "v1.ServiceSpec", Struct, &spec}}};
+    return type;
+  }
+
   /// SetDefaults_Service: the type, each port's protocol (TCP) and targetPort (the port, for a
   /// missing, 0 or "" one), internalTrafficPolicy Cluster; then the cluster IP and the IP
   /// families kube-apiserver's REST storage gives a single-stack IPv4 cluster: IPv4
-  /// SingleStack, but a headless Service without a selector IPv4 and IPv6 RequireDualStack (as
-  /// kube-apiserver 1.26 answers). An ExternalName Service gets none of those.
+  /// SingleStack, but a headless Service without a selector both families, RequireDualStack (as
+  /// kube-apiserver 1.26 answers). IP families the storage refuses are a 422 of their own, before
+  /// any other check (validate_ip_families). An ExternalName Service gets none of those.
   void admit(json& service, const AdmissionContext& context) const override {
     json& spec = service["spec"];
     if (!spec.is_object())
@@ -193,6 +223,12 @@ class ServiceStrategy final : public ResourceStrategy {
     service["status"] = {{"loadBalancer", json::object()}};
     if (string_member(spec, "type") == "ExternalName")
       return;
+    // The REST storage checks the IP families before it allocates anything, and reports what is
+    // wrong with them alone (a bad name or port comes later, once they pass).
+    std::vector<FieldError> family_errors;
+    validate_ip_families(spec, family_errors);
+    if (!family_errors.empty())
+      throw invalid("", "Service", name_of(service), family_errors);
     if (!spec.contains("internalTrafficPolicy"))
       spec["internalTrafficPolicy"] = "Cluster";
     if (!spec.contains("clusterIP"))
@@ -224,7 +260,7 @@ class ServiceStrategy final : public ResourceStrategy {
     std::set<std::string> names;
     for (std::size_t i = 0; i < ports.size(); ++i)
       validate_port(ports[i], fmt::format("spec.ports[{}]", i), ports.size() > 1, names, errs);
-    if (string_member(spec, "type") != "ExternalName")
+    if (string_member(spec, "type") != "ExternalName")  // an update's (admit checked a create's)
       validate_ip_families(spec, errs);
   }
 
