@@ -500,8 +500,10 @@ struct Group {
       block("InvalidMinResources", facts.invalid);
   }
 
-  /// Its object as the input holds it: whole, or its metadata alone.
+  /// Its object as the input holds it: whole, or its metadata alone; and its resourceVersion
+  /// there (null: none).
   const json* object;
+  const std::string* version = nullptr;
   const GroupFacts& facts;
   const std::string& name;
   const std::string& key;  // namespace/name
@@ -1235,6 +1237,13 @@ struct AdmissionCache::Impl {
     return it != entries.end() && it->second.facts && it->second.version == version;
   }
 
+  /// The entry of `uid` (null: none).
+  template <class Facts>
+  static Entry<Facts>* find(Entries<Facts>& entries, const std::string& uid) {
+    const auto it = entries.find(uid);
+    return it == entries.end() ? nullptr : &it->second;
+  }
+
   /// The facts of `object`: cached under its uid and resourceVersion, else read by `read_object`
   /// (and cached, unless an object of that uid but another version was read in this pass already).
   template <class Facts, class Read>
@@ -1451,10 +1460,14 @@ class Round {
     }
     groups_.reserve(input_.pod_groups.size());
     for (const auto& object : input_.pod_groups) {
-      const GroupFacts& facts = *cache_.get(cache_.groups, object, read_group);
+      const auto [uid, version] = uid_and_version(object_member(object, "metadata"));
+      const GroupFacts& facts = *cache_.get(
+          cache_.groups, uid, version, [&] { return read_group(object); },
+          &cache_.order<GroupFacts>());
       Group* const g = groups_.add(object, facts);
       if (g == nullptr)
         continue;  // two objects of one key: the first counts
+      g->version = version;
       if (!find_job(*g)) {
         groups_.drop_last();
         continue;  // the garbage collector's: it holds nothing
@@ -1496,20 +1509,29 @@ class Round {
       g.job = cache_.use(*looked_up.job);
       return true;
     }
-    const auto not_read = [this](const std::string& uid, const std::string& version) {
-      return !cache_.has(cache_.jobs, uid, version);
+    // The cache's entry of the job the lookup finds, looked up once: whether it holds that
+    // version decides whether the object is decoded, and it is what the group then uses.
+    CacheEntry<JobFacts>* entry = nullptr;
+    const auto not_read = [this, &entry](const std::string& uid, const std::string& version) {
+      entry = cache_.keeps ? cache_.find(cache_.jobs, uid) : nullptr;
+      return entry == nullptr || !entry->facts || entry->version != version;
     };
     std::optional<kube::cache::Versioned> job =
         input_.job ? input_.job(owner->kind, g.facts.ns, owner->name, not_read) : std::nullopt;
     const bool found = job && job->uid == owner->uid;
-    if (found)
+    const bool known = found && !job->object && entry != nullptr && entry->facts &&
+                       entry->version == job->resource_version;
+    if (known) {
+      g.job = cache_.use(*entry);
+    } else if (found) {
       g.job = cache_.get(cache_.jobs, *job, read_job);
+      entry = cache_.keeps ? cache_.find(cache_.jobs, job->uid) : nullptr;
+    }
     if (memo) {
-      const auto entry = found ? cache_.jobs.find(job->uid) : cache_.jobs.end();
-      const bool kept = !found || (entry != cache_.jobs.end() && entry->second.facts == g.job);
+      const bool kept = !found || (entry != nullptr && entry->facts == g.job);
       looked_up = {.jobs_generation = kept ? cache_.jobs_generation : 0,
                    .pass = cache_.pass,
-                   .job = found && kept ? &entry->second : nullptr};
+                   .job = found && kept ? entry : nullptr};
     }
     return found;
   }
@@ -2106,19 +2128,28 @@ class Round {
   }
 
   /// The annotations of a merge patch that sets and removes `g`'s annotation changes (null
-  /// removes one), those that change only; null when none does.
-  static json annotations_patch(const Group& g) {
+  /// removes one), those that change only, as JSON text; empty when none does.
+  static std::string annotations_patch(const Group& g) {
     const AnnotationFacts& old = g.facts.annotations;
-    json result;
+    std::string result;
     for (const auto& [name, value] : g.annotations) {
       const auto it = old.values.find(name);
       const bool has = old.shape == AnnotationFacts::Shape::Object && it != old.values.end();
       // Annotations that are not an object are replaced by one, even by removals alone.
       const bool unchanged = value ? has && it->second == value
                                    : !has && old.shape != AnnotationFacts::Shape::NotObject;
-      if (!unchanged)
-        result[name] = value ? json(*value) : json(nullptr);
+      if (unchanged)
+        continue;
+      result += result.empty() ? '{' : ',';
+      append_json_string(result, name);
+      result += ':';
+      if (value)
+        append_json_string(result, *value);
+      else
+        result += "null";
     }
+    if (!result.empty())
+      result += '}';
     return result;
   }
 
@@ -2134,20 +2165,24 @@ class Round {
         ++g.in_queue->gangs[g.phase];
       const GroupStatusChange change(g);
       const bool same_status = shows(g.facts.status, change);
-      json annotations = annotations_patch(g);
-      if (same_status && annotations.is_null())
+      const std::string annotations = annotations_patch(g);
+      if (same_status && annotations.empty())
         continue;  // the common case once a gang waits: decided from the facts alone
       // A merge patch with the resourceVersion the facts were read from, which both the real
       // server and the sandbox take as a precondition (409 Conflict when it changed), as an
       // update would: the object itself is neither fetched nor copied nor sent. Its metadata is
       // left out rather than null (null in a merge patch removes a member).
       std::string patch = "{";
-      const std::string* version = uid_and_version(member(*g.object, "metadata")).second;
+      const std::string* version = g.version;
       const bool has_version = version != nullptr && !version->empty();
-      if (!annotations.is_null() || has_version) {
+      if (!annotations.empty() || has_version) {
         patch += R"("metadata":{)";
-        if (!annotations.is_null())
-          patch += R"("annotations":)" + annotations.dump() + (has_version ? "," : "");
+        if (!annotations.empty()) {
+          patch += R"("annotations":)";
+          patch += annotations;
+          if (has_version)
+            patch += ',';
+        }
         if (has_version) {
           patch += R"("resourceVersion":)";
           append_json_string(patch, *version);
@@ -2162,20 +2197,19 @@ class Round {
           continue;
       }
       patch += '}';
-      const std::string old_phase = g.facts.status.phase.value_or("");
+      const std::string_view old_phase =
+          g.facts.status.phase ? std::string_view(*g.facts.status.phase) : std::string_view();
       // The facts were read from this version of the object: its reference and name as written.
+      // Made in place: a first pass writes one of each per waiting gang.
       if (g.phase == kInqueue && old_phase != kInqueue && old_phase != kRunning) {
-        result_.events.push_back({"Normal", "Enqueued",
-                                  fmt::format("admitted to queue {}", g.queue), g.facts.reference});
+        result_.events.emplace_back(
+            "Normal", "Enqueued", fmt::format("admitted to queue {}", g.queue), g.facts.reference);
       }
       if (!g.blocked.empty() && !unschedulable_true(g.facts.status))
-        result_.events.push_back(
-            {"Warning", std::string(kUnschedulable), std::string(g.blocked), g.facts.reference});
-      result_.actions.push_back({.type = Action::Type::Patch,
-                                 .resource = podgroups,
-                                 .namespace_ = g.facts.ns,
-                                 .name = g.facts.name,
-                                 .patch = std::move(patch)});
+        result_.events.emplace_back("Warning", std::string(kUnschedulable), std::string(g.blocked),
+                                    g.facts.reference);
+      result_.actions.emplace_back(Action::Type::Patch, podgroups, g.facts.ns, g.facts.name, json(),
+                                   std::string(), std::move(patch));
     }
     for (const auto& [name, q] : queues_) {
       json status = queue_status(q);
