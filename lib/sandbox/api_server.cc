@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "error.h"
 #include "json_access.h"
@@ -117,6 +118,26 @@ void install_builtin_resources(Store& store) {
         throw;
     }
     create_default_service_account(store, ns);
+  }
+  // The classes kube-apiserver makes at its start (SystemPriorityClasses).
+  for (const auto& [name, value, description] :
+       {std::tuple{"system-node-critical", 2000001000,
+                   "Used for system critical pods that must not be moved from their current node."},
+        std::tuple{"system-cluster-critical", 2000000000,
+                   "Used for system critical pods that must run in the cluster, but can be moved "
+                   "to another node if necessary."}}) {
+    try {
+      store.create("priorityclasses.scheduling.k8s.io",
+                   {{"apiVersion", "scheduling.k8s.io/v1"},
+                    {"kind", "PriorityClass"},
+                    {"metadata", {{"name", name}}},
+                    {"value", value},
+                    {"description", description},
+                    {"preemptionPolicy", "PreemptLowerPriority"}});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::AlreadyExists)
+        throw;
+    }
   }
 }
 
@@ -569,11 +590,13 @@ void ApiServer::respond_objects(const Request& request, ResponseWriter& response
 }
 
 AdmissionContext ApiServer::admission_context() {
-  return {.allocate_cluster_ip = [this] {
-    std::lock_guard lock(mu_);
-    const std::uint32_t n = next_cluster_ip_++;
-    return fmt::format("10.96.{}.{}", (n >> 8) & 0xFF, n & 0xFF);
-  }};
+  return {.allocate_cluster_ip =
+              [this] {
+                std::lock_guard lock(mu_);
+                const std::uint32_t n = next_cluster_ip_++;
+                return fmt::format("10.96.{}.{}", (n >> 8) & 0xFF, n & 0xFF);
+              },
+          .store = &store_};
 }
 
 }  // namespace trainctl::sandbox

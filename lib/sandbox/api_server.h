@@ -132,11 +132,12 @@ class ApiServer {
 };
 
 /// What the API server does to a pod it is asked to create: the defaults of v1 (SetDefaults_Pod,
-/// SetDefaults_PodSpec) and of the admission plugins (service account, priority). The checks of
-/// ValidatePodSpec are the pod strategy's validate, which the store runs after the metadata's.
-/// The sandbox's own controllers run it on the pods they create, as the real ones go through the
-/// API.
-void admit_pod(nlohmann::json& pod);
+/// SetDefaults_PodSpec) and its admission plugins ServiceAccount, Priority and
+/// DefaultTolerationSeconds, which read `store` (and refuse with 403 as kube-apiserver's do). The
+/// checks of ValidatePodSpec are the pod strategy's validate, which the store runs after the
+/// metadata's. The sandbox's own controllers run it on the pods they create, as the real ones go
+/// through the API.
+void admit_pod(nlohmann::json& pod, const Store& store);
 
 /// Registers the built-in resources the sandbox serves and creates the initial namespaces.
 void install_builtin_resources(Store& store);

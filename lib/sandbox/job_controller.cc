@@ -446,7 +446,7 @@ void JobController::create_pod(const json& job) {
               {"kind", "Pod"},
               {"metadata", std::move(meta)},
               {"spec", object_member(tmpl, "spec")}};
-  admit_pod(pod);
+  admit_pod(pod, store_);
   store_.create(kJobPods, std::move(pod));
 }
 

@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "sandbox/pki.h"
+#include "sandbox/strategies/builtin.h"
 #include "text.h"
 
 namespace trainctl::sandbox {
@@ -208,6 +209,8 @@ void Sandbox::start() {
   load_or_create_credentials();
   store_ = std::make_unique<Store>(options_.watch_window);
   install_builtin_resources(*store_);
+  for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"})
+    publish_root_ca(*store_, ns, ca_pem_);
   ClusterOptions cluster = options_.cluster;
   cluster.error_log = options_.log;
   cluster_ = std::make_unique<SimulatedCluster>(*store_, cluster);

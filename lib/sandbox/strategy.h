@@ -48,6 +48,8 @@ struct Subresource {
 struct AdmissionContext {
   /// The next free ClusterIP ("10.96.x.y"), as the service IP allocator hands it out.
   std::function<std::string()> allocate_cluster_ip;
+  /// What admission plugins look up (a pod's ServiceAccount and PriorityClass).
+  const Store* store = nullptr;
 };
 
 class ServedResources;

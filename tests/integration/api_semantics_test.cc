@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "api/status.h"
@@ -77,7 +78,7 @@ json owned_configmap(const std::string& name, const json& owner, bool block = tr
 }
 
 /// The names of a ConfigMap list's items but the kube-root-ca.crt that kube-controller-manager
-/// publishes into every namespace (a sandbox publishes none).
+/// publishes into every namespace (the sandbox too).
 std::vector<std::string> configmap_names(const json& list) {
   std::vector<std::string> names = names_of(list);
   std::erase(names, testing::kRootCaConfigMap);
@@ -1020,6 +1021,48 @@ TEST_F(ApiErrorTest, SecretAndConfigMapDataAreDecodedAndCheckedAsTheServerDoes) 
             "data at input byte 3");
 }
 
+// The pod admission plugins' refusals: 403 Forbidden naming the pod as the request did, before
+// any field of the pod is validated.
+TEST_F(ApiErrorTest, PodAdmissionPluginsRefuseAsForbidden) {
+  const auto refused = [&](const json& pod) {
+    const Error e =
+        expect_error([&] { client().create(resources::pods(), ns(), pod, {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 403) << e.message();
+    EXPECT_EQ(e.status()["reason"], "Forbidden");
+    EXPECT_EQ(e.status()["details"]["kind"], "pods");
+    return e.status()["message"].get<std::string>();
+  };
+  json stranger = pod_manifest("p");
+  stranger["spec"]["serviceAccountName"] = "nobody";
+  EXPECT_EQ(refused(stranger), fmt::format("pods \"p\" is forbidden: error looking up service "
+                                           "account {}/nobody: serviceaccount \"nobody\" not found",
+                                           ns()));
+  // Named by its generateName; before the bad name and the missing image are looked at.
+  json generated = stranger;
+  generated["metadata"] = {{"generateName", "Bad_"}};
+  generated["spec"]["containers"][0].erase("image");
+  EXPECT_EQ(refused(generated), fmt::format("pods \"Bad_\" is forbidden: error looking up "
+                                            "service account {}/nobody: serviceaccount "
+                                            "\"nobody\" not found",
+                                            ns()));
+  json unknown_class = pod_manifest("p");
+  unknown_class["spec"]["priorityClassName"] = ns() + "-none";
+  EXPECT_EQ(
+      refused(unknown_class),
+      fmt::format("pods \"p\" is forbidden: no PriorityClass with name {}-none was found", ns()));
+  json own_priority = pod_manifest("p");
+  own_priority["spec"]["priority"] = 7;
+  EXPECT_EQ(refused(own_priority),
+            "pods \"p\" is forbidden: the integer value of priority (7) must not be provided in "
+            "pod spec; priority admission controller computed 0 from the given PriorityClass name");
+  json own_policy = pod_manifest("p");
+  own_policy["spec"]["preemptionPolicy"] = "Never";
+  EXPECT_EQ(refused(own_policy),
+            "pods \"p\" is forbidden: the string value of PreemptionPolicy (Never) must not be "
+            "provided in pod spec; priority admission controller computed PreemptLowerPriority "
+            "from the given PriorityClass name");
+}
+
 TEST_F(ApiErrorTest, MissingNamespaceIsNotFound) {
   const std::string nowhere = ns() + "-missing";
   const Error e =
@@ -1616,6 +1659,161 @@ TEST_F(ApiWriteTest, EmptyMetadataMapsAndListsAreOmitted) {
 // families (a headless one without a selector gets both families, RequireDualStack), none of
 // that nor a cluster IP for an ExternalName one, no empty `ports`; a Secret's type Opaque; no
 // empty data maps.
+// kube-apiserver's ServiceAccount, Priority and DefaultTolerationSeconds admission plugins, in
+// that order, on every pod created (a dry run too).
+TEST_F(ApiWriteTest, PodsGetTheirServiceAccountTokenPriorityAndDefaultTolerations) {
+  const std::string token_path = "/var/run/secrets/kubernetes.io/serviceaccount";
+  json pod = pod_manifest("p");
+  pod["spec"]["initContainers"] = {{{"name", "init"}, {"image", "busybox:1.36"}}};
+  const json spec = client().create(resources::pods(), ns(), pod, {.dry_run = true})["spec"];
+  EXPECT_EQ(spec["serviceAccountName"], "default");
+  EXPECT_EQ(spec["serviceAccount"], "default");  // the deprecated name, written back
+  ASSERT_EQ(spec["volumes"].size(), 1u) << spec.dump();
+  const std::string volume = spec["volumes"][0]["name"];
+  EXPECT_THAT(volume, MatchesRegex("kube-api-access-[bcdfghjklmnpqrstvwxz2456789]{5}"));
+  EXPECT_EQ(spec["volumes"][0]["projected"], json::parse(R"({"defaultMode": 420, "sources": [
+      {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+      {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+      {"downwardAPI": {"items": [{"path": "namespace",
+                                  "fieldRef": {"apiVersion": "v1",
+                                               "fieldPath": "metadata.namespace"}}]}}]})"));
+  const json mount = {{"name", volume}, {"readOnly", true}, {"mountPath", token_path}};
+  EXPECT_EQ(spec["containers"][0]["volumeMounts"], json::array({mount}));
+  EXPECT_EQ(spec["initContainers"][0]["volumeMounts"], json::array({mount}));
+  EXPECT_EQ(spec["priority"], 0);
+  EXPECT_EQ(spec["preemptionPolicy"], "PreemptLowerPriority");
+  const json default_tolerations = json::parse(R"([
+      {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+       "tolerationSeconds": 300},
+      {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+       "tolerationSeconds": 300}])");
+  EXPECT_EQ(spec["tolerations"], default_tolerations);
+
+  // An account that mounts no token and names a pull secret, named by the deprecated field.
+  const kube::Resource service_accounts{"", "v1", "serviceaccounts", true, "ServiceAccount"};
+  client().create(service_accounts, ns(),
+                  {{"apiVersion", "v1"},
+                   {"kind", "ServiceAccount"},
+                   {"metadata", {{"name", "quiet"}}},
+                   {"automountServiceAccountToken", false},
+                   {"imagePullSecrets", {{{"name", "registry"}}}}});
+  json quiet = pod_manifest("q");
+  quiet["spec"]["serviceAccount"] = "quiet";
+  // Tolerating every taint of every effect tolerates both.
+  quiet["spec"]["tolerations"] = {{{"operator", "Exists"}}};
+  const json quiet_spec =
+      client().create(resources::pods(), ns(), quiet, {.dry_run = true})["spec"];
+  EXPECT_EQ(quiet_spec["serviceAccountName"], "quiet");
+  EXPECT_EQ(quiet_spec["serviceAccount"], "quiet");
+  EXPECT_FALSE(quiet_spec.contains("volumes")) << quiet_spec.dump();
+  EXPECT_FALSE(quiet_spec["containers"][0].contains("volumeMounts"));
+  EXPECT_EQ(quiet_spec["imagePullSecrets"], json::parse(R"([{"name": "registry"}])"));
+  EXPECT_EQ(quiet_spec["tolerations"], json::parse(R"([{"operator": "Exists"}])"));
+
+  // The pod's choice wins over the account's; a container with its own mount at the token path
+  // keeps it alone; a NoSchedule toleration of not-ready does not count.
+  json mounted = pod_manifest("m");
+  mounted["spec"]["serviceAccountName"] = "quiet";
+  mounted["spec"]["automountServiceAccountToken"] = true;
+  mounted["spec"]["imagePullSecrets"] = {{{"name", "mine"}}};
+  mounted["spec"]["volumes"] = {{{"name", "own"}, {"emptyDir", json::object()}}};
+  mounted["spec"]["containers"][0]["volumeMounts"] = {{{"name", "own"}, {"mountPath", token_path}}};
+  mounted["spec"]["containers"].push_back({{"name", "side"}, {"image", "busybox:1.36"}});
+  mounted["spec"]["tolerations"] = {
+      {{"key", "node.kubernetes.io/not-ready"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}};
+  const json mounted_spec =
+      client().create(resources::pods(), ns(), mounted, {.dry_run = true})["spec"];
+  ASSERT_EQ(mounted_spec["volumes"].size(), 2u) << mounted_spec.dump();
+  const std::string token_volume = mounted_spec["volumes"][1]["name"];
+  EXPECT_THAT(token_volume, MatchesRegex("kube-api-access-.{5}"));
+  EXPECT_EQ(mounted_spec["containers"][0]["volumeMounts"],
+            json::parse(R"([{"name": "own", "mountPath": ")" + token_path + R"("}])"));
+  EXPECT_EQ(mounted_spec["containers"][1]["volumeMounts"],
+            json::array({{{"name", token_volume}, {"readOnly", true}, {"mountPath", token_path}}}));
+  EXPECT_EQ(mounted_spec["imagePullSecrets"], json::parse(R"([{"name": "mine"}])"));
+  ASSERT_EQ(mounted_spec["tolerations"].size(), 3u) << mounted_spec.dump();
+  EXPECT_EQ(mounted_spec["tolerations"][1], default_tolerations[0]);
+
+  // A PriorityClass: its value and preemption policy (defaulted on the class) go to its pods.
+  const std::string high = ns() + "-high", low = ns() + "-low";
+  for (const auto& [name, value, policy] :
+       {std::tuple{high, 1000, json("Never")}, std::tuple{low, 10, json()}}) {
+    json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
+               {"kind", "PriorityClass"},
+               {"metadata", {{"name", name}}},
+               {"value", value}};
+    if (!policy.is_null())
+      pc["preemptionPolicy"] = policy;
+    const json created = client().create(resources::priority_classes(), "", pc);
+    delete_at_teardown(resources::priority_classes(), name);
+    EXPECT_EQ(created["metadata"]["generation"], 1);
+    EXPECT_EQ(created["preemptionPolicy"],
+              policy.is_null() ? json("PreemptLowerPriority") : policy);
+  }
+  json urgent = pod_manifest("u");
+  urgent["spec"]["priorityClassName"] = high;
+  urgent["spec"]["priority"] = 1000;  // what the class says may be given
+  const json urgent_spec =
+      client().create(resources::pods(), ns(), urgent, {.dry_run = true})["spec"];
+  EXPECT_EQ(urgent_spec["priority"], 1000);
+  EXPECT_EQ(urgent_spec["preemptionPolicy"], "Never");
+  RawSandboxHttp http(config());
+  const auto table = http.send("GET", "/apis/scheduling.k8s.io/v1/priorityclasses", "", "",
+                               {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}});
+  ASSERT_EQ(table.status, 200) << table.body;
+  const json printed = json::parse(table.body);
+  bool listed = false;
+  for (const json& row : printed["rows"])
+    if (row["cells"][0] == high) {
+      listed = true;
+      EXPECT_EQ(row["cells"][1], 1000);
+      EXPECT_EQ(row["cells"][2], false);
+    }
+  EXPECT_TRUE(listed) << printed.dump();
+  std::vector<std::string> headers;
+  for (const json& column : printed["columnDefinitions"])
+    headers.push_back(column["name"]);
+  EXPECT_THAT(headers, ElementsAre("Name", "Value", "Global-Default", "Age"));
+
+  // Pods have no generation (kube-apiserver 1.26); the namespace holds the CA bundle the token
+  // volume projects.
+  const json created = client().create(resources::pods(), ns(), pod_manifest("g"));
+  EXPECT_FALSE(created["metadata"].contains("generation")) << created["metadata"].dump();
+  EXPECT_TRUE(wait_until(
+      [&] { return exists(client(), resources::configmaps(), ns(), testing::kRootCaConfigMap); },
+      kSettleTimeout));
+}
+
+// The global default PriorityClass: the class of pods that name none; one only. Read from
+// kube-apiserver 1.26 by hand; run on the sandbox alone, since on a shared cluster a global
+// default would reach every other test's pods meanwhile.
+TEST_F(ApiWriteTest, PodsWithoutAClassGetTheGlobalDefaultOfWhichThereIsOne) {
+  if (!on_sandbox())
+    GTEST_SKIP() << "a global default class would reach the pods of tests running beside it";
+  const auto global_default = [](const std::string& name, int value) {
+    return json{{"apiVersion", "scheduling.k8s.io/v1"},
+                {"kind", "PriorityClass"},
+                {"metadata", {{"name", name}}},
+                {"value", value},
+                {"globalDefault", true}};
+  };
+  client().create(resources::priority_classes(), "", global_default("everyday", 50));
+  delete_at_teardown(resources::priority_classes(), "everyday");
+  const json spec =
+      client().create(resources::pods(), ns(), pod_manifest("p"), {.dry_run = true})["spec"];
+  EXPECT_EQ(spec["priorityClassName"], "everyday");
+  EXPECT_EQ(spec["priority"], 50);
+  EXPECT_EQ(spec["preemptionPolicy"], "PreemptLowerPriority");
+  const Error e = expect_error(
+      [&] { client().create(resources::priority_classes(), "", global_default("second", 60)); });
+  EXPECT_EQ(e.http_code(), 403);
+  EXPECT_EQ(e.status()["message"],
+            "priorityclasses.scheduling.k8s.io \"second\" is forbidden: PriorityClass everyday is "
+            "already marked as default. Only one default can exist");
+  EXPECT_EQ(e.status()["details"], json::parse(R"({"name": "second", "group": "scheduling.k8s.io",
+                            "kind": "priorityclasses"})"));
+}
+
 TEST_F(ApiWriteTest, ServicesSecretsAndConfigMapsGetTheServersDefaults) {
   const auto service = [&](const std::string& name, const json& spec) {
     const json made = client().create(resources::services(), ns(),

@@ -91,10 +91,13 @@ class RunningInformer {
 
 class InformerTest : public testing::SandboxTest {
  protected:
+  /// The test's ConfigMaps in `default`: not the CA bundle every namespace holds (kube-root-ca.crt,
+  /// as kube-controller-manager publishes it).
   InformerOptions config_maps(std::string label_selector = {}) {
     return {.resource = resources::configmaps(),
             .namespace_ = "default",
-            .label_selector = std::move(label_selector)};
+            .label_selector = std::move(label_selector),
+            .field_selector = "metadata.name!=kube-root-ca.crt"};
   }
   void set_faults(sandbox::Faults faults) { sandbox().api().set_faults(faults); }
   /// Sets (and returns, for more faults later) an end to every watch after a second: set before

@@ -17,6 +17,12 @@ class Store;
 StrategyPtr namespace_strategy();
 /// The `default` ServiceAccount the service account controller makes in every namespace.
 void create_default_service_account(Store& store, const std::string& ns);
+/// The ConfigMap of the cluster's CA bundle that kube-controller-manager's root-ca-cert-publisher
+/// keeps in every namespace (pods' service account token volumes project its ca.crt).
+inline constexpr const char* kRootCaName = "kube-root-ca.crt";
+/// Creates `kRootCaName` in `ns` with `ca_pem` (kept when there is one); a namespace created
+/// later gets kube-system's.
+void publish_root_ca(Store& store, const std::string& ns, const std::string& ca_pem);
 StrategyPtr pod_strategy();
 StrategyPtr service_strategy();
 StrategyPtr configmap_strategy();

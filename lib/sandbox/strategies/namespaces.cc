@@ -96,12 +96,43 @@ class NamespaceStrategy final : public ResourceStrategy {
   }
 
   void after_write(json& ns, WriteVerb verb, ServedResources& served) const override {
-    if (verb == WriteVerb::Create)
-      create_default_service_account(served.store(), name_of(ns));
+    if (verb != WriteVerb::Create)
+      return;
+    create_default_service_account(served.store(), name_of(ns));
+    // As kube-controller-manager's root-ca-cert-publisher: the bundle kube-system has.
+    try {
+      const json published = served.store().get("configmaps", "kube-system", kRootCaName);
+      publish_root_ca(served.store(), name_of(ns),
+                      string_member(member(published, "data"), "ca.crt"));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::NotFound)  // a server without a CA publishes none
+        throw;
+    }
   }
 };
 
 }  // namespace
+
+void publish_root_ca(Store& store, const std::string& ns, const std::string& ca_pem) {
+  try {
+    store.create(
+        "configmaps",
+        {{"apiVersion", "v1"},
+         {"kind", "ConfigMap"},
+         {"metadata",
+          {{"name", kRootCaName},
+           {"namespace", ns},
+           {"annotations",
+            {{"kubernetes.io/description",
+              "Contains a CA bundle that can be used to verify the kube-apiserver when using "
+              "internal endpoints such as the internal service IP or kubernetes.default.svc. No "
+              "other usage is guaranteed across distributions of Kubernetes clusters."}}}}},
+         {"data", {{"ca.crt", ca_pem}}}});
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::AlreadyExists)
+      throw;
+  }
+}
 
 void create_default_service_account(Store& store, const std::string& ns) {
   try {

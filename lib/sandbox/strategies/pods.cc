@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "api/quantity.h"
 #include "api/resources.h"
@@ -14,6 +18,7 @@
 #include "sandbox/selector.h"
 #include "sandbox/strategies/builtin.h"
 #include "sandbox/table.h"
+#include "text.h"
 
 namespace trainctl::sandbox {
 
@@ -150,9 +155,208 @@ void default_pod_spec(json& spec) {
     spec["terminationGracePeriodSeconds"] = 30;
   if (!spec.contains("securityContext"))
     spec["securityContext"] = json::object();
+  // The v1 conversion: serviceAccount is the deprecated name of serviceAccountName, read when
+  // that is empty and written back as it.
+  std::string account = string_member(spec, "serviceAccountName");
+  if (account.empty())
+    account = string_member(spec, "serviceAccount");
+  if (!account.empty())
+    spec["serviceAccountName"] = spec["serviceAccount"] = account;
 }
 
-void admit_pod(json& pod) {
+namespace {
+
+/// What kube-apiserver answers when one of its pod admission plugins refuses a create: 403
+/// naming the pod as the request did (its generateName when it has no name yet).
+[[noreturn]] void forbid_pod(const json& pod, std::string_view why) {
+  const json& metadata = object_member(pod, "metadata");
+  std::string name = string_member(metadata, "name");
+  if (name.empty())
+    name = string_member(metadata, "generateName");
+  throw ApiError(ErrorKind::Forbidden, 403, "Forbidden",
+                 fmt::format("pods {:?} is forbidden: {}", name, why),
+                 {{"name", name}, {"kind", "pods"}});
+}
+
+/// The object `name` of `group_resource` in `ns`, or null when there is none.
+std::optional<json> find_object(const Store& store, const std::string& group_resource,
+                                const std::string& ns, const std::string& name) {
+  try {
+    return store.get(group_resource, ns, name);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::NotFound)
+      throw;
+    return std::nullopt;
+  }
+}
+
+constexpr std::string_view kTokenMountPath = "/var/run/secrets/kubernetes.io/serviceaccount";
+constexpr std::string_view kTokenVolumePrefix = "kube-api-access-";
+
+/// The ServiceAccount plugin's mountServiceAccountToken: every app and init container that mounts
+/// nothing at the token path gets the pod's `kube-api-access-*` volume there, read-only; the
+/// volume (a projection of a bound token, the namespace's kube-root-ca.crt and the namespace's
+/// name) is added unless the pod has one of that prefix.
+void mount_service_account_token(json& spec) {
+  std::string volume;
+  for (const json& v : array_member(spec, "volumes")) {
+    if (const std::string name = string_member(v, "name"); name.starts_with(kTokenVolumePrefix)) {
+      volume = name;
+      break;
+    }
+  }
+  const bool has_volume = !volume.empty();
+  if (!has_volume)
+    volume = std::string(kTokenVolumePrefix) + random_suffix();
+  bool needs_volume = false;
+  for (const char* list : {"initContainers", "containers"}) {
+    const auto containers = spec.find(list);
+    if (containers == spec.end() || !containers->is_array())
+      continue;
+    for (json& c : *containers) {
+      if (!c.is_object())
+        continue;
+      const auto& mounts = array_member(c, "volumeMounts");
+      if (std::any_of(mounts.begin(), mounts.end(), [](const json& m) {
+            return string_member(m, "mountPath") == kTokenMountPath;
+          }))
+        continue;
+      json& written = c["volumeMounts"];
+      if (!written.is_array())
+        written = json::array();
+      written.push_back({{"name", volume}, {"readOnly", true}, {"mountPath", kTokenMountPath}});
+      needs_volume = true;
+    }
+  }
+  if (has_volume || !needs_volume)
+    return;
+  json& volumes = spec["volumes"];
+  if (!volumes.is_array())
+    volumes = json::array();
+  volumes.push_back(
+      {{"name", volume},
+       {"projected",
+        {{"defaultMode", 420},
+         {"sources",
+          {{{"serviceAccountToken", {{"path", "token"}, {"expirationSeconds", 3607}}}},
+           {{"configMap",
+             {{"name", "kube-root-ca.crt"}, {"items", {{{"key", "ca.crt"}, {"path", "ca.crt"}}}}}}},
+           {{"downwardAPI",
+             {{"items",
+               {{{"path", "namespace"},
+                 {"fieldRef",
+                  {{"apiVersion", "v1"}, {"fieldPath", "metadata.namespace"}}}}}}}}}}}}}});
+}
+
+/// The ServiceAccount admission plugin: the pod runs as `default` unless it names an account,
+/// which must exist in its namespace (else 403, as kube-apiserver's); its token is mounted unless
+/// the pod, else the account, sets automountServiceAccountToken false; a pod without
+/// imagePullSecrets gets the account's. A namespace that does not exist or is being deleted is
+/// left to the store, whose 404 or 403 kube-apiserver's NamespaceLifecycle plugin answers before
+/// this one runs.
+void admit_service_account(json& pod, const Store& store) {
+  json& spec = pod["spec"];
+  const std::string account = string_member(spec, "serviceAccountName");
+  const std::string ns = string_member(object_member(pod, "metadata"), "namespace");
+  const std::optional<json> found = find_object(store, "serviceaccounts", ns, account);
+  if (!found) {
+    const std::optional<json> namespace_ = find_object(store, "namespaces", "", ns);
+    if (!namespace_ || object_member(*namespace_, "metadata").contains("deletionTimestamp"))
+      return;  // NamespaceLifecycle's 404 or 403, which the store gives
+    forbid_pod(pod, fmt::format("error looking up service account {}/{}: serviceaccount {:?} not "
+                                "found",
+                                ns, account, account));
+  }
+  const json& pod_choice = member(spec, "automountServiceAccountToken");
+  const json& account_choice = member(*found, "automountServiceAccountToken");
+  const bool automount = pod_choice.is_boolean()       ? pod_choice.get<bool>()
+                         : account_choice.is_boolean() ? account_choice.get<bool>()
+                                                       : true;
+  if (automount)
+    mount_service_account_token(spec);
+  if (!array_member(spec, "imagePullSecrets").empty())
+    return;
+  json secrets = json::array();
+  for (const json& s : array_member(*found, "imagePullSecrets"))
+    secrets.push_back({{"name", string_member(s, "name")}});
+  if (!secrets.empty())
+    spec["imagePullSecrets"] = std::move(secrets);
+}
+
+/// The Priority admission plugin on a create: spec.priority and spec.preemptionPolicy from the
+/// pod's PriorityClass (403 when there is no class of that name), or from the globalDefault class
+/// of lowest value, whose name the pod then gets, or 0 and PreemptLowerPriority. A pod that gives
+/// either field itself must give what the class says (403 otherwise).
+void admit_priority(json& pod, const Store& store) {
+  json& spec = pod["spec"];
+  std::string class_name = string_member(spec, "priorityClassName");
+  std::optional<json> chosen;
+  if (class_name.empty()) {
+    for (json& pc : store.list("priorityclasses.scheduling.k8s.io", {}).items) {
+      if (member(pc, "globalDefault") == true &&
+          (!chosen || integer_member(pc, "value") < integer_member(*chosen, "value")))
+        chosen = std::move(pc);
+    }
+    if (chosen) {
+      class_name = name_of(*chosen);
+      spec["priorityClassName"] = class_name;
+    }
+  } else {
+    chosen = find_object(store, "priorityclasses.scheduling.k8s.io", "", class_name);
+    if (!chosen)
+      forbid_pod(pod, fmt::format("no PriorityClass with name {} was found", class_name));
+  }
+  const std::int64_t priority = chosen ? integer_member(*chosen, "value") : 0;
+  const json& given = member(spec, "priority");
+  if (given.is_number_integer() && given.get<std::int64_t>() != priority)
+    forbid_pod(pod, fmt::format("the integer value of priority ({}) must not be provided in pod "
+                                "spec; priority admission controller computed {} from the given "
+                                "PriorityClass name",
+                                given.get<std::int64_t>(), priority));
+  spec["priority"] = priority;
+  const std::string policy =
+      chosen ? string_member(*chosen, "preemptionPolicy") : "PreemptLowerPriority";
+  if (policy.empty())
+    return;
+  const json& given_policy = member(spec, "preemptionPolicy");
+  if (given_policy.is_string() && given_policy.get<std::string>() != policy)
+    forbid_pod(pod, fmt::format("the string value of PreemptionPolicy ({}) must not be provided in "
+                                "pod spec; priority admission controller computed {} from the "
+                                "given PriorityClass name",
+                                given_policy.get<std::string>(), policy));
+  spec["preemptionPolicy"] = policy;
+}
+
+/// The DefaultTolerationSeconds admission plugin: a pod that does not tolerate the not-ready and
+/// unreachable NoExecute taints (a toleration of that key, or of every key, with that effect or
+/// every effect) tolerates each for 300 seconds.
+void admit_default_toleration_seconds(json& spec) {
+  bool not_ready = false, unreachable = false;
+  for (const json& t : array_member(spec, "tolerations")) {
+    const std::string key = string_member(t, "key");
+    const std::string effect = string_member(t, "effect");
+    if (!effect.empty() && effect != "NoExecute")
+      continue;
+    not_ready |= key.empty() || key == "node.kubernetes.io/not-ready";
+    unreachable |= key.empty() || key == "node.kubernetes.io/unreachable";
+  }
+  for (const auto& [key, tolerated] : {std::pair{"node.kubernetes.io/not-ready", not_ready},
+                                       std::pair{"node.kubernetes.io/unreachable", unreachable}}) {
+    if (tolerated)
+      continue;
+    json& tolerations = spec["tolerations"];
+    if (!tolerations.is_array())
+      tolerations = json::array();
+    tolerations.push_back({{"key", key},
+                           {"operator", "Exists"},
+                           {"effect", "NoExecute"},
+                           {"tolerationSeconds", 300}});
+  }
+}
+
+}  // namespace
+
+void admit_pod(json& pod, const Store& store) {
   json& spec = ensure_object(pod, "spec");
   // SetDefaults_Pod (pods only, not templates): a limit without a request is requested too, in
   // app and init containers, before validation, so a bad limit is reported for both.
@@ -176,12 +380,14 @@ void admit_pod(json& pod) {
   // Validation is the store's (PodStrategy::validate), after the metadata's, so a 422 lists
   // both as the server's ValidatePod does.
   default_pod_spec(spec);
-  if (!spec.contains("serviceAccountName"))
-    spec["serviceAccountName"] = "default";
+  if (string_member(spec, "serviceAccountName").empty())
+    spec["serviceAccountName"] = spec["serviceAccount"] = "default";
   if (!spec.contains("enableServiceLinks"))
     spec["enableServiceLinks"] = true;
-  if (!spec.contains("priority"))
-    spec["priority"] = 0;
+  // kube-apiserver's order: ServiceAccount, Priority, DefaultTolerationSeconds.
+  admit_service_account(pod, store);
+  admit_priority(pod, store);
+  admit_default_toleration_seconds(spec);
   json& status = pod["status"];
   if (!status.is_object() || !status.contains("phase"))
     status = {{"phase", "Pending"}};
@@ -257,15 +463,15 @@ class PodStrategy final : public ResourceStrategy {
  public:
   PodStrategy() : ResourceStrategy({"", "v1", "pods", "Pod", true, true}, {"po"}, {"all"}) {}
 
-  void admit(json& pod, const AdmissionContext&) const override { admit_pod(pod); }
+  void admit(json& pod, const AdmissionContext& context) const override {
+    admit_pod(pod, *context.store);
+  }
   /// ValidatePod's spec checks, on create and update: the store lists them after the metadata's.
   /// Not on a status write (the kubelet's): ValidatePodStatusUpdate checks the status alone.
   void validate(const json& pod, WritePart part, std::vector<FieldError>& errs) const override {
     if (part == WritePart::Main)
       validate_pod_spec(object_member(pod, "spec"), "spec", errs);
   }
-  bool tracks_generation() const override { return true; }
-
   const GoStruct& go_type() const override {
     static const GoStruct type{"Pod",
                                {{"metadata", "v1.ObjectMeta", GoKind::Struct, &object_meta_type()},
