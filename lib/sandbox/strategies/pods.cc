@@ -306,25 +306,25 @@ void admit_priority(json& pod, const Store& store) {
     if (!chosen)
       forbid_pod(pod, fmt::format("no PriorityClass with name {} was found", class_name));
   }
-  const std::int64_t priority = chosen ? integer_member(*chosen, "value") : 0;
-  const json& given = member(spec, "priority");
-  if (given.is_number_integer() && given.get<std::int64_t>() != priority)
-    forbid_pod(pod, fmt::format("the integer value of priority ({}) must not be provided in pod "
-                                "spec; priority admission controller computed {} from the given "
-                                "PriorityClass name",
-                                given.get<std::int64_t>(), priority));
-  spec["priority"] = priority;
+  // What the class computes; a pod that gives either field itself must give that.
+  const auto computed = [&](const char* field, std::string_view what, const json& value) {
+    const json& given = member(spec, field);
+    if (!given.is_null() && given != value) {
+      const auto text = [](const json& v) {
+        return v.is_string() ? v.get<std::string>() : v.dump();
+      };
+      forbid_pod(pod, fmt::format("the {} ({}) must not be provided in pod spec; priority "
+                                  "admission controller computed {} from the given PriorityClass "
+                                  "name",
+                                  what, text(given), text(value)));
+    }
+    spec[field] = value;
+  };
+  computed("priority", "integer value of priority", chosen ? integer_member(*chosen, "value") : 0);
   const std::string policy =
       chosen ? string_member(*chosen, "preemptionPolicy") : "PreemptLowerPriority";
-  if (policy.empty())
-    return;
-  const json& given_policy = member(spec, "preemptionPolicy");
-  if (given_policy.is_string() && given_policy.get<std::string>() != policy)
-    forbid_pod(pod, fmt::format("the string value of PreemptionPolicy ({}) must not be provided in "
-                                "pod spec; priority admission controller computed {} from the "
-                                "given PriorityClass name",
-                                given_policy.get<std::string>(), policy));
-  spec["preemptionPolicy"] = policy;
+  if (!policy.empty())
+    computed("preemptionPolicy", "string value of PreemptionPolicy", policy);
 }
 
 /// The DefaultTolerationSeconds admission plugin: a pod that does not tolerate the not-ready and
