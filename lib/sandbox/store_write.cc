@@ -28,6 +28,23 @@ namespace {
 constexpr std::string_view kOptimisticLockMsg =
     "the object has been modified; please apply your changes to the latest version and try again";
 
+/// The resourceVersion an update carries, read as the etcd3 storage's versioner reads it
+/// (strconv.ParseUint, base 10): 0 when empty; anything else that is not a uint64 is the 500 it
+/// answers, in Go's words.
+std::uint64_t parse_resource_version(const std::string& text) {
+  if (text.empty())
+    return 0;
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error == std::errc() && end == text.data() + text.size())
+    return value;
+  const bool digits =
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  throw ApiError(ErrorKind::ServerError, 500, "",
+                 fmt::format("strconv.ParseUint: parsing {}: {}", api::names::go_quote(text),
+                             digits ? "value out of range" : "invalid syntax"));
+}
+
 }  // namespace
 
 void Store::ensure_namespace(const std::string& name) {
@@ -205,14 +222,15 @@ SharedJson StoreCore::update(Table& t, const std::string& key, json obj, WritePa
   if (!obj["metadata"].is_object())
     obj["metadata"] = json::object();
 
-  const std::string given_rv = string_member(obj["metadata"], "resourceVersion");
-  if (given_rv.empty() || given_rv == "0") {
+  const std::uint64_t given_rv =
+      parse_resource_version(string_member(obj["metadata"], "resourceVersion"));
+  if (given_rv == 0) {
     if (!allow_unconditional) {
       throw invalid(
           info.group, info.plural, name,
           {invalid_value("metadata.resourceVersion", "0x0", "must be specified for an update")});
     }
-  } else if (given_rv != string_member(old_md, "resourceVersion")) {
+  } else if (given_rv != parse_resource_version(string_member(old_md, "resourceVersion"))) {
     throw conflict(info.plural, info.group, name, kOptimisticLockMsg);
   }
 

@@ -281,6 +281,35 @@ TEST_F(ApiErrorTest, StaleResourceVersionIsAConflict) {
   EXPECT_EQ(client().get(resources::configmaps(), ns(), "a")["data"]["key"], "first");
 }
 
+// A resourceVersion that is not a number is the storage's parse error, a 500 without a reason,
+// on an update and a patch alike; one written with leading zeros is the same version.
+TEST_F(ApiErrorTest, AResourceVersionThatIsNotANumberIsAnInternalError) {
+  const json created = client().create(resources::configmaps(), ns(), configmap("a"));
+  const auto refused = [&](const std::string& version, bool patch) {
+    json written = created;
+    written["metadata"]["resourceVersion"] = version;
+    const Error e = expect_error([&] {
+      if (patch)
+        client().patch(resources::configmaps(), ns(), "a", kube::PatchType::Merge,
+                       {{"metadata", {{"resourceVersion", version}}}});
+      else
+        client().update(resources::configmaps(), ns(), written);
+    });
+    EXPECT_EQ(e.http_code(), 500);
+    EXPECT_FALSE(e.status().contains("reason")) << e.status().dump();
+    return e.status()["message"].get<std::string>();
+  };
+  EXPECT_EQ(refused("abc", false), "strconv.ParseUint: parsing \"abc\": invalid syntax");
+  EXPECT_EQ(refused("-5", true), "strconv.ParseUint: parsing \"-5\": invalid syntax");
+  EXPECT_EQ(refused("99999999999999999999", false),
+            "strconv.ParseUint: parsing \"99999999999999999999\": value out of range");
+  json padded = created;
+  padded["metadata"]["resourceVersion"] =
+      "00" + created["metadata"]["resourceVersion"].get<std::string>();
+  padded["data"]["key"] = "padded";
+  EXPECT_EQ(client().update(resources::configmaps(), ns(), padded)["data"]["key"], "padded");
+}
+
 TEST_F(ApiErrorTest, UpdateCarryingTheUidOfARecreatedObjectIsAPreconditionConflict) {
   const json old = client().create(resources::configmaps(), ns(), configmap("a"));
   client().remove(resources::configmaps(), ns(), "a");
