@@ -807,6 +807,26 @@ TEST_F(ApiErrorTest, IpFamiliesAreThoseOfASingleStackCluster) {
             json::parse(R"(["RequireDualStack", ["IPv4", "IPv6"]])"));
   EXPECT_EQ(families(service({{"clusterIP", "None"}, {"ipFamilies", {"IPv6"}}}, false)),
             json::parse(R"(["RequireDualStack", ["IPv6", "IPv4"]])"));
+
+  // An update's families are checked as a create's, before anything else and alone.
+  const json stored = client().create(resources::services(), ns(), service(json::object()));
+  const auto update_refused = [&](const json& fields) {
+    json updated = stored;
+    updated["spec"].update(fields);
+    updated["spec"]["ports"][0]["port"] = 70000;
+    updated["metadata"]["labels"] = {{"bad key!", "x"}};
+    const Error e = expect_error([&] { client().update(resources::services(), ns(), updated); });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    return e.status()["message"].get<std::string>();
+  };
+  EXPECT_EQ(update_refused({{"ipFamilyPolicy", "RequireDualStack"}}),
+            prefix +
+                "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not "
+                "configured for dual-stack services");
+  EXPECT_EQ(update_refused({{"ipFamilies", {"IPv4", "IPv5"}}}),
+            prefix +
+                "spec.ipFamilies[1]: Unsupported value: \"IPv5\": supported values: \"IPv4\", "
+                "\"IPv6\"");
 }
 
 // A quantity resource.Quantity cannot read fails the decoding of the whole body: 400 naming the

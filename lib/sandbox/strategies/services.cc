@@ -260,8 +260,19 @@ class ServiceStrategy final : public ResourceStrategy {
     std::set<std::string> names;
     for (std::size_t i = 0; i < ports.size(); ++i)
       validate_port(ports[i], fmt::format("spec.ports[{}]", i), ports.size() > 1, names, errs);
-    if (string_member(spec, "type") != "ExternalName")  // an update's (admit checked a create's)
-      validate_ip_families(spec, errs);
+  }
+
+  /// An update's IP families, checked as a create's (admit): before anything else, and reported
+  /// alone, as kube-apiserver's REST storage does on both.
+  void prepare_for_update(const json& old, json& next, WritePart part) const override {
+    ResourceStrategy::prepare_for_update(old, next, part);
+    const json& spec = object_member(next, "spec");
+    if (part != WritePart::Main || string_member(spec, "type") == "ExternalName")
+      return;
+    std::vector<FieldError> family_errors;
+    validate_ip_families(spec, family_errors);
+    if (!family_errors.empty())
+      throw invalid("", "Service", name_of(old), family_errors);
   }
 
   std::vector<std::string> name_errors(std::string_view name) const override {
