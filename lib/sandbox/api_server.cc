@@ -11,7 +11,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-#include <tuple>
 
 #include "error.h"
 #include "json_access.h"
@@ -119,20 +118,14 @@ void install_builtin_resources(Store& store) {
     }
     create_default_service_account(store, ns);
   }
-  // The classes kube-apiserver makes at its start (SystemPriorityClasses).
-  for (const auto& [name, value, description] :
-       {std::tuple{"system-node-critical", 2000001000,
-                   "Used for system critical pods that must not be moved from their current node."},
-        std::tuple{"system-cluster-critical", 2000000000,
-                   "Used for system critical pods that must run in the cluster, but can be moved "
-                   "to another node if necessary."}}) {
+  for (const SystemPriorityClass& known : system_priority_classes()) {
     try {
       store.create("priorityclasses.scheduling.k8s.io",
                    {{"apiVersion", "scheduling.k8s.io/v1"},
                     {"kind", "PriorityClass"},
-                    {"metadata", {{"name", name}}},
-                    {"value", value},
-                    {"description", description},
+                    {"metadata", {{"name", known.name}}},
+                    {"value", known.value},
+                    {"description", known.description},
                     {"preemptionPolicy", "PreemptLowerPriority"}});
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::AlreadyExists)

@@ -1112,6 +1112,47 @@ TEST_F(ApiErrorTest, PodAdmissionPluginsRefuseAsForbidden) {
             "from the given PriorityClass name");
 }
 
+// What ValidatePriorityClass refuses: `system-` names but the system classes as they are, a user
+// class above 1000000000, an unknown preemption policy.
+TEST_F(ApiErrorTest, PriorityClassesTheServerReservesAreInvalid) {
+  const auto refused = [&](const std::string& name, std::int64_t value, const json& fields) {
+    json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
+               {"kind", "PriorityClass"},
+               {"metadata", {{"name", name}}},
+               {"value", value}};
+    pc.update(fields);
+    const Error e = expect_error(
+        [&] { client().create(resources::priority_classes(), "", pc, {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 422) << e.message();
+    return e.status()["message"].get<std::string>();
+  };
+  const std::string reserved =
+      "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for "
+      "system use only. error: ";
+  EXPECT_EQ(refused("system-foo", 5, json::object()),
+            "PriorityClass.scheduling.k8s.io \"system-foo\" is invalid: " + reserved +
+                "system-foo is not a known system priority class");
+  EXPECT_EQ(refused("system-node-critical", 5, json::object()),
+            "PriorityClass.scheduling.k8s.io \"system-node-critical\" is invalid: " + reserved +
+                "value of system-node-critical PriorityClass must be 2000001000");
+  EXPECT_EQ(refused(ns() + "-big", 1'000'000'001, json::object()),
+            fmt::format("PriorityClass.scheduling.k8s.io \"{}-big\" is invalid: value: Forbidden: "
+                        "maximum allowed value of a user defined priority is 1000000000",
+                        ns()));
+  EXPECT_EQ(refused(ns() + "-odd", 1, {{"preemptionPolicy", "Sometimes"}}),
+            fmt::format("PriorityClass.scheduling.k8s.io \"{}-odd\" is invalid: preemptionPolicy: "
+                        "Unsupported value: \"Sometimes\": supported values: "
+                        "\"PreemptLowerPriority\", \"Never\"",
+                        ns()));
+  // A class without a value is one of value 0.
+  const json zero = client().create(resources::priority_classes(), "",
+                                    {{"apiVersion", "scheduling.k8s.io/v1"},
+                                     {"kind", "PriorityClass"},
+                                     {"metadata", {{"name", ns() + "-zero"}}}},
+                                    {.dry_run = true});
+  EXPECT_EQ(zero.value("value", 0), 0);
+}
+
 TEST_F(ApiErrorTest, MissingNamespaceIsNotFound) {
   const std::string nowhere = ns() + "-missing";
   const Error e =

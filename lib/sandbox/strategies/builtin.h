@@ -3,6 +3,7 @@
 // The built-in resources' strategies, one file each under strategies/ (registry.cc lists them),
 // and what several of them share.
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -20,6 +21,13 @@ void create_default_service_account(Store& store, const std::string& ns);
 /// The ConfigMap of the cluster's CA bundle that kube-controller-manager's root-ca-cert-publisher
 /// keeps in every namespace (pods' service account token volumes project its ca.crt).
 inline constexpr const char* kRootCaName = "kube-root-ca.crt";
+/// The PriorityClasses kube-apiserver makes at its start (SystemPriorityClasses).
+struct SystemPriorityClass {
+  const char* name;
+  std::int64_t value;
+  const char* description;
+};
+const std::vector<SystemPriorityClass>& system_priority_classes();
 /// Creates `kRootCaName` in `ns` with `ca_pem` (kept when there is one); a namespace created
 /// later gets kube-system's.
 void publish_root_ca(Store& store, const std::string& ns, const std::string& ca_pem);

@@ -4,6 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/names.h"
 #include "json_access.h"
 #include "sandbox/strategies/builtin.h"
 #include "sandbox/table.h"
@@ -46,6 +51,21 @@ class ServiceAccountStrategy final : public ResourceStrategy {
   }
 };
 
+/// Why a `system-` PriorityClass is not one of the system classes kube-apiserver makes (empty:
+/// it is), in scheduling.IsKnownSystemPriorityClass's words.
+std::string system_class_error(const std::string& name, std::int64_t value, bool global_default) {
+  for (const SystemPriorityClass& known : system_priority_classes()) {
+    if (name != known.name)
+      continue;
+    if (value != known.value)
+      return fmt::format("value of {} PriorityClass must be {}", name, known.value);
+    if (global_default)
+      return fmt::format("globalDefault of {} PriorityClass must be false", name);
+    return "";
+  }
+  return name + " is not a known system priority class";
+}
+
 /// scheduling.k8s.io/v1 PriorityClasses: defaulted (preemptionPolicy PreemptLowerPriority),
 /// generation 1, and the Priority admission plugin's check that at most one is globalDefault.
 class PriorityClassStrategy final : public ResourceStrategy {
@@ -75,6 +95,33 @@ class PriorityClassStrategy final : public ResourceStrategy {
     }
   }
 
+  /// ValidatePriorityClass: a `system-` name only for the known system classes as they are, a
+  /// user class's value at most 1000000000, and a preemption policy of the two there are.
+  void validate(const nlohmann::json& pc, WritePart, std::vector<FieldError>& errs) const override {
+    const std::string name = name_of(pc);
+    const std::int64_t value = integer_member(pc, "value");
+    if (name.starts_with("system-")) {
+      if (const std::string why =
+              system_class_error(name, value, member(pc, "globalDefault") == true);
+          !why.empty()) {
+        errs.push_back(forbidden_value("metadata.name",
+                                       "priority class names with 'system-' prefix are reserved "
+                                       "for system use only. error: " +
+                                           why));
+      }
+    } else if (value > 1'000'000'000) {
+      errs.push_back(forbidden_value("value",
+                                     "maximum allowed value of a user defined priority is "
+                                     "1000000000"));
+    }
+    const nlohmann::json& policy = member(pc, "preemptionPolicy");
+    if (policy.is_string() && policy != "PreemptLowerPriority" && policy != "Never") {
+      errs.push_back(not_supported("preemptionPolicy",
+                                   api::names::go_quote(policy.get<std::string>()),
+                                   {"PreemptLowerPriority", "Never"}));
+    }
+  }
+
   std::vector<PrintColumn> columns(const std::string&) const override {
     return {name_column(),
             {"Value", "integer",
@@ -99,6 +146,16 @@ class PriorityClassStrategy final : public ResourceStrategy {
 };
 
 }  // namespace
+
+const std::vector<SystemPriorityClass>& system_priority_classes() {
+  static const std::vector<SystemPriorityClass> classes = {
+      {"system-node-critical", 2000001000,
+       "Used for system critical pods that must not be moved from their current node."},
+      {"system-cluster-critical", 2000000000,
+       "Used for system critical pods that must run in the cluster, but can be moved to another "
+       "node if necessary."}};
+  return classes;
+}
 
 StrategyPtr service_account_strategy() {
   static const StrategyPtr strategy = std::make_shared<ServiceAccountStrategy>();
