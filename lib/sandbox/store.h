@@ -11,6 +11,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "error.h"
@@ -230,6 +231,10 @@ class ApiError : public Error {
 
 /// 400 BadRequest: a request the server cannot decode or will not take as sent.
 ApiError bad_request(std::string message);
+
+/// 403 Forbidden as an admission plugin or the registry refuses an object: `<resource> "<name>" is
+/// forbidden: <why>` (the resource alone when `name` is empty), details naming it.
+ApiError forbidden(const ResourceInfo& info, const std::string& name, std::string_view why);
 
 /// The metav1.Status body for any error the sandbox throws: ApiError's own, or one derived from
 /// the kind and message of a plain Error (reason from the kind, e.g. Gone -> "Expired").

@@ -138,6 +138,14 @@ json resource_details(const ResourceInfo& info, const std::string& name) {
   return d;
 }
 
+ApiError forbidden(const ResourceInfo& info, const std::string& name, std::string_view why) {
+  const std::string target = name.empty()
+                                 ? info.group_resource()
+                                 : info.group_resource() + " " + api::names::go_quote(name);
+  return ApiError(ErrorKind::Forbidden, 403, "Forbidden",
+                  fmt::format("{} is forbidden: {}", target, why), resource_details(info, name));
+}
+
 ApiError not_found(const ResourceInfo& info, const std::string& name) {
   return ApiError(ErrorKind::NotFound, 404, "NotFound",
                   fmt::format("{} {} not found", info.group_resource(), api::names::go_quote(name)),

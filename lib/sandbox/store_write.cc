@@ -104,18 +104,15 @@ void StoreCore::check_namespace_admission(const ResourceInfo& info, const std::s
   if (it == namespaces.objects.end())
     throw not_found(namespaces.info, ns);
   if (terminating(*it->second)) {
-    const std::string target = name.empty()
-                                   ? info.group_resource()
-                                   : info.group_resource() + " " + api::names::go_quote(name);
-    json details = resource_details(info, name);
-    details["causes"] = json::array({{{"reason", "NamespaceTerminating"},
-                                      {"message", "namespace " + ns + " is being terminated"},
-                                      {"field", "metadata.namespace"}}});
-    throw ApiError(ErrorKind::Forbidden, 403, "Forbidden",
-                   fmt::format("{} is forbidden: unable to create new content in namespace {} "
-                               "because it is being terminated",
-                               target, ns),
-                   std::move(details));
+    ApiError e = forbidden(info, name,
+                           fmt::format("unable to create new content in namespace {} because it "
+                                       "is being terminated",
+                                       ns));
+    e.api_status()["details"]["causes"] =
+        json::array({{{"reason", "NamespaceTerminating"},
+                      {"message", "namespace " + ns + " is being terminated"},
+                      {"field", "metadata.namespace"}}});
+    throw e;
   }
 }
 

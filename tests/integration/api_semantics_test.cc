@@ -920,6 +920,33 @@ TEST_F(ApiErrorTest, BodiesTheGoTypesCannotHoldAreABadRequestNamingTheField) {
   EXPECT_EQ(
       pod(json::object(), {{"restartPolicy", 5}}),
       prefix + "number into Go struct field PodSpec.spec.restartPolicy of type v1.RestartPolicy");
+  // What the admission plugins read: refused by the decoder before they run.
+  EXPECT_EQ(pod(json::object(), {{"preemptionPolicy", 5}}),
+            prefix +
+                "number into Go struct field PodSpec.spec.preemptionPolicy of type "
+                "v1.PreemptionPolicy");
+  EXPECT_EQ(pod(json::object(), {{"serviceAccount", 5}}),
+            prefix + "number into Go struct field PodSpec.spec.serviceAccount of type string");
+  EXPECT_EQ(pod(json::object(), {{"imagePullSecrets", {{{"name", 5}}}}}),
+            prefix +
+                "number into Go struct field LocalObjectReference.spec.imagePullSecrets.name of "
+                "type string");
+  const auto priority_class = [&](const json& fields) {
+    json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
+               {"kind", "PriorityClass"},
+               {"metadata", {{"name", ns() + "-typed"}}}};
+    pc.update(fields);
+    const Error e = expect_error(
+        [&] { client().create(resources::priority_classes(), "", pc, {.dry_run = true}); });
+    EXPECT_EQ(e.http_code(), 400) << e.message();
+    return e.status()["message"].get<std::string>();
+  };
+  const std::string pc_prefix =
+      "PriorityClass in version \"v1\" cannot be handled as a "
+      "PriorityClass: json: cannot unmarshal string into Go struct field "
+      "PriorityClass.";
+  EXPECT_EQ(priority_class({{"value", "abc"}}), pc_prefix + "value of type int32");
+  EXPECT_EQ(priority_class({{"globalDefault", "yes"}}), pc_prefix + "globalDefault of type bool");
   json labelled = pod_manifest("typed");
   labelled["metadata"]["labels"] = {{"team", 1}};
   EXPECT_EQ(refused(resources::pods(), labelled),

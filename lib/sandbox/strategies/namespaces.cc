@@ -72,10 +72,7 @@ class NamespaceStrategy final : public ResourceStrategy {
 
   void check_deletable(const std::string& name) const override {
     if (name == "default" || name == "kube-system" || name == "kube-public") {
-      throw ApiError(ErrorKind::Forbidden, 403, "Forbidden",
-                     fmt::format("namespaces {} is forbidden: this namespace may not be deleted",
-                                 api::names::go_quote(name)),
-                     {{"name", name}, {"kind", "namespaces"}});
+      throw forbidden(info(), name, "this namespace may not be deleted");
     }
   }
 

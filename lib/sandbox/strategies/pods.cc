@@ -85,31 +85,37 @@ const GoStruct& pod_spec_type() {
   static const GoStruct volume{
       "Volume",
       {{"name", "string", String}, {"emptyDir", "v1.EmptyDirVolumeSource", Struct, &empty_dir}}};
-  static const GoStruct spec{"PodSpec",
-                             {{"volumes", "[]v1.Volume", StructList, &volume},
-                              {"initContainers", "[]v1.Container", StructList, &container},
-                              {"containers", "[]v1.Container", StructList, &container},
-                              {"restartPolicy", "v1.RestartPolicy", String},
-                              {"terminationGracePeriodSeconds", "int64", Int64},
-                              {"activeDeadlineSeconds", "int64", Int64},
-                              {"dnsPolicy", "v1.DNSPolicy", String},
-                              {"nodeSelector", "map[string]string", StringMap},
-                              {"serviceAccountName", "string", String},
-                              {"automountServiceAccountToken", "bool", Bool},
-                              {"nodeName", "string", String},
-                              {"hostNetwork", "bool", Bool},
-                              {"hostPID", "bool", Bool},
-                              {"hostIPC", "bool", Bool},
-                              {"shareProcessNamespace", "bool", Bool},
-                              {"hostname", "string", String},
-                              {"subdomain", "string", String},
-                              {"schedulerName", "string", String},
-                              {"tolerations", "[]v1.Toleration", StructList, &toleration},
-                              {"priorityClassName", "string", String},
-                              {"priority", "int32", Int32},
-                              {"runtimeClassName", "string", String},
-                              {"enableServiceLinks", "bool", Bool},
-                              {"overhead", "v1.ResourceList", ResourceList}}};
+  static const GoStruct local_object_reference{"LocalObjectReference",
+                                               {{"name", "string", String}}};
+  static const GoStruct spec{
+      "PodSpec",
+      {{"volumes", "[]v1.Volume", StructList, &volume},
+       {"initContainers", "[]v1.Container", StructList, &container},
+       {"containers", "[]v1.Container", StructList, &container},
+       {"restartPolicy", "v1.RestartPolicy", String},
+       {"terminationGracePeriodSeconds", "int64", Int64},
+       {"activeDeadlineSeconds", "int64", Int64},
+       {"dnsPolicy", "v1.DNSPolicy", String},
+       {"nodeSelector", "map[string]string", StringMap},
+       {"serviceAccountName", "string", String},
+       {"serviceAccount", "string", String},
+       {"automountServiceAccountToken", "bool", Bool},
+       {"nodeName", "string", String},
+       {"hostNetwork", "bool", Bool},
+       {"hostPID", "bool", Bool},
+       {"hostIPC", "bool", Bool},
+       {"shareProcessNamespace", "bool", Bool},
+       {"hostname", "string", String},
+       {"subdomain", "string", String},
+       {"schedulerName", "string", String},
+       {"tolerations", "[]v1.Toleration", StructList, &toleration},
+       {"priorityClassName", "string", String},
+       {"priority", "int32", Int32},
+       {"preemptionPolicy", "v1.PreemptionPolicy", String},
+       {"imagePullSecrets", "[]v1.LocalObjectReference", StructList, &local_object_reference},
+       {"runtimeClassName", "string", String},
+       {"enableServiceLinks", "bool", Bool},
+       {"overhead", "v1.ResourceList", ResourceList}}};
   return spec;
 }
 
@@ -173,9 +179,7 @@ namespace {
   std::string name = string_member(metadata, "name");
   if (name.empty())
     name = string_member(metadata, "generateName");
-  throw ApiError(ErrorKind::Forbidden, 403, "Forbidden",
-                 fmt::format("pods {:?} is forbidden: {}", name, why),
-                 {{"name", name}, {"kind", "pods"}});
+  throw forbidden(pod_strategy()->info(), name, why);
 }
 
 /// The object `name` of `group_resource` in `ns`, or null when there is none.

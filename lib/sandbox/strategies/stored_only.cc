@@ -10,6 +10,7 @@
 
 #include "api/names.h"
 #include "json_access.h"
+#include "sandbox/go_types.h"
 #include "sandbox/strategies/builtin.h"
 #include "sandbox/table.h"
 
@@ -77,6 +78,17 @@ class PriorityClassStrategy final : public ResourceStrategy {
 
   bool tracks_generation() const override { return true; }
 
+  const GoStruct& go_type() const override {
+    using enum GoKind;
+    static const GoStruct type{"PriorityClass",
+                               {{"metadata", "v1.ObjectMeta", Struct, &object_meta_type()},
+                                {"value", "int32", Int32},
+                                {"globalDefault", "bool", Bool},
+                                {"description", "string", String},
+                                {"preemptionPolicy", "v1.PreemptionPolicy", String}}};
+    return type;
+  }
+
   void admit(nlohmann::json& pc, const AdmissionContext& context) const override {
     if (!pc.contains("preemptionPolicy"))
       pc["preemptionPolicy"] = "PreemptLowerPriority";
@@ -85,12 +97,10 @@ class PriorityClassStrategy final : public ResourceStrategy {
     for (const nlohmann::json& other :
          context.store->list("priorityclasses.scheduling.k8s.io", {}).items) {
       if (member(other, "globalDefault") == true) {
-        throw ApiError(
-            ErrorKind::Forbidden, 403, "Forbidden",
-            fmt::format("priorityclasses.scheduling.k8s.io {:?} is forbidden: PriorityClass {} is "
-                        "already marked as default. Only one default can exist",
-                        name_of(pc), name_of(other)),
-            {{"name", name_of(pc)}, {"group", "scheduling.k8s.io"}, {"kind", "priorityclasses"}});
+        throw forbidden(info(), name_of(pc),
+                        fmt::format("PriorityClass {} is already marked as default. Only one "
+                                    "default can exist",
+                                    name_of(other)));
       }
     }
   }
