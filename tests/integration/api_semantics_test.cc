@@ -85,6 +85,15 @@ std::vector<std::string> configmap_names(const json& list) {
   return names;
 }
 
+/// A PriorityClass named `name` with `fields` (value, globalDefault, ...).
+json priority_class(const std::string& name, const json& fields) {
+  json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
+             {"kind", "PriorityClass"},
+             {"metadata", {{"name", name}}}};
+  pc.update(fields);
+  return pc;
+}
+
 std::uint64_t rv_of(const json& object) {
   return std::stoull(object["metadata"]["resourceVersion"].get<std::string>());
 }
@@ -931,13 +940,11 @@ TEST_F(ApiErrorTest, BodiesTheGoTypesCannotHoldAreABadRequestNamingTheField) {
             prefix +
                 "number into Go struct field LocalObjectReference.spec.imagePullSecrets.name of "
                 "type string");
-  const auto priority_class = [&](const json& fields) {
-    json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
-               {"kind", "PriorityClass"},
-               {"metadata", {{"name", ns() + "-typed"}}}};
-    pc.update(fields);
-    const Error e = expect_error(
-        [&] { client().create(resources::priority_classes(), "", pc, {.dry_run = true}); });
+  const auto typed_class = [&](const json& fields) {
+    const Error e = expect_error([&] {
+      client().create(resources::priority_classes(), "", priority_class(ns() + "-typed", fields),
+                      {.dry_run = true});
+    });
     EXPECT_EQ(e.http_code(), 400) << e.message();
     return e.status()["message"].get<std::string>();
   };
@@ -945,8 +952,8 @@ TEST_F(ApiErrorTest, BodiesTheGoTypesCannotHoldAreABadRequestNamingTheField) {
       "PriorityClass in version \"v1\" cannot be handled as a "
       "PriorityClass: json: cannot unmarshal string into Go struct field "
       "PriorityClass.";
-  EXPECT_EQ(priority_class({{"value", "abc"}}), pc_prefix + "value of type int32");
-  EXPECT_EQ(priority_class({{"globalDefault", "yes"}}), pc_prefix + "globalDefault of type bool");
+  EXPECT_EQ(typed_class({{"value", "abc"}}), pc_prefix + "value of type int32");
+  EXPECT_EQ(typed_class({{"globalDefault", "yes"}}), pc_prefix + "globalDefault of type bool");
   json labelled = pod_manifest("typed");
   labelled["metadata"]["labels"] = {{"team", 1}};
   EXPECT_EQ(refused(resources::pods(), labelled),
@@ -1142,14 +1149,12 @@ TEST_F(ApiErrorTest, PodAdmissionPluginsRefuseAsForbidden) {
 // What ValidatePriorityClass refuses: `system-` names but the system classes as they are, a user
 // class above 1000000000, an unknown preemption policy.
 TEST_F(ApiErrorTest, PriorityClassesTheServerReservesAreInvalid) {
-  const auto refused = [&](const std::string& name, std::int64_t value, const json& fields) {
-    json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
-               {"kind", "PriorityClass"},
-               {"metadata", {{"name", name}}},
-               {"value", value}};
-    pc.update(fields);
-    const Error e = expect_error(
-        [&] { client().create(resources::priority_classes(), "", pc, {.dry_run = true}); });
+  const auto refused = [&](const std::string& name, std::int64_t value, json fields) {
+    fields["value"] = value;
+    const Error e = expect_error([&] {
+      client().create(resources::priority_classes(), "", priority_class(name, fields),
+                      {.dry_run = true});
+    });
     EXPECT_EQ(e.http_code(), 422) << e.message();
     return e.status()["message"].get<std::string>();
   };
@@ -1172,11 +1177,9 @@ TEST_F(ApiErrorTest, PriorityClassesTheServerReservesAreInvalid) {
                         "\"PreemptLowerPriority\", \"Never\"",
                         ns()));
   // A class without a value is one of value 0.
-  const json zero = client().create(resources::priority_classes(), "",
-                                    {{"apiVersion", "scheduling.k8s.io/v1"},
-                                     {"kind", "PriorityClass"},
-                                     {"metadata", {{"name", ns() + "-zero"}}}},
-                                    {.dry_run = true});
+  const json zero =
+      client().create(resources::priority_classes(), "",
+                      priority_class(ns() + "-zero", json::object()), {.dry_run = true});
   EXPECT_EQ(zero.value("value", 0), 0);
 }
 
@@ -1855,13 +1858,11 @@ TEST_F(ApiWriteTest, PodsGetTheirServiceAccountTokenPriorityAndDefaultToleration
   const std::string high = ns() + "-high", low = ns() + "-low";
   for (const auto& [name, value, policy] :
        {std::tuple{high, 1000, json("Never")}, std::tuple{low, 10, json()}}) {
-    json pc = {{"apiVersion", "scheduling.k8s.io/v1"},
-               {"kind", "PriorityClass"},
-               {"metadata", {{"name", name}}},
-               {"value", value}};
+    json fields = {{"value", value}};
     if (!policy.is_null())
-      pc["preemptionPolicy"] = policy;
-    const json created = client().create(resources::priority_classes(), "", pc);
+      fields["preemptionPolicy"] = policy;
+    const json created =
+        client().create(resources::priority_classes(), "", priority_class(name, fields));
     delete_at_teardown(resources::priority_classes(), name);
     EXPECT_EQ(created["metadata"]["generation"], 1);
     EXPECT_EQ(created["preemptionPolicy"],
@@ -1908,11 +1909,7 @@ TEST_F(ApiWriteTest, PodsWithoutAClassGetTheGlobalDefaultOfWhichThereIsOne) {
   if (!on_sandbox())
     GTEST_SKIP() << "a global default class would reach the pods of tests running beside it";
   const auto global_default = [](const std::string& name, int value) {
-    return json{{"apiVersion", "scheduling.k8s.io/v1"},
-                {"kind", "PriorityClass"},
-                {"metadata", {{"name", name}}},
-                {"value", value},
-                {"globalDefault", true}};
+    return priority_class(name, {{"value", value}, {"globalDefault", true}});
   };
   client().create(resources::priority_classes(), "", global_default("everyday", 50));
   delete_at_teardown(resources::priority_classes(), "everyday");
