@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build lld pkg-config python3 git clang-format
   libcli11-dev libcurl4-openssl-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libkainjow-mustache-dev
+  libjemalloc-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libkainjow-mustache-dev
   nghttp2-server
 )
 

@@ -137,6 +137,25 @@ TEST_F(CliTest, OfflineVerbsLoadOnlyGlibcAndACommandThatConnectsLoadsOpenSslButN
   EXPECT_THAT(initialised_libraries(proxied), ::testing::Contains("libcurl.so.4"));
 }
 
+// ARCHITECTURE.md "Memory": the binary allocates through jemalloc, linked in, with the options
+// lib/malloc_conf.cc compiles in (the environment's MALLOC_CONF adds to them).
+TEST_F(CliTest, TheBinaryAllocatesThroughJemallocWithTheOptionsItWasBuiltWith) {
+#ifndef TRAINCTL_JEMALLOC_BINARY
+  GTEST_SKIP() << "built without jemalloc (-DTRAINCTL_JEMALLOC=OFF, or sanitizers)";
+#else
+  const RunResult r = run_cli("version --client", "MALLOC_CONF=stats_print:true");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Client Version: v0."));
+  EXPECT_THAT(r.out, HasSubstr("jemalloc statistics"));
+  for (const char* option : {R"(opt.thp: "always")", R"(opt.metadata_thp: "disabled")",
+                             "opt.narenas: 1", "opt.dirty_decay_ms: 1000"})
+    EXPECT_THAT(r.out, HasSubstr(option));
+  // Loaded by nobody: it is part of the binary.
+  const RunResult loaded = run_cli("version --client", "LD_DEBUG=libs");
+  EXPECT_THAT(initialised_libraries(loaded), Not(::testing::Contains(HasSubstr("jemalloc"))));
+#endif
+}
+
 // Every flag that takes a duration says so in its help (CLI11's default for a string is TEXT).
 TEST_F(CliTest, DurationFlagsShowDurationInTheirHelp) {
   for (const auto& [command, flag] :
