@@ -146,9 +146,9 @@ void ApiServer::serve_scale(const Request& request, ResponseWriter& response, co
     if (!precondition.empty())
       object["metadata"]["resourceVersion"] = precondition;  // modify() checks it
   };
-  const json updated =
+  const auto updated =
       store_.modify(gr, route.ns, route.name, WritePart::Main, scale_object, dry_run(request));
-  respond_json(response, 200, scale_of(updated, paths));
+  respond_json(response, 200, scale_of(*updated, paths));
 }
 
 }  // namespace trainctl::sandbox

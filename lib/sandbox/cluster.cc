@@ -68,7 +68,8 @@ SimulatedCluster::Impl::OwnNode* SimulatedCluster::Impl::own_node(const std::str
   return nullptr;
 }
 
-void SimulatedCluster::Impl::upsert_pod(const json& object, bool mark_dirty) {
+void SimulatedCluster::Impl::upsert_pod(std::shared_ptr<const json> shared, bool mark_dirty) {
+  const json& object = *shared;
   const std::string key = key_of(object);
   const std::string uid = string_member(member(object, "metadata"), "uid");
   const std::uint64_t rv = resource_version_of(object);
@@ -86,19 +87,19 @@ void SimulatedCluster::Impl::upsert_pod(const json& object, bool mark_dirty) {
   // deletion's deletionTimestamp); that change's own event is then older than what we hold and is
   // skipped above, so the kubelet must look now or it never sees the pod terminating.
   const auto others_changed = [&] {
-    if (entry.object.is_null())
+    if (!entry.object)
       return false;
-    const json& before = member(entry.object, "metadata");
+    const json& before = member(*entry.object, "metadata");
     const json& after = member(object, "metadata");
-    return member(entry.object, "spec") != member(object, "spec") ||
+    return member(*entry.object, "spec") != member(object, "spec") ||
            member(before, "deletionTimestamp") != member(after, "deletionTimestamp") ||
            member(before, "deletionGracePeriodSeconds") !=
                member(after, "deletionGracePeriodSeconds");
   };
   mark_dirty = mark_dirty || others_changed();
-  entry.object = object;
   entry.resource_version = rv;
   entry.facts = facts_of(object);
+  entry.object = std::move(shared);
   entry.dirty = entry.dirty || mark_dirty;
 }
 
@@ -124,11 +125,11 @@ void SimulatedCluster::Impl::erase_pod(const std::string& key) {
 }
 
 std::string SimulatedCluster::Impl::resync() {
-  ListPage page = store.list(kPods, ListRequest{});
+  SharedListPage page = store.list_shared(kPods, ListRequest{});
   std::set<std::string> seen;
-  for (const auto& pod : page.items) {
-    seen.insert(key_of(pod));
-    upsert_pod(pod);
+  for (auto& pod : page.items) {
+    seen.insert(key_of(*pod));
+    upsert_pod(std::move(pod));
   }
   for (auto it = pods.begin(); it != pods.end();) {
     const std::string key = it->first;
@@ -189,7 +190,7 @@ void SimulatedCluster::Impl::run_loop() {
         if (event->type == kube::WatchEventType::Deleted)
           erase_pod(key_of(*event->object));
         else if (event->type != kube::WatchEventType::Bookmark)
-          upsert_pod(*event->object);
+          upsert_pod(event->object);
         event = watch->next_shared(std::chrono::milliseconds(0));
       }
     } catch (const std::exception& e) {

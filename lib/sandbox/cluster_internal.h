@@ -147,7 +147,7 @@ struct SimulatedCluster::Impl {
 
   /// The last seen version of a pod and, on our nodes, its simulation.
   struct PodEntry {
-    json object;
+    std::shared_ptr<const json> object;  // the store's version: shared, never null once upserted
     std::uint64_t resource_version = 0;
     PodFacts facts;
     bool dirty = true;  // changed since the kubelet last looked
@@ -191,7 +191,7 @@ struct SimulatedCluster::Impl {
 
   /// Takes a newer version of a pod; `mark_dirty` = false for our own writes, which the kubelet
   /// has already accounted for.
-  void upsert_pod(const json& object, bool mark_dirty = true);
+  void upsert_pod(std::shared_ptr<const json> object, bool mark_dirty = true);
 
   void erase_pod(const std::string& key);
 

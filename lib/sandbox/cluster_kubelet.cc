@@ -25,12 +25,12 @@ void SimulatedCluster::Impl::update_pod_status(PodEntry& entry,
                                                const std::function<bool(json&)>& change) {
   const std::string uid = entry.facts.uid;
   try {
-    json stored =
+    auto stored =
         store.modify(kPods, entry.facts.ns, entry.facts.name, WritePart::Status, [&](json& pod) {
           if (string_member(member(pod, "metadata"), "uid") != uid || !change(pod["status"]))
             throw SkipWrite{};
         });
-    upsert_pod(stored, false);
+    upsert_pod(std::move(stored), false);
   } catch (const SkipWrite&) {
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::NotFound)
@@ -58,7 +58,7 @@ void SimulatedCluster::Impl::sync_pod(PodEntry& entry, TimePoint now) {
     if (finished(f.phase) || f.terminating) {
       entry.finished_before_seen = finished(f.phase);
     } else {
-      entry.sim = std::make_unique<SimulatedPod>(entry.object, now, options.kubelet);
+      entry.sim = std::make_unique<SimulatedPod>(*entry.object, now, options.kubelet);
       allocate_ip(entry, *node);
     }
   }
@@ -114,9 +114,10 @@ void SimulatedCluster::Impl::kubelet_pass(TimePoint now, bool dirty_only) {
 SimulatedCluster::Impl::PodEntry& SimulatedCluster::Impl::current_pod(const std::string& ns,
                                                                       const std::string& name,
                                                                       TimePoint now) {
-  json object = store.get(kPods, ns, name);
-  upsert_pod(object);
-  PodEntry& entry = pods.at(key_of(object));
+  auto object = std::make_shared<const json>(store.get(kPods, ns, name));
+  const std::string key = key_of(*object);
+  upsert_pod(std::move(object));
+  PodEntry& entry = pods.at(key);
   entry.dirty = false;
   sync_pod(entry, now);
   if (entry.facts.node_name.empty())
@@ -129,7 +130,7 @@ const SimulatedContainer& SimulatedCluster::Impl::pick_container(const PodEntry&
                                                                  const std::string& name,
                                                                  bool for_exec) const {
   const std::string& pod = entry.facts.name;
-  const json& spec = member(entry.object, "spec");
+  const json& spec = member(*entry.object, "spec");
   auto names = [&](const char* list) {
     std::vector<std::string> out;
     if (member(spec, list).is_array()) {
@@ -183,7 +184,7 @@ const SimulatedContainer& SimulatedCluster::Impl::pick_container(const PodEntry&
 const json& SimulatedCluster::Impl::container_spec(const PodEntry& entry,
                                                    const std::string& name) const {
   static const json kEmpty = json::object();
-  const json& spec = member(entry.object, "spec");
+  const json& spec = member(*entry.object, "spec");
   for (const char* list : {"containers", "initContainers"}) {
     if (!member(spec, list).is_array())
       continue;
@@ -213,7 +214,8 @@ ExecResult SimulatedCluster::exec(const std::string& ns, const std::string& pod,
     throw Error(ErrorKind::BadRequest, "you must specify at least one command for the container",
                 400);
   const SimulatedContainer* proxy = entry.sim->container("istio-proxy");
-  ExecContext context{entry.object, impl_->container_spec(entry, c.name),
+  const std::shared_ptr<const json> object = entry.object;  // what the context refers into
+  ExecContext context{*object, impl_->container_spec(entry, c.name),
                       [&](std::string_view resource, std::string_view name) {
                         try {
                           return std::optional<json>(

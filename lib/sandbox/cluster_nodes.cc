@@ -135,10 +135,10 @@ std::optional<TimePoint> SimulatedCluster::Impl::next_heartbeat() const {
 }
 
 std::vector<NodeView> SimulatedCluster::Impl::sync_nodes(TimePoint now) {
-  ListPage page = store.list(kNodes, ListRequest{});
+  SharedListPage page = store.list_shared(kNodes, ListRequest{});
   std::set<std::string> present;
   for (const auto& node : page.items)
-    present.insert(string_member(member(node, "metadata"), "name"));
+    present.insert(string_member(member(*node, "metadata"), "name"));
   bool registered = false;
   for (auto& node : own_nodes) {
     try {
@@ -157,10 +157,10 @@ std::vector<NodeView> SimulatedCluster::Impl::sync_nodes(TimePoint now) {
     }
   }
   if (registered)
-    page = store.list(kNodes, ListRequest{});
+    page = store.list_shared(kNodes, ListRequest{});
   std::vector<NodeView> views;
   for (const auto& node : page.items)
-    views.push_back(node_view(node));
+    views.push_back(node_view(*node));
   std::sort(views.begin(), views.end(),
             [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
   return views;

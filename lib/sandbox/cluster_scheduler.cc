@@ -193,7 +193,7 @@ void SimulatedCluster::Impl::set_scheduled_condition(PodEntry& entry, std::strin
                                                      std::string_view reason,
                                                      std::string_view message, TimePoint now) {
   // Cheap check first: most passes find the condition as it should be.
-  for (const auto& c : member(member(entry.object, "status"), "conditions")) {
+  for (const auto& c : member(member(*entry.object, "status"), "conditions")) {
     if (string_member(c, "type") == "PodScheduled" && string_member(c, "status") == status &&
         string_member(c, "reason") == reason && string_member(c, "message") == message) {
       return;
@@ -234,7 +234,7 @@ void SimulatedCluster::Impl::record_scheduler_event(const PodEntry& entry, std::
         {"name", f.name},
         {"namespace", f.ns},
         {"uid", f.uid},
-        {"resourceVersion", string_member(member(entry.object, "metadata"), "resourceVersion")}}},
+        {"resourceVersion", string_member(member(*entry.object, "metadata"), "resourceVersion")}}},
       {"reason", reason},
       {"message", message},
       {"type", type},
@@ -255,7 +255,7 @@ void SimulatedCluster::Impl::record_scheduler_event(const PodEntry& entry, std::
 bool SimulatedCluster::Impl::bind(PodEntry& entry, const std::string& node, TimePoint now) {
   const std::string uid = entry.facts.uid;
   try {
-    json stored =
+    auto stored =
         store.modify(kPods, entry.facts.ns, entry.facts.name, WritePart::Main, [&](json& pod) {
           const json& metadata = member(pod, "metadata");
           if (string_member(metadata, "uid") != uid ||
@@ -265,7 +265,7 @@ bool SimulatedCluster::Impl::bind(PodEntry& entry, const std::string& node, Time
           }
           pod["spec"]["nodeName"] = node;
         });
-    upsert_pod(stored, false);
+    upsert_pod(std::move(stored), false);
   } catch (const SkipWrite&) {
     return false;
   } catch (const Error& e) {

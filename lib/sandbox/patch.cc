@@ -736,7 +736,8 @@ PatchResult patch(Store& store, const std::string& group_resource, const std::st
 
   for (int attempt = 0;; ++attempt) {
     try {
-      return {store.modify(group_resource, ns, name, request.part, mutate, request.dry_run), false};
+      return {*store.modify(group_resource, ns, name, request.part, mutate, request.dry_run),
+              false};
     } catch (const Error& e) {
       if (!apply || request.part != WritePart::Main || e.kind() != ErrorKind::NotFound ||
           attempt > 0)

@@ -40,13 +40,17 @@ struct ResourceInfo : kube::Resource {
 /// Which part of an object an update writes.
 enum class WritePart { Main, Status };
 
-/// One page of a LIST.
-struct ListPage {
-  std::vector<nlohmann::json> items;
+/// One page of a LIST: its objects copied (ListPage) or shared with the store, immutable
+/// (SharedListPage: for the sandbox's own controllers, which only read them).
+template <class Item>
+struct BasicListPage {
+  std::vector<Item> items;
   std::string resource_version;  // of the list (the store's version when it was read)
   std::string continue_token;    // empty on the last page
   std::optional<std::int64_t> remaining_item_count;
 };
+using ListPage = BasicListPage<nlohmann::json>;
+using SharedListPage = BasicListPage<std::shared_ptr<const nlohmann::json>>;
 
 struct ListRequest {
   std::string ns;  // empty = all namespaces
@@ -289,15 +293,19 @@ class Store {
   nlohmann::json get(const std::string& group_resource, const std::string& ns,
                      const std::string& name) const;
   ListPage list(const std::string& group_resource, const ListRequest& request) const;
+  SharedListPage list_shared(const std::string& group_resource, const ListRequest& request) const;
   /// PUT semantics: a non-empty metadata.resourceVersion must match (else Conflict).
   nlohmann::json update(const std::string& group_resource, nlohmann::json object,
                         WritePart part = WritePart::Main, bool dry_run = false);
   /// Read-modify-write under the store's lock, for patches and internal controllers; `mutate`
   /// gets a copy of the stored object, may throw to abort and must not call the store. A
-  /// resourceVersion left in the object must still match. Returns the stored object.
-  nlohmann::json modify(const std::string& group_resource, const std::string& ns,
-                        const std::string& name, WritePart part,
-                        const std::function<void(nlohmann::json&)>& mutate, bool dry_run = false);
+  /// resourceVersion left in the object must still match. Returns the stored object (shared with
+  /// the store: immutable).
+  std::shared_ptr<const nlohmann::json> modify(const std::string& group_resource,
+                                               const std::string& ns, const std::string& name,
+                                               WritePart part,
+                                               const std::function<void(nlohmann::json&)>& mutate,
+                                               bool dry_run = false);
   /// DELETE: finalizers and Foreground/Orphan propagation set deletionTimestamp and keep the
   /// object until they clear; dependents are collected per propagation policy. A type with a
   /// graceful delete period (pods) is first marked with deletionTimestamp = now + period and

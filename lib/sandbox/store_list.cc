@@ -94,6 +94,18 @@ ContinueToken decode_continue(const std::string& text) {
 }  // namespace
 
 ListPage Store::list(const std::string& group_resource, const ListRequest& request) const {
+  SharedListPage shared = list_shared(group_resource, request);
+  ListPage page{.resource_version = std::move(shared.resource_version),
+                .continue_token = std::move(shared.continue_token),
+                .remaining_item_count = shared.remaining_item_count};
+  page.items.reserve(shared.items.size());
+  for (const auto& item : shared.items)
+    page.items.push_back(*item);
+  return page;
+}
+
+SharedListPage Store::list_shared(const std::string& group_resource,
+                                  const ListRequest& request) const {
   // The real server reads from its watch cache, unless the request needs etcd: no version, a
   // continue token, a limit with a version other than "0", or an exact version.
   const std::string& rv_text = request.resource_version;
@@ -113,8 +125,8 @@ ListPage Store::list(const std::string& group_resource, const ListRequest& reque
     }
     core_->wait_for_version(wanted, request.stop);
   }
-  std::vector<SharedJson> items;
-  ListPage page;
+  SharedListPage page;
+  std::vector<SharedJson>& items = page.items;
   {
     std::lock_guard lock(core_->mu);
     auto& core = *core_;
@@ -207,9 +219,6 @@ ListPage Store::list(const std::string& group_resource, const ListRequest& reque
           encode_continue(static_cast<std::int64_t>(at), last_key.substr(prefix.size()) + '\0');
     }
   }
-  page.items.reserve(items.size());
-  for (const auto& item : items)
-    page.items.push_back(*item);
   return page;
 }
 

@@ -497,8 +497,8 @@ TEST_F(StoreTest, NoOpUpdateKeepsResourceVersionAndEmitsNothing) {
 
 TEST_F(StoreTest, ModifyRunsUnderTheLockAndAbortsOnThrow) {
   store_.create("pods", pod("web"));
-  json out = store_.modify("pods", "default", "web", WritePart::Main,
-                           [](json& p) { p["metadata"]["labels"]["m"] = "1"; });
+  json out = *store_.modify("pods", "default", "web", WritePart::Main,
+                            [](json& p) { p["metadata"]["labels"]["m"] = "1"; });
   EXPECT_EQ(out["metadata"]["labels"]["m"], "1");
   const std::string rv = store_.current_resource_version();
   EXPECT_THROW(store_.modify("pods", "default", "web", WritePart::Main,
@@ -1101,8 +1101,8 @@ TEST_F(StoreTest, WatchFromBeforeTheWindowIsGone) {
 TEST_F(StoreTest, ObjectsMovingInAndOutOfASelectorAreAddedAndDeleted) {
   json a = store_.create("pods", pod("a", {{"app", "web"}}));
   auto w = watch("pods", a["metadata"]["resourceVersion"], "app=web");
-  json moved = store_.modify("pods", "default", "a", WritePart::Main,
-                             [](json& p) { p["metadata"]["labels"]["app"] = "db"; });
+  json moved = *store_.modify("pods", "default", "a", WritePart::Main,
+                              [](json& p) { p["metadata"]["labels"]["app"] = "db"; });
   store_.modify("pods", "default", "a", WritePart::Main,
                 [](json& p) { p["metadata"]["labels"]["app"] = "web"; });
   store_.modify("pods", "default", "a", WritePart::Main,

@@ -77,9 +77,9 @@ json Store::update(const std::string& group_resource, json object, WritePart par
   return *result;
 }
 
-json Store::modify(const std::string& group_resource, const std::string& ns,
-                   const std::string& name, WritePart part,
-                   const std::function<void(json&)>& mutate, bool dry_run) {
+SharedJson Store::modify(const std::string& group_resource, const std::string& ns,
+                         const std::string& name, WritePart part,
+                         const std::function<void(json&)>& mutate, bool dry_run) {
   SharedJson result;
   {
     std::lock_guard lock(core_->mu);
@@ -94,7 +94,7 @@ json Store::modify(const std::string& group_resource, const std::string& ns,
     result = core_->update(t, key, std::move(copy), part, dry_run, /*allow_unconditional=*/true);
     core_->run_tasks();
   }
-  return *result;
+  return result;
 }
 
 void StoreCore::check_namespace_admission(const ResourceInfo& info, const std::string& ns,
