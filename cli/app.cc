@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "docs.h"
 #include "error.h"
+#include "job_values.h"
 #include "run.h"
 #include "text.h"
 
@@ -153,10 +154,7 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e,
                after_separator.end();
       });
   if (unparsed && command != nullptr && command->count() > 0 && left_after_separator) {
-    message = fmt::format(
-        "unexpected argument {:?} before \"--\": the job's command comes after \"--\" alone "
-        "(a job is named with --name)",
-        command->results().front());
+    message = misplaced_command_word(command->results().front());
   } else if (const auto flag = std::find_if(
                  left.begin(), left.end(),
                  [](const std::string& a) { return a.size() > 1 && a[0] == '-' && a != "--"; });
@@ -340,7 +338,7 @@ int parse_and_run(CLI::App& app, std::vector<std::string> args) {
 int run(int argc, char** argv) {
   // kubectl's `-v=6`: CLI11 would read "=6" as the short option's value.
   std::vector<std::string> args;
-  std::vector<std::string> after_separator;  // for report_parse_error
+  std::vector<std::string> after_separator;  // for submit and render, and report_parse_error
   if (const auto separator =
           std::find(argv + std::min(argc, 1), argv + argc, std::string_view("--"));
       separator != argv + argc)
@@ -355,12 +353,14 @@ int run(int argc, char** argv) {
   // fails before it runs any callback.
   if (std::optional<Application> verb =
           make_verb_application(argc > 1 ? argv[1] : "", argc > 2 ? argv[2] : "")) {
+    verb->flags->words_after_separator = after_separator.size();
     try {
       return parse_and_run(*verb->app, args);
     } catch (const CLI::ParseError&) {
     }
   }
   Application application = make_application();
+  application.flags->words_after_separator = after_separator.size();
   try {
     return parse_and_run(*application.app, std::move(args));
   } catch (const CLI::ParseError& e) {

@@ -149,6 +149,18 @@ bool JobFlags::was_given(const std::string& option) const {
   return it != given.end() && it->second != nullptr && it->second->count() > 0;
 }
 
+std::string misplaced_command_word(std::string_view word) {
+  return fmt::format(
+      "unexpected argument {:?} before \"--\": the job's command comes after \"--\" alone (a "
+      "job is named with --name)",
+      word);
+}
+
+void JobFlags::require_separator(std::size_t words_after_separator) const {
+  if (command.size() > words_after_separator)
+    throw Error(ErrorKind::Usage, misplaced_command_word(command.front()));
+}
+
 json JobFlags::flag_values() const {
   json v = json::object();
   put_string(v, "name", name);
@@ -380,7 +392,9 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
                  "--template of your own takes any key")
       ->group(tpl);
   cmd.add_option("--set-string", f.set_strings, "Set a value as a string: a.b=c")->group(tpl);
-  cmd.add_option("command", f.command, "-- COMMAND [ARGS...] run by the job's containers");
+  cmd.add_option("command", f.command,
+                 "[NAME] [-- COMMAND [ARGS...]]: the job's name (as --name), and the command its "
+                 "containers run");
 }
 
 std::string template_name(api::JobKind kind) {

@@ -16,6 +16,10 @@ namespace trainctl::cli {
 
 /// Everything a user can say about a job on the command line, before it becomes render values.
 /// Options are kept with their CLI11 handles so "not given" differs from "given as 0".
+/// What a word before `--` in the command line of a job kind is told (JobFlags::require_separator,
+/// and the parse error of words on both sides of `--`).
+std::string misplaced_command_word(std::string_view word);
+
 struct JobFlags {
   api::JobKind kind = api::JobKind::TFJob;
 
@@ -71,6 +75,12 @@ struct JobFlags {
   nlohmann::json values(const std::string& namespace_) const;
 
   bool was_given(const std::string& option) const;
+
+  /// Throws Error(Usage) when a positional word came before `--` (CLI11 gives the words before
+  /// and after it as one list, those after last): the command goes after `--` alone, so that
+  /// `submit tfjob mnist --image x`, which kubectl's `create job NAME` would read as a name,
+  /// does not run `mnist` as the job's command.
+  void require_separator(std::size_t words_after_separator) const;
   /// Whether the template rendered is the one shipped for the kind (not --template, nor one in
   /// $TRAINCTL_TEMPLATE_PATH or the user's template directory).
   bool uses_builtin_template() const;

@@ -25,6 +25,10 @@ struct RenderOptions {
   void Complete(const GlobalFlags& flags) {
     ns_flag = flags.overrides.namespace_;
     format = parse_output_format(output);
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      if (kind_commands[i]->parsed())
+        kinds[i].require_separator(flags.words_after_separator);
+    }
   }
 
   void Validate() const {

@@ -437,8 +437,10 @@ struct SubmitOptions {
     ns_flag = flags.overrides.namespace_;
     write.replace_timeout = follow.timeout;
     for (std::size_t i = 0; i < kinds.size(); ++i) {
-      if (kind_commands[i]->parsed())
+      if (kind_commands[i]->parsed()) {
         kind = i;
+        kinds[i].require_separator(flags.words_after_separator);
+      }
     }
   }
 

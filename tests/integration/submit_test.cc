@@ -279,6 +279,31 @@ TEST(RenderTest, ARepeatableFlagBeforeTheCommandTakesOneValue) {
   EXPECT_EQ(extra.exit_code, 2);
 }
 
+// The job's command comes after `--` alone: `render tfjob mnist --image x`, which kubectl's
+// `create job NAME` reads as a name, used to run `mnist` as the job's command.
+TEST(RenderTest, AWordBeforeTheSeparatorIsRefusedNotRunAsTheCommand) {
+  for (const char* args :
+       {"render tfjob mnist --image reg/tf:1", "render tfjob --image reg/tf:1 mnist",
+        "render mpijob --image reg/hvd:1 mpirun python train.py"}) {
+    RunResult r = run_submit(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    const std::string word =
+        std::string(args).find("mpirun") != std::string::npos ? "mpirun" : "mnist";
+    EXPECT_EQ(r.err, "trainctl: unexpected argument \"" + word +
+                         "\" before \"--\": the job's command comes after \"--\" alone (a job is "
+                         "named with --name)\n")
+        << args;
+  }
+  // After `--`, every word is the command, whatever it looks like.
+  RunResult r = run_submit("render tfjob --image reg/tf:1 -o json -- mnist --name x");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json job = parse_json(r);
+  EXPECT_EQ(job["metadata"]["generateName"], "tfjob-");
+  EXPECT_EQ(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"],
+            json::array({"mnist", "--name", "x"}));
+}
+
 // Duration flags take Go durations as kubectl's do, and plain integers as seconds.
 TEST(RenderTest, DurationFlagsTakeGoDurationsOrSeconds) {
   RunResult r = run_submit(
@@ -581,6 +606,13 @@ TEST_F(SubmitTest, CreatesTheRenderedJob) {
             rendered["metadata"]["annotations"]["trainctl.io/spec-hash"]);
   EXPECT_THAT(annotations["trainctl.io/spec-hash"].get<std::string>(),
               MatchesRegex("[0-9a-f]{64}"));
+}
+
+TEST_F(SubmitTest, AWordBeforeTheSeparatorCreatesNothing) {
+  RunResult r = trainctl("submit tfjob mnist --image reg/tf:1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unexpected argument \"mnist\" before \"--\""));
+  EXPECT_TRUE(client().list(kube::resources::job(api::JobKind::TFJob), "default")["items"].empty());
 }
 
 TEST_F(SubmitTest, WithoutANameTheServerGeneratesOne) {
