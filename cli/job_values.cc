@@ -392,9 +392,7 @@ void add_job_flags(CLI::App& cmd, JobFlags& f) {
                  "--template of your own takes any key")
       ->group(tpl);
   cmd.add_option("--set-string", f.set_strings, "Set a value as a string: a.b=c")->group(tpl);
-  cmd.add_option("command", f.command,
-                 "[NAME] [-- COMMAND [ARGS...]]: the job's name (as --name), and the command its "
-                 "containers run");
+  cmd.add_option("command", f.command, "-- COMMAND [ARGS...] run by the job's containers");
 }
 
 std::string template_name(api::JobKind kind) {
