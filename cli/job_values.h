@@ -14,12 +14,12 @@
 
 namespace trainctl::cli {
 
-/// Everything a user can say about a job on the command line, before it becomes render values.
-/// Options are kept with their CLI11 handles so "not given" differs from "given as 0".
 /// What a word before `--` in the command line of a job kind is told (JobFlags::require_separator,
 /// and the parse error of words on both sides of `--`).
 std::string misplaced_command_word(std::string_view word);
 
+/// Everything a user can say about a job on the command line, before it becomes render values.
+/// Options are kept with their CLI11 handles so "not given" differs from "given as 0".
 struct JobFlags {
   api::JobKind kind = api::JobKind::TFJob;
 
