@@ -243,13 +243,39 @@ struct DirectTransport::Context {
 };
 
 struct DirectTransport::Connection {
-  std::unique_ptr<TlsSocket> socket;
+  std::unique_ptr<TlsSocket> socket;  // set once, before any request on it is written
   std::string client_cert_pem;
-  std::string buffer;  // read past the last response
-  bool reused = false;
+  std::string buffer;  // read past the last answer; only by the request whose turn it is to read
+  // The requests on it (guarded by DirectTransport::mu_), numbered as they are placed; they are
+  // written and answered in that order.
+  std::size_t placed = 0;
+  std::size_t written = 0;             // the next to write
+  std::size_t answered = 0;            // the next to read its answer
+  std::size_t in_flight = 0;           // placed and not yet left
+  std::size_t failed_from = SIZE_MAX;  // requests from this one on get no answer on it
+  bool closed_cleanly = false;         // an answer closed it: those requests were not processed
+  bool joinable = true;                // every request on it is read whole
+  bool carries_write = false;          // a request on it is not a read
+  std::condition_variable turn;
+};
+
+struct DirectTransport::Place {
+  std::shared_ptr<Connection> c;
+  std::size_t index = 0;
+  bool opens = false;   // a new connection this request opens
+  bool behind = false;  // others were on the connection before it (pipelined, or taken idle)
+  bool sent = false;
+  bool answered = false;  // a byte of the answer came
+  bool left = false;
 };
 
 namespace {
+
+/// Thrown to a request whose connection ended before its answer, because of an earlier request
+/// on it: `cleanly` when an earlier answer closed it (the request was not processed).
+struct Unanswered {
+  bool cleanly = false;
+};
 
 /// SSL_CTX_set_cert_cb: the client certificate, when the server asks for one.
 int present_identity(SSL* ssl, void* arg) {
@@ -337,15 +363,13 @@ DirectTransport::Context& DirectTransport::context_for(const RequestCredentials&
   return *slot;
 }
 
-std::unique_ptr<DirectTransport::Connection> DirectTransport::open(const RequestCredentials& creds,
-                                                                   Deadline deadline) {
+std::unique_ptr<TlsSocket> DirectTransport::open(const RequestCredentials& creds,
+                                                 Deadline deadline) {
   Context& context = context_for(creds);
   const int fd = connect_tcp(endpoint_.connect_host, endpoint_.port, deadline);
-  auto c = std::make_unique<Connection>();
-  c->socket = std::make_unique<TlsSocket>(
+  auto socket = std::make_unique<TlsSocket>(
       fd, context.ctx.get(), fmt::format("{}:{}", endpoint_.connect_host, endpoint_.port));
-  c->client_cert_pem = creds.client_cert_pem;
-  SSL* ssl = c->socket->ssl();
+  SSL* ssl = socket->ssl();
   const std::string& name = endpoint_.verify_name;
   const bool by_address = is_ip_address(name);
   if (!by_address)
@@ -357,7 +381,7 @@ std::unique_ptr<DirectTransport::Connection> DirectTransport::open(const Request
       throw Error(ErrorKind::Connection, "cannot set up TLS: " + openssl_errors());
   }
   try {
-    c->socket->connect(std::min(deadline, SteadyClock::now() + config_.tls_handshake_timeout));
+    socket->connect(std::min(deadline, SteadyClock::now() + config_.tls_handshake_timeout));
   } catch (const Error& e) {
     const long verified = SSL_get_verify_result(ssl);
     if (e.kind() == ErrorKind::Connection && verified != X509_V_OK) {
@@ -371,56 +395,132 @@ std::unique_ptr<DirectTransport::Connection> DirectTransport::open(const Request
       throw Error(ErrorKind::Config, problem);
     throw Error(e.kind(), "TLS handshake: " + e.message());
   }
-  return c;
+  return socket;
 }
 
-std::unique_ptr<DirectTransport::Connection> DirectTransport::idle_connection(
-    const std::string& client_cert_pem) {
+DirectTransport::Place DirectTransport::take_place(const RequestCredentials& creds, bool read,
+                                                   bool whole, bool may_join) {
   std::lock_guard lock(mu_);
+  const auto placed = [&](const std::shared_ptr<Connection>& c, bool behind) {
+    c->joinable = c->joinable && whole;
+    c->carries_write = c->carries_write || !read;
+    ++c->in_flight;
+    return Place{.c = c, .index = c->placed++, .opens = false, .behind = behind};
+  };
+  if (whole && may_join) {
+    for (const std::shared_ptr<Connection>& c : busy_) {
+      if (c->client_cert_pem == creds.client_cert_pem && c->joinable &&
+          c->failed_from == SIZE_MAX && c->in_flight < kMaxPipelined && (read || !c->carries_write))
+        return placed(c, true);
+    }
+  }
   while (!idle_.empty()) {
-    std::unique_ptr<Connection> c = std::move(idle_.back());
+    std::shared_ptr<Connection> c = std::move(idle_.back());
     idle_.pop_back();
     // A connection the server has closed meanwhile is dropped, not tried.
-    if (c->client_cert_pem == client_cert_pem && !c->socket->peer_closed())
-      return c;
+    if (c->client_cert_pem == creds.client_cert_pem && !c->socket->peer_closed()) {
+      busy_.push_back(c);
+      return placed(c, true);
+    }
   }
-  return nullptr;
+  auto c = std::make_shared<Connection>();
+  c->client_cert_pem = creds.client_cert_pem;
+  busy_.push_back(c);
+  Place place = placed(c, false);
+  place.opens = true;
+  return place;
 }
 
-HttpResponse DirectTransport::attempt(Connection& c, const std::string& request_text,
-                                      const std::string& method, Deadline deadline,
-                                      const BodySink* sink, const std::stop_token& stop,
-                                      bool& reusable, bool& sent, bool& answered) {
+void DirectTransport::wait_turn(Place& place, bool to_write, Deadline deadline) {
+  std::unique_lock lock(mu_);
+  Connection& c = *place.c;
+  const auto ready = [&] {
+    return c.failed_from <= place.index ||
+           (c.socket && (to_write ? c.written : c.answered) == place.index);
+  };
+  if (deadline == Deadline::max()) {
+    c.turn.wait(lock, ready);
+  } else if (!c.turn.wait_until(lock, deadline, ready)) {
+    throw Error(ErrorKind::Timeout, to_write ? "timed out waiting for a connection"
+                                             : "timed out waiting for the answer");
+  }
+  if (c.failed_from <= place.index)
+    throw Unanswered{.cleanly = c.closed_cleanly};
+}
+
+void DirectTransport::leave(Place& place, bool reusable, bool closed_cleanly) {
+  std::lock_guard lock(mu_);
+  Connection& c = *place.c;
+  place.left = true;
+  if (reusable) {
+    c.answered = place.index + 1;
+  } else if (place.index + (closed_cleanly ? 1 : 0) < c.failed_from) {
+    // Unanswered from here on: this request's own failure, or an answer that closed it.
+    c.failed_from = place.index + (closed_cleanly ? 1 : 0);
+    c.closed_cleanly = closed_cleanly;
+  }
+  c.turn.notify_all();
+  if (--c.in_flight > 0)
+    return;
+  std::erase(busy_, place.c);
+  if (c.failed_from == SIZE_MAX && c.socket) {
+    c.joinable = true;
+    c.carries_write = false;
+    idle_.push_back(std::move(place.c));
+  }
+}
+
+HttpResponse DirectTransport::attempt(Place& place, const RequestCredentials& creds,
+                                      const std::string& request_text, const std::string& method,
+                                      Deadline deadline, const BodySink* sink,
+                                      const std::stop_token& stop) {
+  Connection& c = *place.c;
+  if (place.opens) {
+    std::unique_ptr<TlsSocket> socket = open(creds, deadline);
+    std::lock_guard lock(mu_);
+    c.socket = std::move(socket);
+    c.turn.notify_all();
+  }
+  wait_turn(place, /*to_write=*/true, deadline);
   c.socket->write_all(request_text, deadline);
-  sent = true;
+  place.sent = true;
+  {
+    std::lock_guard lock(mu_);
+    c.written = place.index + 1;
+    c.turn.notify_all();
+  }
+  wait_turn(place, /*to_write=*/false, deadline);
   TlsSocket& socket = *c.socket;
   MessageReader reader(
       [&](char* buf, std::size_t n) {
         const std::size_t got = socket.read_some(buf, n, deadline);
-        answered = answered || got > 0;
+        place.answered = place.answered || got > 0;
         return got;
       },
       c.buffer);
-  answered = !c.buffer.empty();
+  place.answered = !c.buffer.empty();
   ResponseHead head = read_response_head(reader, method);
   HttpResponse& response = head.response;
   const bool streamed = sink != nullptr && response.status >= 200 && response.status < 300;
-  // A stop request cuts the connection: the read under way returns at once.
-  std::stop_callback cut(stop, [&socket] { socket.abort(); });
-  bool whole;
-  try {
-    whole = reader.read_body(head.framing, SIZE_MAX, [&](std::string_view piece) {
-      if (streamed)
-        return (*sink)(piece);
-      response.body.append(piece);
-      return true;
-    });
-  } catch (const Error&) {
-    if (!stop.stop_requested())
-      throw;
-    whole = false;
+  bool whole = false;
+  {
+    // A stop request cuts the connection: the read under way returns at once.
+    std::stop_callback cut(stop, [&socket] { socket.abort(); });
+    try {
+      whole = reader.read_body(head.framing, SIZE_MAX, [&](std::string_view piece) {
+        if (streamed)
+          return (*sink)(piece);
+        response.body.append(piece);
+        return true;
+      });
+    } catch (const Error&) {
+      if (!stop.stop_requested())
+        throw;
+    }
   }
-  reusable = whole && head.reusable && !stop.stop_requested();
+  // An answer read whole that does not keep the connection (Connection: close, HTTP/1.0, a body
+  // that ends with it) closed it cleanly: the server processes nothing after it.
+  leave(place, whole && head.reusable && !stop.stop_requested(), whole && !head.reusable);
   return std::move(response);
 }
 
@@ -448,34 +548,35 @@ HttpResponse DirectTransport::exchange(
     fmt::format_to(std::back_inserter(text), "Content-Length: {}\r\n", body.size());
   text += "\r\n";
   text += body;
-  // A request that fails on a kept-alive connection before any answer (the server closed it
-  // while idle) is sent again once on a new one, if sending it twice cannot do harm: it is a read,
-  // or it never left.
+  // A request that fails on a connection others used before it, before any answer (the server
+  // closed it while idle, or an earlier request's failure ended it), is sent again once on
+  // another if sending it twice cannot do harm: it is a read, it never left, or the server
+  // closed the connection with an answer before it (and so did not process it).
   const bool idempotent = method == "GET" || method == "HEAD" || method == "OPTIONS";
   for (int tries = 0;; ++tries) {
-    std::unique_ptr<Connection> c = tries == 0 ? idle_connection(creds.client_cert_pem) : nullptr;
-    bool sent = false;
-    bool answered = false;
-    bool reusable = false;
+    Place place = take_place(creds, idempotent, sink == nullptr, /*may_join=*/tries == 0);
+    const auto failed = [&] {
+      if (!place.left)
+        leave(place, /*reusable=*/false, /*closed_cleanly=*/false);
+    };
     try {
-      if (!c)
-        c = open(creds, deadline);
-      else
-        c->reused = true;
-      HttpResponse response =
-          attempt(*c, text, method, deadline, sink, stop, reusable, sent, answered);
-      if (reusable) {
-        c->reused = false;
-        std::lock_guard lock(mu_);
-        idle_.push_back(std::move(c));
-      }
-      return response;
+      return attempt(place, creds, text, method, deadline, sink, stop);
+    } catch (const Unanswered& unanswered) {
+      failed();
+      if (tries == 0 && (!place.sent || idempotent || unanswered.cleanly))
+        continue;
+      throw Error(ErrorKind::Connection,
+                  fmt::format("{} {}: the connection ended before the answer to it came (a "
+                              "request before it on the connection went unanswered)",
+                              method, url));
     } catch (const HttpFailure& failure) {
+      failed();
       throw Error(ErrorKind::Protocol,
                   fmt::format("{} {}: malformed response: {}", method, url, failure.message));
     } catch (const Error& e) {
-      if (c && c->reused && tries == 0 && e.kind() == ErrorKind::Connection &&
-          (!sent || (idempotent && !answered)))
+      failed();
+      if (place.behind && tries == 0 && e.kind() == ErrorKind::Connection &&
+          (!place.sent || (idempotent && !place.answered)))
         continue;
       throw Error(e.kind(), fmt::format("{} {}: {}", method, url, e.message()));
     }

@@ -4,7 +4,16 @@
 // short-lived commands: a command that sends a request or two spent most of its time loading
 // libcurl and its ~30 libraries (GnuTLS, Kerberos, LDAP, SASL, libssh2, ...: ~6 ms, more than
 // the request itself against a local kube-apiserver). Requests one after another keep one
-// keep-alive connection; concurrent requests each take an idle connection or open one. TLS as
+// keep-alive connection. Concurrent requests are pipelined (RFC 9112 section 9.3) on a connection
+// already opening or waiting for its answers, up to kMaxPipelined: written one after another
+// and answered in order, so a command's few concurrent requests (list's three job kinds, submit's
+// job and its queue) cost one TLS handshake and one round trip, not a handshake each. Only
+// requests read whole join (a stream never: what follows it would wait for its end), and a
+// connection carries at most one request that is not a read (behind reads or ahead of them). A
+// request left unanswered when an earlier one's answer closes the connection was not processed
+// (RFC 9112 section 9.6) and is sent again on another connection; when the connection fails
+// otherwise, an unanswered read is sent again and a write fails saying so. Other concurrent
+// requests take an idle connection or open one. TLS as
 // libcurl set it up: the config's CAs (else the system's), verification of the server's name or
 // address, SNI, a client certificate sent only when the server asks for one (a resumed session
 // is not asked: its key is then never parsed), sessions kept between commands
@@ -13,6 +22,8 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -85,26 +96,35 @@ class DirectTransport {
                         const RequestCredentials& creds, const BodySink* sink,
                         std::stop_token stop);
 
+  /// Requests pipelined on one connection at most: each waits for the answers before its own,
+  /// which the server works out one after another.
+  static constexpr std::size_t kMaxPipelined = 4;
+
   /// A client certificate with its key, parsed once and only when a server asks for it.
   struct Identity;
-  /// One connection with the bytes read past its last response.
+  /// One connection with the bytes read past its last response, and the requests on it.
   struct Connection;
+  /// One request's place on a connection, and how its attempt went.
+  struct Place;
 
  private:
   /// The SSL_CTX for connections with this client certificate ("" = none), made on first use.
   struct Context;
   Context& context_for(const RequestCredentials& creds);
-  std::unique_ptr<Connection> open(const RequestCredentials& creds, Deadline deadline);
-  std::unique_ptr<Connection> idle_connection(const std::string& client_cert_pem);
-  HttpResponse attempt(Connection& c, const std::string& request_text, const std::string& method,
-                       Deadline deadline, const BodySink* sink, const std::stop_token& stop,
-                       bool& reusable, bool& sent, bool& answered);
+  std::unique_ptr<TlsSocket> open(const RequestCredentials& creds, Deadline deadline);
+  Place take_place(const RequestCredentials& creds, bool read, bool whole, bool may_join);
+  void wait_turn(Place& place, bool to_write, Deadline deadline);
+  void leave(Place& place, bool reusable, bool closed_cleanly);
+  HttpResponse attempt(Place& place, const RequestCredentials& creds,
+                       const std::string& request_text, const std::string& method,
+                       Deadline deadline, const BodySink* sink, const std::stop_token& stop);
 
   RestConfig config_;
   Endpoint endpoint_;
-  std::mutex mu_;
+  std::mutex mu_;  // also guards the requests of every Connection
   std::map<std::string, std::unique_ptr<Context>> contexts_;  // by client certificate PEM
-  std::vector<std::unique_ptr<Connection>> idle_;
+  std::vector<std::shared_ptr<Connection>> idle_;
+  std::vector<std::shared_ptr<Connection>> busy_;  // opening, or with requests on it
 };
 
 }  // namespace trainctl::kube
