@@ -22,6 +22,7 @@
 #include "tests/support/exec_kubeconfig.h"
 #include "tests/support/https_test_server.h"
 #include "tests/support/run_command.h"
+#include "tests/support/scripted_server.h"
 #include "tests/support/temp_dir.h"
 
 namespace trainctl {
@@ -354,76 +355,47 @@ TEST_F(CliTest, VerbosityLogsEachRequestAndNeverTheToken) {
   EXPECT_THAT(down.out, Not(HasSubstr("very-secret-token")));
 }
 
-// The three job kinds are asked for at once (streams of one HTTP/2 connection where the server
-// speaks it), not one after another: each answer here waits until all three requests are in.
+// The three job kinds are asked for at once, not one after another: pipelined on one connection
+// (streams of one HTTP/2 connection where the server speaks it), so the server here has read all
+// three requests before it answers the first. One connection per command.
 TEST_F(CliTest, ListAndGetAskForTheThreeJobKindsAtOnce) {
-  testing::HttpsTestServer server;
-  std::mutex mu;
-  std::condition_variable all_in;
-  int in_flight = 0;
-  std::vector<int> seen_in_flight;
-  const auto answer = [&](const char* body) {
-    return [&, body](const httplib::Request&, httplib::Response& res) {
-      std::unique_lock lock(mu);
-      ++in_flight;
-      all_in.notify_all();
-      all_in.wait_for(lock, std::chrono::seconds(5), [&] { return in_flight % 3 == 0; });
-      seen_in_flight.push_back(in_flight);
-      res.status = body == nullptr ? 404 : 200;
-      res.set_content(
-          body == nullptr ? R"({"kind":"Status","reason":"NotFound","code":404})" : body,
-          "application/json");
-    };
-  };
-  const char* empty = R"({"kind":"List","metadata":{"resourceVersion":"1"},"items":[]})";
-  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/tfjobs", answer(empty));
-  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", answer(empty));
-  server.routes().Get("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs", answer(empty));
-  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/tfjobs/a", answer(nullptr));
-  server.routes().Get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/a", answer(nullptr));
-  server.routes().Get("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/a", answer(nullptr));
-  server.start();
+  const std::string empty = testing::ScriptedServer::json_response(
+      200, R"({"kind":"List","metadata":{"resourceVersion":"1"},"items":[]})");
+  const std::string missing = testing::ScriptedServer::json_response(
+      404,
+      R"({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404})");
+  testing::ScriptedServer server({{"<read>", "<read>", "<read>", empty, empty, empty},
+                                  {"<read>", "<read>", "<read>", missing, missing, missing}});
   const std::string config = kubeconfig_for(server.url(), "cli-token");
 
-  RunResult list = run_cli("list -n default --kubeconfig " + config);
+  RunResult list = run_cli("list -n default --request-timeout 5s --kubeconfig " + config);
   EXPECT_EQ(list.exit_code, 0) << list.out;
   EXPECT_THAT(list.out, HasSubstr("No jobs found in default namespace."));
-  RunResult get = run_cli("get a -n default --kubeconfig " + config);
+  RunResult get = run_cli("get a -n default --request-timeout 5s --kubeconfig " + config);
   EXPECT_EQ(get.exit_code, 3) << get.out;
   EXPECT_THAT(get.out, HasSubstr("job \"a\" not found in namespace \"default\""));
-  std::lock_guard lock(mu);
-  EXPECT_EQ(seen_in_flight, (std::vector<int>{3, 3, 3, 6, 6, 6}))
-      << "a request was answered before the other kinds' requests had arrived";
+  EXPECT_THAT(server.requests(),
+              ::testing::UnorderedElementsAre(
+                  "0 GET /apis/kubeflow.org/v1/namespaces/default/tfjobs HTTP/1.1",
+                  "0 GET /apis/kubeflow.org/v1/namespaces/default/pytorchjobs HTTP/1.1",
+                  "0 GET /apis/kubeflow.org/v2beta1/namespaces/default/mpijobs HTTP/1.1",
+                  "1 GET /apis/kubeflow.org/v1/namespaces/default/tfjobs/a HTTP/1.1",
+                  "1 GET /apis/kubeflow.org/v1/namespaces/default/pytorchjobs/a HTTP/1.1",
+                  "1 GET /apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/a HTTP/1.1"));
 }
 
 // submit reads the job's queue (for its "will not run" warning) while the job is being created,
-// not after: the create is answered only once the queue's GET has arrived.
+// not after: the server here has read both requests, on one connection, before it answers either.
 TEST_F(CliTest, SubmitReadsTheQueueWhileTheJobIsCreated) {
-  testing::HttpsTestServer server;
-  std::mutex mu;
-  std::condition_variable queue_read;
-  bool queue_asked = false;
-  bool create_saw_queue = false;
-  server.routes().Get("/apis/scheduling.volcano.sh/v1beta1/queues/small",
-                      [&](const httplib::Request&, httplib::Response& res) {
-                        {
-                          std::lock_guard lock(mu);
-                          queue_asked = true;
-                        }
-                        queue_read.notify_all();
-                        res.set_content(R"({"kind":"Queue","metadata":{"name":"small"},
-                                            "spec":{"capability":{"cpu":"1"}}})",
-                                        "application/json");
-                      });
-  server.routes().Post("/apis/kubeflow.org/v1/namespaces/default/tfjobs",
-                       [&](const httplib::Request& req, httplib::Response& res) {
-                         std::unique_lock lock(mu);
-                         create_saw_queue = queue_read.wait_for(lock, std::chrono::seconds(5),
-                                                                [&] { return queue_asked; });
-                         res.status = 201;
-                         res.set_content(req.body, "application/json");
-                       });
-  server.start();
+  testing::ScriptedServer server(
+      {{"<read>", "<read>", "RESPOND", "RESPOND"}},
+      [](const std::string& method, const std::string&, const std::string& body) {
+        if (method == "POST")
+          return testing::ScriptedServer::json_response(201, body);
+        return testing::ScriptedServer::json_response(
+            200,
+            R"({"kind":"Queue","metadata":{"name":"small"},"spec":{"capability":{"cpu":"1"}}})");
+      });
   const std::string config = kubeconfig_for(server.url(), "cli-token");
   const std::string job = dir_.write("job.yaml", R"(apiVersion: kubeflow.org/v1
 kind: TFJob
@@ -447,13 +419,15 @@ spec:
                 cpu: "1"
 )")
                               .string();
-  RunResult r = run_cli("submit -f " + job + " --kubeconfig " + config);
+  RunResult r = run_cli("submit -f " + job + " --request-timeout 5s --kubeconfig " + config);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("tfjob.kubeflow.org/big created"));
   EXPECT_THAT(r.err, HasSubstr("trainctl: warning: tfjob.kubeflow.org/big will not run: queue "
                                "\"small\" can never admit it: it needs cpu 2"));
-  std::lock_guard lock(mu);
-  EXPECT_TRUE(create_saw_queue) << "the queue was read only after the job was created";
+  EXPECT_THAT(server.requests(),
+              ::testing::UnorderedElementsAre(
+                  "0 GET /apis/scheduling.volcano.sh/v1beta1/queues/small HTTP/1.1",
+                  ::testing::StartsWith("0 POST /apis/kubeflow.org/v1/namespaces/default/tfjobs")));
 }
 
 // TLS is verified unless the kubeconfig or a flag turns it off: a server whose certificate another

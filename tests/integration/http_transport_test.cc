@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -31,6 +30,7 @@
 #include "openssl_handles.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/https_test_server.h"
+#include "tests/support/scripted_server.h"
 #include "tests/support/transports.h"
 #include "text.h"
 #include "tls_socket.h"
@@ -358,117 +358,7 @@ TEST_P(TlsSessionsTest, ADirectoryThatCannotBeMadeOnlyCostsTheResumption) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
 }
 
-/// A TLS server on 127.0.0.1 that answers from a script, for what a well-behaved test server
-/// never does. Connections are served one after another: connection i reads requests and answers
-/// each, in order, with the next text of replies[i] (sent as it is); an empty text, or the end of
-/// its replies, closes the connection instead of answering. Two texts are not sent: "<read>"
-/// reads one more request before the next answer (pipelined requests), "ECHO" answers 200 with the
-/// request's target as the body ("ECHO close": and closes the connection).
-class ScriptedServer {
- public:
-  explicit ScriptedServer(std::vector<std::vector<std::string>> replies)
-      : replies_(std::move(replies)), ctx_(SSL_CTX_new(TLS_server_method())) {
-    const testing::TestPki& pki = testing::TestPki::shared();
-    SSL_CTX_use_certificate(ctx_.get(), read_certificates(pki.server.cert_pem).front().get());
-    SSL_CTX_use_PrivateKey(ctx_.get(), read_private_key(pki.server.key_pem).get());
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(listener_, 8) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      throw std::runtime_error("scripted server: cannot listen");
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~ScriptedServer() {
-    ::shutdown(listener_, SHUT_RDWR);
-    thread_.join();
-    ::close(listener_);
-  }
-
-  RestConfig rest_config() const {
-    RestConfig config;
-    config.server = fmt::format("https://127.0.0.1:{}", port_);
-    config.tls.ca_pem = testing::TestPki::shared().ca.cert_pem;
-    config.transport = Transport::Direct;
-    return config;
-  }
-  /// Each request's line, after the index of the connection it came on.
-  std::vector<std::string> requests() const {
-    std::lock_guard lock(mu_);
-    return requests_;
-  }
-
- private:
-  void serve() {
-    for (const std::vector<std::string>& script : replies_) {
-      const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0)
-        return;
-      const std::size_t index = &script - replies_.data();
-      try {
-        TlsSocket socket(fd, ctx_.get(), "client");
-        socket.accept(deadline_after(std::chrono::seconds(10)));
-        std::string buffer;
-        MessageReader reader(
-            [&](char* buf, std::size_t n) {
-              return socket.read_some(buf, n, deadline_after(std::chrono::seconds(10)));
-            },
-            buffer);
-        std::deque<std::string> unanswered;  // targets, in the order they came
-        const auto read_request = [&] {
-          std::string head;
-          if (!reader.read_head(head))
-            return false;
-          const std::size_t length_at = trainctl::to_lower(head).find("content-length: ");
-          BodyFraming framing;
-          if (length_at != std::string::npos)
-            framing.length = std::stoul(head.substr(length_at + 16));
-          reader.read_body(framing, SIZE_MAX, [](std::string_view) { return true; });
-          const std::string line = head.substr(0, head.find('\r'));
-          const std::size_t target = line.find(' ') + 1;
-          unanswered.push_back(line.substr(target, line.rfind(' ') - target));
-          std::lock_guard lock(mu_);
-          requests_.push_back(fmt::format("{} {}", index, line));
-          return true;
-        };
-        for (const std::string& reply : script) {
-          if (reply == "<read>") {
-            if (!read_request())
-              break;
-            continue;
-          }
-          if (unanswered.empty() && !read_request())
-            break;
-          const std::string target = unanswered.front();
-          unanswered.pop_front();
-          if (reply.empty())
-            break;
-          socket.write_all(
-              reply.starts_with("ECHO")
-                  ? fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{}\r\n{}", target.size(),
-                                reply == "ECHO close" ? "Connection: close\r\n" : "", target)
-                  : reply,
-              deadline_after(std::chrono::seconds(10)));
-        }
-        socket.close_gracefully(/*linger=*/false, std::chrono::milliseconds(0));
-      } catch (const Error&) {
-        // the client went away: on to the next connection
-      }
-    }
-  }
-
-  std::vector<std::vector<std::string>> replies_;
-  std::unique_ptr<SSL_CTX, OpenSslFree<SSL_CTX_free>> ctx_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-  mutable std::mutex mu_;
-  std::vector<std::string> requests_;
-};
+using testing::ScriptedServer;
 
 HttpResponse get(HttpTransport& transport, const std::string& path, const char* method = "GET") {
   HttpRequest request;
