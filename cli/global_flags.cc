@@ -97,6 +97,7 @@ kube::RestConfig GlobalFlags::rest_config() const {
   kube::RestConfig config = kube::resolve_rest_config(overrides, env);
   config.verbosity = verbosity;
   config.transport = transport;
+  config.pipeline_depth = pipeline_depth;
   config.tls.session_cache_dir = kube::tls_session_cache_dir(overrides, env);
   return config;
 }

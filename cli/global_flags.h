@@ -18,6 +18,7 @@ struct GlobalFlags {
   /// Not a flag: a command sends a few requests and exits, so it spares itself libcurl; the
   /// controller, which keeps many requests in flight for as long as it runs, multiplexes them.
   kube::Transport transport = kube::Transport::Direct;
+  std::size_t pipeline_depth = kube::kCommandPipelineDepth;
   /// Not a flag: how many words follow `--` on the command line (run() counts them): submit and
   /// render take those as the job's command, and refuse a positional word before them.
   std::size_t words_after_separator = 0;

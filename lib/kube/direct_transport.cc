@@ -410,7 +410,8 @@ DirectTransport::Place DirectTransport::take_place(const RequestCredentials& cre
   if (whole && may_join) {
     for (const std::shared_ptr<Connection>& c : busy_) {
       if (c->client_cert_pem == creds.client_cert_pem && c->joinable &&
-          c->failed_from == SIZE_MAX && c->in_flight < kMaxPipelined && (read || !c->carries_write))
+          c->failed_from == SIZE_MAX && c->in_flight < config_.pipeline_depth &&
+          (read || !c->carries_write))
         return placed(c, true);
     }
   }

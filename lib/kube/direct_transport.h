@@ -5,7 +5,8 @@
 // libcurl and its ~30 libraries (GnuTLS, Kerberos, LDAP, SASL, libssh2, ...: ~6 ms, more than
 // the request itself against a local kube-apiserver). Requests one after another keep one
 // keep-alive connection. Concurrent requests are pipelined (RFC 9112 section 9.3) on a connection
-// already opening or waiting for its answers, up to kMaxPipelined: written one after another
+// already opening or waiting for its answers, up to RestConfig::pipeline_depth (commands: 4; the
+// controller: 1, none): written one after another
 // and answered in order, so a command's few concurrent requests (list's three job kinds, submit's
 // job and its queue) cost one TLS handshake and one round trip, not a handshake each. Only
 // requests read whole join (a stream never: what follows it would wait for its end), and a
@@ -95,10 +96,6 @@ class DirectTransport {
                         const std::string& body, std::chrono::milliseconds timeout,
                         const RequestCredentials& creds, const BodySink* sink,
                         std::stop_token stop);
-
-  /// Requests pipelined on one connection at most: each waits for the answers before its own,
-  /// which the server works out one after another.
-  static constexpr std::size_t kMaxPipelined = 4;
 
   /// A client certificate with its key, parsed once and only when a server asks for it.
   struct Identity;

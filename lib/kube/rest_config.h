@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -51,12 +52,16 @@ enum class Transport {
   /// flight for a short while (`submit -f` of many jobs) need one TLS handshake, not one each.
   Multiplexed,
   /// HTTP/1.1 over TLS connections trainctl makes itself (direct_transport.h), one per request
-  /// in flight, kept alive, without loading libcurl: for commands, which send a few requests and
+  /// in flight unless they are pipelined (RestConfig::pipeline_depth), kept alive, without loading
+  /// libcurl: for commands, which send a few requests and
   /// exit, and for the controller, whose requests cost it a quarter to a half less CPU this way
   /// than through libcurl. Through a proxy (proxy-url, or https_proxy/all_proxy in the
   /// environment) or over plain http://, requests go through libcurl all the same.
   Direct,
 };
+
+/// How many requests a command pipelines on one connection (RestConfig::pipeline_depth).
+inline constexpr std::size_t kCommandPipelineDepth = 4;
 
 /// Everything the client needs to reach one API server: the output of config resolution.
 struct RestConfig {
@@ -65,6 +70,12 @@ struct RestConfig {
   AuthConfig auth;
   std::string proxy_url;  // http://, https:// or socks5://
   Transport transport = Transport::Multiplexed;
+  /// Direct transport: how many requests may share one connection, pipelined (1 = none). Commands
+  /// pipeline their few concurrent requests (kCommandPipelineDepth: one TLS handshake per
+  /// command); the controller does not: a long-running process pays its handshakes once, and a
+  /// request pipelined behind a long answer (an informer's first list) would wait for it, a lease
+  /// renewal among them.
+  std::size_t pipeline_depth = 1;
   /// The namespace verbs default to: flag, then context, then "default".
   std::string default_namespace = "default";
   std::chrono::milliseconds timeout{0};  // per request; 0 = no limit

@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -216,15 +218,16 @@ TEST_P(BothTransportsTest, ConcurrentRequestsToAnHttp11ServerEachGetTheirAnswer)
     t.join();
   for (std::size_t i = 0; i < bodies.size(); ++i)
     EXPECT_EQ(bodies[i], std::to_string(i));
-  // An idle connection is reused afterwards. (One request: cpp-httplib closes a connection after
-  // its fifth, and the direct transport pipelined the eight on two or more.)
+  // Idle connections are reused afterwards: eight more requests, one after another, open none.
   const auto before = server.requests();
   std::set<int> ports;
   for (const auto& r : before)
     ports.insert(r.remote_port);
-  HttpRequest again;
-  again.path = "/echo/1";
-  transport.send(again, {});
+  for (int i = 0; i < 8; ++i) {
+    HttpRequest request;
+    request.path = "/echo/1";
+    transport.send(request, {});
+  }
   for (const auto& r : server.requests())
     EXPECT_TRUE(ports.contains(r.remote_port)) << "a new connection was opened";
 }
@@ -303,10 +306,10 @@ TEST_P(TlsSessionsTest, AnotherConnectionOfTheSameTransportResumesWithoutReading
   transport.send(version, {});
   EXPECT_TRUE(server_.requests().back().tls_resumed);
   std::filesystem::remove_all(dir_);
-  std::thread slow([&] {  // a stream: nothing is pipelined behind it
+  std::thread slow([&] {
     HttpRequest request;
     request.path = "/slow";
-    transport.stream(request, {}, [](std::string_view) { return true; }, {});
+    transport.send(request, {});
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   transport.send(version, {});  // the first connection is busy: a second one
@@ -450,6 +453,7 @@ void await_requests(const ScriptedServer& server, std::size_t n) {
 RestConfig impatient(const ScriptedServer& server) {
   RestConfig config = server.rest_config();
   config.timeout = std::chrono::seconds(5);
+  config.pipeline_depth = kCommandPipelineDepth;  // as a command's
   return config;
 }
 
@@ -464,6 +468,43 @@ TEST(DirectTransportTest, ConcurrentReadsArePipelinedOnOneConnectionAndAnsweredI
   EXPECT_THAT(server.requests(),
               ::testing::UnorderedElementsAre("0 GET /a HTTP/1.1", "0 GET /b HTTP/1.1",
                                               "0 GET /c HTTP/1.1"));
+}
+
+// Without pipelining (the controller's pipeline_depth of 1) concurrent reads each have a
+// connection of their own: the server here answers each only once both are in its handlers.
+TEST(DirectTransportTest, WithoutPipeliningConcurrentReadsEachHaveAConnection) {
+  testing::HttpsTestServer server;
+  std::mutex mu;
+  std::condition_variable both_in;
+  int in_handlers = 0;
+  server.routes().Get(R"(/(a|b))", [&](const httplib::Request& req, httplib::Response& res) {
+    std::unique_lock lock(mu);
+    ++in_handlers;
+    both_in.notify_all();
+    const bool together =
+        both_in.wait_for(lock, std::chrono::seconds(5), [&] { return in_handlers == 2; });
+    res.set_content(together ? req.path : "alone", "text/plain");
+  });
+  server.start();
+  RestConfig config = server.rest_config();
+  config.transport = Transport::Direct;
+  ASSERT_EQ(config.pipeline_depth, 1u);
+  HttpTransport transport(config);
+  std::vector<std::string> bodies(2);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      HttpRequest request;
+      request.path = i == 0 ? "/a" : "/b";
+      bodies[i] = transport.send(request, {}).body;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_THAT(bodies, ::testing::ElementsAre("/a", "/b"));
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_NE(requests[0].remote_port, requests[1].remote_port);
 }
 
 // The server answers the first of three pipelined reads with Connection: close, so it processed
