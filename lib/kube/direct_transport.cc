@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <optional>
 
 #include "error.h"
 #include "http1.h"
@@ -256,6 +257,7 @@ struct DirectTransport::Connection {
   bool closed_cleanly = false;         // an answer closed it: those requests were not processed
   bool joinable = true;                // every request on it is read whole
   bool carries_write = false;          // a request on it is not a read
+  std::optional<Error> open_failure;   // why it could not be opened: the answer of all on it
   std::condition_variable turn;
 };
 
@@ -275,6 +277,13 @@ namespace {
 /// on it: `cleanly` when an earlier answer closed it (the request was not processed).
 struct Unanswered {
   bool cleanly = false;
+};
+
+/// Thrown to the requests pipelined on a connection that could not be opened: they fail as the
+/// request that opened it did, without trying again (an unreachable server costs its timeout
+/// once).
+struct NotOpened {
+  Error error;
 };
 
 /// SSL_CTX_set_cert_cb: the client certificate, when the server asks for one.
@@ -445,6 +454,8 @@ void DirectTransport::wait_turn(Place& place, bool to_write, Deadline deadline) 
     throw Error(ErrorKind::Timeout, to_write ? "timed out waiting for a connection"
                                              : "timed out waiting for the answer");
   }
+  if (c.open_failure)
+    throw NotOpened{*c.open_failure};
   if (c.failed_from <= place.index)
     throw Unanswered{.cleanly = c.closed_cleanly};
 }
@@ -477,7 +488,14 @@ HttpResponse DirectTransport::attempt(Place& place, const RequestCredentials& cr
                                       const std::stop_token& stop) {
   Connection& c = *place.c;
   if (place.opens) {
-    std::unique_ptr<TlsSocket> socket = open(creds, deadline);
+    std::unique_ptr<TlsSocket> socket;
+    try {
+      socket = open(creds, deadline);
+    } catch (const Error& e) {
+      std::lock_guard lock(mu_);
+      c.open_failure = e;  // the requests pipelined behind this one wake when it leaves
+      throw;
+    }
     std::lock_guard lock(mu_);
     c.socket = std::move(socket);
     c.turn.notify_all();
@@ -562,6 +580,10 @@ HttpResponse DirectTransport::exchange(
     };
     try {
       return attempt(place, creds, text, method, deadline, sink, stop);
+    } catch (const NotOpened& not_opened) {
+      failed();
+      throw Error(not_opened.error.kind(),
+                  fmt::format("{} {}: {}", method, url, not_opened.error.message()));
     } catch (const Unanswered& unanswered) {
       failed();
       if (tries == 0 && (!place.sent || idempotent || unanswered.cleanly))

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -739,6 +740,41 @@ TEST(DirectTransportTest, AMalformedAnswerIsAProtocolErrorNamingTheRequest) {
     EXPECT_EQ(e.kind(), ErrorKind::Protocol) << why;
     EXPECT_THAT(e.message(), HasSubstr("GET " + server.rest_config().server +
                                        "/version: malformed response: " + why));
+  }
+}
+
+// A connection that cannot be opened (here: the server closes it instead of shaking hands) fails
+// the requests pipelined on it as it failed the one that opened it, without each trying again:
+// an unreachable server costs its timeout once, not once more for those behind.
+TEST(DirectTransportTest, AConnectionThatCannotBeOpenedFailsTheRequestsOnItWithoutTryingAgain) {
+  const Listener listener(8);
+  std::atomic<int> accepted{0};
+  std::thread server([&] {
+    for (;;) {
+      pollfd p{listener.fd, POLLIN, 0};
+      if (::poll(&p, 1, 1500) <= 0)
+        return;  // quiet for 1.5 s: done
+      const int fd = ::accept(listener.fd, nullptr, nullptr);
+      if (fd < 0)
+        return;
+      ++accepted;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all three are on it by now
+      ::close(fd);
+    }
+  });
+  RestConfig config;
+  config.server = fmt::format("https://127.0.0.1:{}", listener.port());
+  config.tls.ca_pem = testing::TestPki::shared().ca.cert_pem;
+  config.transport = Transport::Direct;
+  config.pipeline_depth = kCommandPipelineDepth;
+  config.timeout = std::chrono::seconds(5);
+  HttpTransport transport(config);
+  const std::vector<std::string> bodies = get_concurrently(transport, {"/a", "/b", "/c"});
+  server.join();
+  EXPECT_EQ(accepted.load(), 1);
+  for (const char* path : {"/a", "/b", "/c"}) {
+    EXPECT_THAT(bodies, ::testing::Contains(::testing::StartsWith(
+                            fmt::format("error: GET {}{}: TLS handshake: ", config.server, path))));
   }
 }
 
