@@ -602,6 +602,9 @@ HttpResponse DirectTransport::exchange(
           (!place.sent || (idempotent && !place.answered)))
         continue;
       throw Error(e.kind(), fmt::format("{} {}: {}", method, url, e.message()));
+    } catch (...) {
+      failed();  // whatever else (a sink that threw): the requests behind it do not wait for it
+      throw;
     }
   }
 }
