@@ -18,6 +18,7 @@ struct GlobalFlags {
   /// Not a flag: a command sends a few requests and exits, so it spares itself libcurl; the
   /// controller, which keeps many requests in flight for as long as it runs, multiplexes them.
   kube::Transport transport = kube::Transport::Direct;
+  /// Not a flag: requests pipelined on one connection (rest_config.h); the controller sets 1.
   std::size_t pipeline_depth = kube::kCommandPipelineDepth;
   /// Not a flag: how many words follow `--` on the command line (run() counts them): submit and
   /// render take those as the job's command, and refuse a positional word before them.

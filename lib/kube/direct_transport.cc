@@ -267,7 +267,7 @@ struct DirectTransport::Place {
   bool opens = false;   // a new connection this request opens
   bool behind = false;  // others were on the connection before it (pipelined, or taken idle)
   bool sent = false;
-  bool answered = false;  // a byte of the answer came
+  bool answer_started = false;  // a byte of its answer came
   bool left = false;
 };
 
@@ -416,7 +416,7 @@ DirectTransport::Place DirectTransport::take_place(const RequestCredentials& cre
     ++c->in_flight;
     return Place{.c = c, .index = c->placed++, .opens = false, .behind = behind};
   };
-  if (whole && may_join) {
+  if (whole && may_join && config_.pipeline_depth > 1) {
     for (const std::shared_ptr<Connection>& c : busy_) {
       if (c->client_cert_pem == creds.client_cert_pem && c->joinable &&
           c->failed_from == SIZE_MAX && c->in_flight < config_.pipeline_depth &&
@@ -513,11 +513,11 @@ HttpResponse DirectTransport::attempt(Place& place, const RequestCredentials& cr
   MessageReader reader(
       [&](char* buf, std::size_t n) {
         const std::size_t got = socket.read_some(buf, n, deadline);
-        place.answered = place.answered || got > 0;
+        place.answer_started = place.answer_started || got > 0;
         return got;
       },
       c.buffer);
-  place.answered = !c.buffer.empty();
+  place.answer_started = !c.buffer.empty();
   ResponseHead head = read_response_head(reader, method);
   HttpResponse& response = head.response;
   const bool streamed = sink != nullptr && response.status >= 200 && response.status < 300;
@@ -599,7 +599,7 @@ HttpResponse DirectTransport::exchange(
     } catch (const Error& e) {
       failed();
       if (place.behind && tries == 0 && e.kind() == ErrorKind::Connection &&
-          (!place.sent || (idempotent && !place.answered)))
+          (!place.sent || (idempotent && !place.answer_started)))
         continue;
       throw Error(e.kind(), fmt::format("{} {}: {}", method, url, e.message()));
     } catch (...) {

@@ -6,18 +6,18 @@
 // the request itself against a local kube-apiserver). Requests one after another keep one
 // keep-alive connection. Concurrent requests are pipelined (RFC 9112 section 9.3) on a connection
 // already opening or waiting for its answers, up to RestConfig::pipeline_depth (commands: 4; the
-// controller: 1, none): written one after another
-// and answered in order, so a command's few concurrent requests (list's three job kinds, submit's
-// job and its queue) cost one TLS handshake and one round trip, not a handshake each. Only
-// requests read whole join (a stream never: what follows it would wait for its end), and a
-// connection carries at most one request that is not a read (behind reads or ahead of them). A
-// request left unanswered when an earlier one's answer closes the connection was not processed
-// (RFC 9112 section 9.6) and is sent again on another connection; when the connection fails
-// otherwise, an unanswered read is sent again and a write fails saying so. Other concurrent
-// requests take an idle connection or open one. TLS as
-// libcurl set it up: the config's CAs (else the system's), verification of the server's name or
-// address, SNI, a client certificate sent only when the server asks for one (a resumed session
-// is not asked: its key is then never parsed), sessions kept between commands
+// controller: 1, none): written one after another and answered in order, so a command's few
+// concurrent requests (list's three job kinds, submit's job and its queue) cost one TLS handshake
+// and one round trip, not a handshake each. Only requests read whole join (a stream never: what
+// follows it would wait for its end), and a connection carries at most one request that is not a
+// read (behind reads or ahead of them). A request left unanswered when an earlier one's answer
+// closes the connection was not processed (RFC 9112 section 9.6) and is sent again on another
+// connection; when the connection fails otherwise, an unanswered read is sent again and a write
+// fails saying so; when it cannot be opened, every request on it fails as the first did. Other
+// concurrent requests take an idle connection or open one. TLS as libcurl set it up: the
+// config's CAs (else the system's), verification of the server's name or address, SNI, a client
+// certificate sent only when the server asks for one (a resumed session is not asked: its key is
+// then never parsed), sessions kept between commands
 // (tls_sessions.h). Proxies and plain http:// stay with libcurl (HttpTransport decides).
 
 #include <sys/socket.h>

@@ -52,10 +52,10 @@ enum class Transport {
   /// flight for a short while (`submit -f` of many jobs) need one TLS handshake, not one each.
   Multiplexed,
   /// HTTP/1.1 over TLS connections trainctl makes itself (direct_transport.h), one per request
-  /// in flight unless they are pipelined (RestConfig::pipeline_depth), kept alive, without loading
-  /// libcurl: for commands, which send a few requests and
-  /// exit, and for the controller, whose requests cost it a quarter to a half less CPU this way
-  /// than through libcurl. Through a proxy (proxy-url, or https_proxy/all_proxy in the
+  /// in flight unless they are pipelined (RestConfig::pipeline_depth), kept alive, without
+  /// loading libcurl: for commands, which send a few requests and exit, and for the controller,
+  /// whose requests cost it a quarter to a half less CPU this way than through libcurl. Through a
+  /// proxy (proxy-url, or https_proxy/all_proxy in the
   /// environment) or over plain http://, requests go through libcurl all the same.
   Direct,
 };

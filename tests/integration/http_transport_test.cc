@@ -26,16 +26,13 @@
 #include <thread>
 
 #include "error.h"
-#include "http1.h"
 #include "kube/client.h"
 #include "kube/direct_transport.h"
 #include "kube/http.h"
-#include "openssl_handles.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/https_test_server.h"
 #include "tests/support/scripted_server.h"
 #include "tests/support/transports.h"
-#include "text.h"
 #include "tls_socket.h"
 
 namespace trainctl::kube {
