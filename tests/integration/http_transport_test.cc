@@ -524,6 +524,27 @@ TEST(DirectTransportTest, AnAnswerThatClosesThePipelineSendsTheUnansweredRequest
               ::testing::UnorderedElementsAre(requests[1], requests[2]));
 }
 
+// A malformed answer on a pipeline is a Protocol error for the request it answered; the reads
+// behind it, which got no answer, are sent again on connections of their own.
+TEST(DirectTransportTest, AMalformedAnswerOnAPipelineFailsItsRequestAndSendsTheOthersAgain) {
+  ScriptedServer server(
+      {{"<read>", "<read>", "<read>", "HTTP/1.1 abc\r\n\r\n"}, {"ECHO"}, {"ECHO"}});
+  HttpTransport transport(impatient(server));
+  const std::vector<std::string> paths = {"/a", "/b", "/c"};
+  const std::vector<std::string> bodies = get_concurrently(transport, paths);
+  int malformed = 0;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    if (bodies[i] == paths[i])
+      continue;
+    ++malformed;
+    EXPECT_EQ(bodies[i], fmt::format("error: GET {}{}: malformed response: malformed status line "
+                                     "\"HTTP/1.1 abc\"",
+                                     server.url(), paths[i]));
+  }
+  EXPECT_EQ(malformed, 1);
+  EXPECT_EQ(server.requests().size(), 5u);
+}
+
 // A write joins a connection whose only request is a read; when the read's answer closes the
 // connection, the write, which the server did not process, is sent again on a new one.
 TEST(DirectTransportTest, AWriteBehindAnAnswerThatClosedTheConnectionIsSentAgain) {
