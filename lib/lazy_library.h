@@ -3,8 +3,8 @@
 // A shared library the binary does not list as needed but loads with dlopen on its first use,
 // and forwarders: definitions of the library's functions, under their own names, that call the
 // library's. A command that never calls one never loads the library (nor what it depends on).
-// curl_loader.cc (libcurl) and openssl_loader.cc (libssl, libcrypto) define them; only the
-// functions forwarded there may be called: the binary's link fails on any other.
+// curl_loader.cc (libcurl) defines them; only the functions forwarded there may be called: the
+// binary's link fails on any other.
 
 #include <dlfcn.h>
 #include <fmt/format.h>

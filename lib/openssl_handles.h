@@ -2,9 +2,10 @@
 
 // Owning handles for OpenSSL objects and the reading of PEM text into them, shared by the
 // sandbox's certificate authority and HTTPS server, the controller's SSH keys and the test
-// servers. Header-only; the binary calls OpenSSL through openssl_loader.cc.
+// servers. Header-only.
 
 #include <openssl/bio.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -59,17 +60,9 @@ inline std::vector<CertPtr> read_certificates(std::string_view pem) {
   return certs;
 }
 
-/// A new key on the elliptic curve `curve` (e.g. "P-256"), as EVP_EC_gen makes it but without
-/// its variadic EVP_PKEY_Q_keygen, which openssl_loader.cc could not forward; null on failure.
+/// A new key on the elliptic curve `curve` (e.g. "P-256"); null on failure.
 inline KeyPtr new_ec_key(const char* curve) {
-  std::unique_ptr<EVP_PKEY_CTX, OpenSslFree<EVP_PKEY_CTX_free>> context(
-      EVP_PKEY_CTX_new_from_name(nullptr, "EC", nullptr));
-  EVP_PKEY* key = nullptr;
-  if (context == nullptr || EVP_PKEY_keygen_init(context.get()) <= 0 ||
-      EVP_PKEY_CTX_set_group_name(context.get(), curve) <= 0 ||
-      EVP_PKEY_generate(context.get(), &key) <= 0)
-    return nullptr;
-  return KeyPtr(key);
+  return KeyPtr(EVP_EC_gen(curve));
 }
 
 /// The private key of a PEM text; null when there is none.

@@ -1,7 +1,8 @@
 #pragma once
 
 // SHA-256 (FIPS 180-4) without OpenSSL: render and submit --dry-run=client hash the job spec
-// (trainctl.io/spec-hash) and would otherwise load libcrypto for it (openssl_loader.cc).
+// (trainctl.io/spec-hash) and would otherwise set OpenSSL up (its configuration and
+// providers) for it.
 
 #include <array>
 #include <cstdint>

@@ -2,8 +2,7 @@
 
 #include <curl/curl.h>
 #include <fmt/format.h>
-#include <openssl/rand.h>
-#include <openssl/ssl.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <future>
 #include <iostream>
 #include <map>
 #include <semaphore>
@@ -21,10 +19,7 @@
 #include "error.h"
 #include "http_status.h"
 #include "kube/direct_transport.h"
-#include "kube/tls_sessions.h"
 #include "kube/websocket.h"
-#include "openssl_handles.h"
-#include "openssl_loader.h"
 #include "text.h"
 #include "trainctl/version.h"
 
@@ -85,38 +80,6 @@ struct CurlGlobal {
   ~CurlGlobal() { curl_global_cleanup(); }
 };
 
-std::atomic<bool> curl_initialized{false};
-
-void ensure_curl_initialized() {
-  static CurlGlobal global;
-  curl_initialized = true;
-}
-
-/// Does OpenSSL's one-time set-up for a first TLS connection: reading its configuration, seeding
-/// the random generator, fetching the TLS algorithms (a first SSL_CTX) and ASN.1 decoding (the
-/// first CA certificate). libcurl would do it all in its first connect (about 2.5 ms); done
-/// here, it runs while libcurl loads. The objects made are dropped: libcurl makes its own.
-void prepare_openssl(const TlsConfig& tls) {
-  OPENSSL_init_ssl(OPENSSL_INIT_LOAD_CONFIG, nullptr);
-  RAND_status();
-  SSL_CTX_free(SSL_CTX_new(TLS_client_method()));
-  if (!tls.ca_pem.empty()) {
-    BioPtr bio = memory_bio(tls.ca_pem);
-    X509_free(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  }
-  ERR_clear_error();
-}
-
-/// Whether libcurl makes its TLS connections with the OpenSSL trainctl has loaded, so its
-/// SSL_CTX may be set up with that OpenSSL's functions (Debian's libcurl4 does; a libcurl built
-/// on GnuTLS or another OpenSSL does not).
-bool libcurl_uses_our_openssl() {
-  const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
-  return info != nullptr && info->ssl_version != nullptr &&
-         std::string_view(info->ssl_version)
-             .starts_with(fmt::format("OpenSSL/{}.", OPENSSL_VERSION_MAJOR));
-}
-
 /// Whether the environment names a proxy for https (https_proxy, HTTPS_PROXY, all_proxy,
 /// ALL_PROXY), which libcurl uses when the config names none: requests then go through libcurl,
 /// which also honours no_proxy.
@@ -129,25 +92,10 @@ bool proxy_from_environment() {
   return false;
 }
 
-/// Loads libcurl, once per process. OpenSSL's clean-up at exit frees what the process is about
-/// to give back anyway (0.25 ms of a one-request command), so it is declined before anything
-/// else initialises OpenSSL. Loading libcurl and its ~30 libraries (about 3.5 ms) and OpenSSL's
-/// first set-up (2.5 ms) are independent: one runs on another thread while this one does the
-/// other. OpenSSL is loaded first, else its load would wait for libcurl's.
-void start_libcurl(const TlsConfig& tls) {
-  if (curl_initialized)
-    return;
-  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
-  load_openssl();
-  std::future<void> loaded = std::async(std::launch::async, ensure_curl_initialized);
-  prepare_openssl(tls);
-  loaded.get();
-}
-
-/// CURLOPT_SSL_CTX_FUNCTION: the connection's TLS sessions are kept in the handle's file.
-CURLcode keep_sessions_in(CURL*, void* ssl_ctx, void* file) {
-  keep_tls_sessions(static_cast<SSL_CTX*>(ssl_ctx), *static_cast<const std::string*>(file));
-  return CURLE_OK;
+/// Loads libcurl (and its ~30 libraries, about 3.5 ms), once per process. libcurl's TLS is its
+/// own shared OpenSSL, not the one linked into trainctl: it sets it up on its first connection.
+void start_libcurl() {
+  static CurlGlobal global;
 }
 
 /// The parts of a server URL needed to steer TLS verification at a different name.
@@ -244,7 +192,6 @@ struct HttpTransport::Handle {
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   curl_slist* connect_to = nullptr;
-  std::string tls_session_file;  // read by keep_sessions_in while the transfer connects
   char errbuf[CURL_ERROR_SIZE] = {};
 
   Handle() : easy(curl_easy_init()) {
@@ -371,13 +318,11 @@ HttpTransport::HttpTransport(const RestConfig& config) : config_(config) {
   const bool direct = config.transport == Transport::Direct && url.scheme == "https" &&
                       config.proxy_url.empty() && !proxy_from_environment();
   if (direct) {
-    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);  // as start_libcurl says
+    // OpenSSL's clean-up at exit frees what the process is about to give back anyway (0.25 ms
+    // of a one-request command): declined before anything else initialises OpenSSL.
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
   } else {
-    start_libcurl(config_.tls);
-    // Not through an HTTPS proxy: libcurl would set up the proxy's TLS connection the same way.
-    keeps_tls_sessions_ = url.scheme == "https" && !config_.tls.session_cache_dir.empty() &&
-                          !config_.tls.insecure_skip_verify &&
-                          !config_.proxy_url.starts_with("https:") && libcurl_uses_our_openssl();
+    start_libcurl();
   }
   std::string host = url.host;
   if (!config.tls.server_name.empty() && config.tls.server_name != url.host) {
@@ -454,13 +399,6 @@ void HttpTransport::configure(Handle& h, const HttpRequest& request,
     check(curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM"), "SSLCERTTYPE");
     check(curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key), "SSLKEY_BLOB");
     check(curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM"), "SSLKEYTYPE");
-  }
-  if (keeps_tls_sessions_) {
-    h.tls_session_file = tls_session_file(
-        config_.tls.session_cache_dir,
-        {server_, config_.tls.server_name, config_.tls.ca_pem, creds.client_cert_pem});
-    check(curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, keep_sessions_in), "SSL_CTX_FUNCTION");
-    check(curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, &h.tls_session_file), "SSL_CTX_DATA");
   }
   if (!config_.proxy_url.empty()) {
     check(curl_easy_setopt(e, CURLOPT_PROXY, config_.proxy_url.c_str()), "PROXY");
@@ -732,7 +670,7 @@ class CurlByteStream final : public ws::ByteStream {
 std::unique_ptr<ws::ByteStream> HttpTransport::connect_raw(const RequestCredentials& creds,
                                                            std::string& host_header,
                                                            std::chrono::milliseconds idle_timeout) {
-  start_libcurl(config_.tls);
+  start_libcurl();
   auto h = std::make_unique<Handle>();
   HttpRequest request;
   request.path = "/";

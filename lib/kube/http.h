@@ -131,7 +131,6 @@ class HttpTransport {
   std::string server_;                       // without trailing '/'
   std::string path_prefix_;
   std::string connect_to_;
-  bool keeps_tls_sessions_ = false;  // https, a session_cache_dir, and libcurl allows it
   std::mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_;
   std::unique_ptr<Multiplexer> multiplexer_;  // under mu_

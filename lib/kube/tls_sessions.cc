@@ -18,7 +18,6 @@ namespace trainctl::kube {
 namespace {
 
 using SessionPtr = std::unique_ptr<SSL_SESSION, OpenSslFree<SSL_SESSION_free>>;
-using NewSessionCallback = int (*)(SSL*, SSL_SESSION*);
 
 /// Whether `session` may still be offered: resumable and not expired.
 bool usable(const SSL_SESSION* session) {
@@ -29,10 +28,9 @@ bool usable(const SSL_SESSION* session) {
 /// What an SSL_CTX set up by keep_tls_sessions carries (it owns it, as ex_data).
 struct SessionSlot {
   std::string file;
-  NewSessionCallback libcurl_new_session = nullptr;  // libcurl's own cache, called after ours
   /// The session to offer: read from `file` once (decoding one parses the server's certificate
-  /// chain), then the newest the server gave. Shared by the connections of one SSL_CTX: all of
-  /// a direct transport's; libcurl makes one per connection.
+  /// chain), then the newest the server gave. Shared by the connections of one SSL_CTX (all of
+  /// a direct transport's).
   std::mutex mu;
   bool read = false;
   SessionPtr newest;
@@ -112,11 +110,11 @@ int on_new_session(SSL* ssl, SSL_SESSION* session) {
     slot->newest = std::move(copy);
     slot->read = true;
   }
-  return slot->libcurl_new_session ? slot->libcurl_new_session(ssl, session) : 0;
+  return 0;
 }
 
 /// At the start of the handshake, before the ClientHello is written: offers the kept session
-/// unless libcurl has already set one from its own cache.
+/// unless the connection already has one.
 void on_info(const SSL* ssl, int where, int) {
   if ((where & SSL_CB_HANDSHAKE_START) == 0 || SSL_get_session(ssl) != nullptr)
     return;
@@ -146,12 +144,10 @@ std::string tls_session_file(const std::string& dir, const TlsSessionKey& key) {
 void keep_tls_sessions(SSL_CTX* ctx, const std::string& file) {
   auto slot = std::make_unique<SessionSlot>();
   slot->file = file;
-  const NewSessionCallback current = SSL_CTX_sess_get_new_cb(ctx);
-  slot->libcurl_new_session = current == on_new_session ? nullptr : current;
   if (SSL_CTX_set_ex_data(ctx, slot_index(), slot.get()) != 1)
     return;
   slot.release();
-  // As libcurl sets it: sessions reach the new-session callback, none is kept inside OpenSSL.
+  // Sessions reach the new-session callback; none is kept inside OpenSSL.
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
   SSL_CTX_sess_set_new_cb(ctx, on_new_session);
   SSL_CTX_set_info_callback(ctx, on_info);

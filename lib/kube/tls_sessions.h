@@ -30,9 +30,8 @@ struct TlsSessionKey {
 /// The file in `dir` that keeps sessions for `key`.
 std::string tls_session_file(const std::string& dir, const TlsSessionKey& key);
 
-/// Sets up `ctx`, an SSL_CTX libcurl is preparing for one connection, to resume the session kept
-/// in `file` (unless libcurl resumes one of its own) and to keep there each session the server
-/// gives the connection. libcurl's own session cache keeps working.
+/// Sets up `ctx`, the SSL_CTX of a direct transport's connections, to resume the session kept
+/// in `file` and to keep there each session the server gives a connection.
 void keep_tls_sessions(SSL_CTX* ctx, const std::string& file);
 
 }  // namespace trainctl::kube

@@ -231,7 +231,7 @@ TEST_P(BothTransportsTest, ConcurrentRequestsToAnHttp11ServerEachGetTheirAnswer)
 }
 
 /// A server that resumes TLS sessions, and configs for it that keep sessions in one directory.
-class TlsSessionsTest : public ::testing::TestWithParam<Transport> {
+class TlsSessionsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
@@ -246,13 +246,13 @@ class TlsSessionsTest : public ::testing::TestWithParam<Transport> {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  RestConfig not_keeping_sessions() const {
+  RestConfig not_keeping_sessions(Transport transport = Transport::Direct) const {
     RestConfig config = server_.rest_config();
-    config.transport = GetParam();
+    config.transport = transport;
     return config;
   }
-  RestConfig keeping_sessions() const {
-    RestConfig config = not_keeping_sessions();
+  RestConfig keeping_sessions(Transport transport = Transport::Direct) const {
+    RestConfig config = not_keeping_sessions(transport);
     config.tls.session_cache_dir = dir_.string();
     return config;
   }
@@ -273,10 +273,7 @@ class TlsSessionsTest : public ::testing::TestWithParam<Transport> {
       std::filesystem::temp_directory_path() / ("trainctl-tls-" + std::to_string(::getpid()));
 };
 
-INSTANTIATE_TEST_SUITE_P(Transports, TlsSessionsTest, testing::kBothTransports,
-                         testing::transport_name);
-
-TEST_P(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
+TEST_F(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   const auto files = session_files();
   ASSERT_EQ(files.size(), 1u);
@@ -291,12 +288,22 @@ TEST_P(TlsSessionsTest, TheNextTransportResumesTheSessionTheLastOneWasGiven) {
   EXPECT_FALSE(resumed_by_a_new_process(not_keeping_sessions()));
 }
 
+// libcurl makes its TLS connections with its own (shared) OpenSSL, not the one linked into
+// trainctl: they keep no session between processes (ARCHITECTURE.md "Start-up").
+TEST_F(TlsSessionsTest, LibcurlsConnectionsKeepNoSessionForTheNextProcess) {
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions(Transport::Multiplexed)));
+  EXPECT_FALSE(std::filesystem::exists(dir_));
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions(Transport::Multiplexed)));
+  // A direct transport's session is not offered by libcurl either.
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
+  EXPECT_EQ(session_files().size(), 1u);
+  EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions(Transport::Multiplexed)));
+  EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));
+}
+
 // The file is read (and its session decoded) once per direct transport: its later connections
 // resume the session it holds, or the newest the server gave, even with the file gone meanwhile.
-// (libcurl makes a TLS context per connection: each reads the file.)
-TEST_P(TlsSessionsTest, AnotherConnectionOfTheSameTransportResumesWithoutReadingTheFileAgain) {
-  if (GetParam() != Transport::Direct)
-    GTEST_SKIP() << "libcurl's connections each read the file";
+TEST_F(TlsSessionsTest, AnotherConnectionOfTheSameTransportResumesWithoutReadingTheFileAgain) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   HttpTransport transport(keeping_sessions());
   HttpRequest version;
@@ -322,7 +329,7 @@ TEST_P(TlsSessionsTest, AnotherConnectionOfTheSameTransportResumesWithoutReading
   EXPECT_TRUE(second.tls_resumed);
 }
 
-TEST_P(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
+TEST_F(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   RestConfig other_ca = keeping_sessions();
   other_ca.tls.ca_pem += "\n";  // the same CA, but not the same bundle
@@ -340,7 +347,7 @@ TEST_P(TlsSessionsTest, AnotherCaBundleOrClientCertificateIsAFullHandshake) {
   EXPECT_EQ(session_files().size(), 3u);  // a server that was not verified leaves none
 }
 
-TEST_P(TlsSessionsTest, AFileOthersMayReadOrACorruptOneIsNotResumedButTheRequestWorks) {
+TEST_F(TlsSessionsTest, AFileOthersMayReadOrACorruptOneIsNotResumedButTheRequestWorks) {
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   const std::filesystem::path file = session_files().at(0);
   std::filesystem::permissions(file, std::filesystem::perms::group_read,
@@ -353,7 +360,7 @@ TEST_P(TlsSessionsTest, AFileOthersMayReadOrACorruptOneIsNotResumedButTheRequest
   EXPECT_TRUE(resumed_by_a_new_process(keeping_sessions()));
 }
 
-TEST_P(TlsSessionsTest, ADirectoryThatCannotBeMadeOnlyCostsTheResumption) {
+TEST_F(TlsSessionsTest, ADirectoryThatCannotBeMadeOnlyCostsTheResumption) {
   std::ofstream(dir_.string()) << "a file where the directory would be";
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
   EXPECT_FALSE(resumed_by_a_new_process(keeping_sessions()));
