@@ -12,6 +12,7 @@
 #include "job_lookup.h"
 #include "json_access.h"
 #include "kube/resource.h"
+#include "parallel.h"
 
 namespace trainctl::cli {
 namespace {
@@ -48,18 +49,23 @@ json job_gang(kube::Client& client, std::string_view ns, std::string_view name) 
 }
 
 GangsByJob gangs_by_job(kube::Client& client, std::string_view ns) {
-  GangsByJob gangs;
-  for (const kube::Resource& resource : gang_resources()) {
-    json list;
+  // Both types at once: pipelined on the command's connection, one round trip, not two.
+  const std::vector<kube::Resource> resources = gang_resources();
+  std::vector<json> lists(resources.size());
+  for_each_bounded(resources.size(), resources.size(), [&](std::size_t i) {
     try {
-      list = client.list_all(resource, ns);
+      lists[i] = client.list_all(resources[i], ns);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::Forbidden)
-        throw;
-      continue;
+        throw;  // the first type's error first, as when asked in turn
     }
-    for (auto& gang : list.value("items", json::array())) {
-      gang["apiVersion"] = resource.api_version();  // a list's items need not say
+  });
+  GangsByJob gangs;
+  for (std::size_t i = 0; i < resources.size(); ++i) {
+    if (!lists[i].is_object())
+      continue;  // the type is not served, or not to this user
+    for (auto& gang : lists[i].value("items", json::array())) {
+      gang["apiVersion"] = resources[i].api_version();  // a list's items need not say
       std::pair key{namespace_of(gang), name_of(gang)};
       gangs.emplace(std::move(key), std::move(gang));
     }

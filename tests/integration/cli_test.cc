@@ -388,6 +388,35 @@ TEST_F(CliTest, ListAndGetAskForTheThreeJobKindsAtOnce) {
                   "1 GET /apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/a HTTP/1.1"));
 }
 
+// With jobs to show, list then asks for both PodGroup types at once (their queues and phases):
+// the server here has read both requests, on the same connection, before it answers either.
+TEST_F(CliTest, ListAsksForBothPodGroupTypesAtOnce) {
+  testing::ScriptedServer server(
+      {{"<read>", "<read>", "<read>", "RESPOND", "RESPOND", "RESPOND", "<read>", "<read>",
+        "RESPOND", "RESPOND"}},
+      [](const std::string&, const std::string& target, const std::string&) {
+        const bool tfjobs = target.find("/tfjobs") != std::string::npos;
+        return testing::ScriptedServer::json_response(
+            200,
+            fmt::format(R"({{"kind":"List","metadata":{{"resourceVersion":"1"}},"items":[{}]}})",
+                        tfjobs ? R"({"apiVersion":"kubeflow.org/v1","kind":"TFJob",)"
+                                 R"("metadata":{"name":"a","namespace":"default"}})"
+                               : ""));
+      });
+  const std::string config = kubeconfig_for(server.url(), "cli-token");
+  RunResult list = run_cli("list -n default --request-timeout 5s --kubeconfig " + config);
+  EXPECT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("a "));
+  const std::vector<std::string> requests = server.requests();
+  ASSERT_EQ(requests.size(), 5u);
+  EXPECT_THAT(std::vector(requests.begin() + 3, requests.end()),
+              ::testing::UnorderedElementsAre(
+                  "0 GET /apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups "
+                  "HTTP/1.1",
+                  "0 GET /apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups "
+                  "HTTP/1.1"));
+}
+
 // submit reads the job's queue (for its "will not run" warning) while the job is being created,
 // not after: the server here has read both requests, on one connection, before it answers either.
 TEST_F(CliTest, SubmitReadsTheQueueWhileTheJobIsCreated) {
