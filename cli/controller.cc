@@ -14,6 +14,7 @@
 #include "docs.h"
 #include "duration.h"
 #include "error.h"
+#include "jemalloc_preload.h"
 #include "kube/cache/leader_election.h"
 #include "log.h"
 #include "text.h"
@@ -182,9 +183,10 @@ struct ControllerCommand {
   }
 
   void Run() {
+    Logger log(std::cerr, parse_log_format(log_format), verbosity);
+    run_on_jemalloc([&](const std::string& why) { log.warning(why); });
     std::stop_source stop;
     controller::SignalHandler signals(stop);  // before any thread starts: they inherit the mask
-    Logger log(std::cerr, parse_log_format(log_format), verbosity);
     controller::MetricsRegistry metrics;
     controller::declare_controller_metrics(metrics);
     controller::Manager manager(connection.client(), manager_options, metrics, log);

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "docs.h"
 #include "error.h"
+#include "jemalloc_preload.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 
@@ -186,6 +187,8 @@ struct SandboxUpOptions {
   }
 
   void Run() const {
+    run_on_jemalloc(
+        [](const std::string& why) { std::cerr << "trainctl: warning: " << why << '\n'; });
     fs::create_directories(where.dir);
     if (!detach) {
       serve(/*foreground=*/true);

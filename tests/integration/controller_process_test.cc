@@ -19,6 +19,8 @@
 #include "tests/support/background_command.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox_fixture.h"
+#include "tests/support/temp_dir.h"
+#include "text.h"
 #include "yaml_json.h"
 
 namespace trainctl {
@@ -137,6 +139,57 @@ TEST_F(ControllerProcessTest, ServesProbesAndMetricsAndExitsCleanlyOnSigterm) {
   std::istringstream lines(controller.output());
   for (std::string line; std::getline(lines, line);)
     EXPECT_TRUE(json::accept(line)) << line;
+}
+
+// ARCHITECTURE.md "Memory": the controller starts again on Debian's libjemalloc.so.2, and the
+// processes it starts (here its exec credential plugin) get the environment it was given:
+// MALLOC_CONF as it was, no LD_PRELOAD, nothing of trainctl's own.
+TEST_F(ControllerProcessTest, RunsOnJemallocAndItsCredentialPluginGetsTheEnvironmentItWasGiven) {
+#ifndef TRAINCTL_PRELOAD_JEMALLOC
+  GTEST_SKIP() << "built without jemalloc (-DTRAINCTL_JEMALLOC=OFF, or sanitizers)";
+#else
+  testing::TempDir dir;
+  // The sandbox's client certificate, handed out by a plugin that first writes its environment.
+  YAML::Node config = YAML::LoadFile(local_.sandbox().kubeconfig_path().string());
+  YAML::Node user = config["users"][0]["user"];
+  const json credential = {
+      {"apiVersion", "client.authentication.k8s.io/v1"},
+      {"kind", "ExecCredential"},
+      {"status",
+       {{"clientCertificateData",
+         *base64_decode(user["client-certificate-data"].as<std::string>())},
+        {"clientKeyData", *base64_decode(user["client-key-data"].as<std::string>())}}}};
+  const std::filesystem::path credential_file = dir.write("credential.json", credential.dump());
+  const std::filesystem::path environment = dir.path() / "plugin-environment";
+  const std::filesystem::path plugin =
+      dir.write("plugin.sh", fmt::format("#!/bin/sh\nenv > {}.tmp && mv {}.tmp {}\ncat {}\n",
+                                         environment.string(), environment.string(),
+                                         environment.string(), credential_file.string()));
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  user.remove("client-certificate-data");
+  user.remove("client-key-data");
+  user["exec"]["apiVersion"] = "client.authentication.k8s.io/v1";
+  user["exec"]["command"] = plugin.string();
+  user["exec"]["interactiveMode"] = "Never";
+  const std::filesystem::path kubeconfig = dir.write("kubeconfig", YAML::Dump(config));
+
+  std::vector<std::string> argv = controller_argv();
+  argv[3] = kubeconfig.string();  // after "--kubeconfig"
+  argv.insert(argv.begin(), {"env", "MALLOC_CONF=background_thread:false"});
+  BackgroundCommand controller(argv);
+  create_job("plugin", 1, "0.1");
+  ASSERT_TRUE(wait_until([&] { return status_of("plugin") == "Succeeded"; }, 20s))
+      << controller.output();
+  std::ifstream maps(fmt::format("/proc/{}/maps", controller.pid()));
+  const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
+  EXPECT_NE(mapped.find("libjemalloc.so.2"), std::string::npos);
+  std::ifstream in(environment);
+  const std::string seen((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(seen.find("\nMALLOC_CONF=background_thread:false\n"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("LD_PRELOAD"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("TRAINCTL_"), std::string::npos) << seen;
+  EXPECT_EQ(controller.stop(SIGTERM), 0) << controller.output();
+#endif
 }
 
 TEST_F(ControllerProcessTest, RecoversWhenTheSandboxRestartsWithoutItsData) {
