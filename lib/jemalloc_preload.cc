@@ -43,16 +43,20 @@ void set_or_unset(const char* name, const std::optional<std::string>& value) {
     ::unsetenv(name);
 }
 
-/// Debian's libjemalloc.so.2, looked for in the directory glibc was loaded from.
+/// Debian's libjemalloc.so.2: in the directory glibc was loaded from (/lib/<triplet>), or in its
+/// twin under /usr where /lib is not a link to /usr/lib (a root without merged /usr).
 std::optional<std::string> installed_jemalloc() {
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&::getpid), &info) == 0 || info.dli_fname == nullptr)
     return std::nullopt;
-  const std::filesystem::path path =
-      std::filesystem::path(info.dli_fname).parent_path() / "libjemalloc.so.2";
-  if (::access(path.c_str(), R_OK) != 0)
-    return std::nullopt;
-  return path.string();
+  const std::filesystem::path glibc_dir = std::filesystem::path(info.dli_fname).parent_path();
+  for (const std::filesystem::path& dir :
+       {glibc_dir, std::filesystem::path("/usr") / glibc_dir.relative_path()}) {
+    const std::filesystem::path path = dir / "libjemalloc.so.2";
+    if (::access(path.c_str(), R_OK) == 0)
+      return path.string();
+  }
+  return std::nullopt;
 }
 
 /// This process's arguments, as it was started.
