@@ -1,8 +1,10 @@
 // The trainctl binary, run as a user runs it: flags, kubeconfig files, output and exit codes.
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -169,6 +171,38 @@ TEST_F(CliTest, CommandsUseGlibcsMallocAndTheSandboxStartsAgainOnJemallocWithIts
   std::ifstream maps(fmt::format("/proc/{}/maps", pid));
   const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
   EXPECT_THAT(mapped, HasSubstr("libjemalloc.so.2"));
+  EXPECT_EQ(run_cli("sandbox down --data-dir " + data).exit_code, 0);
+#endif
+}
+
+// Where libjemalloc.so.2 is not beside glibc (here: glibc copied to a directory of its own, found
+// first through LD_LIBRARY_PATH), `sandbox up` says so and runs on glibc's malloc.
+TEST_F(CliTest, WithoutLibjemallocTheSandboxWarnsAndRunsOnGlibcsMalloc) {
+#ifndef TRAINCTL_PRELOAD_JEMALLOC
+  GTEST_SKIP() << "built without jemalloc (-DTRAINCTL_JEMALLOC=OFF, or sanitizers)";
+#else
+  Dl_info glibc{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&::getpid), &glibc), 0);
+  const std::filesystem::path libraries = dir_.path() / "lib";
+  std::filesystem::create_directories(libraries);
+  for (const char* name : {"libc.so.6", "libm.so.6"}) {
+    std::filesystem::copy_file(std::filesystem::path(glibc.dli_fname).parent_path() / name,
+                               libraries / name);
+  }
+  const std::string data = (dir_.path() / "sandbox").string();
+  const RunResult up = run_cli("sandbox up --detach --port 0 --data-dir " + data,
+                               "LD_LIBRARY_PATH=" + libraries.string());
+  ASSERT_EQ(up.exit_code, 0) << up.out;
+  EXPECT_THAT(up.out, HasSubstr("trainctl: warning: libjemalloc.so.2 is not installed (Debian's "
+                                "libjemalloc2): allocating through glibc's malloc"));
+  std::ifstream pid_file(data + "/sandbox.pid");
+  int pid = 0;
+  pid_file >> pid;
+  ASSERT_GT(pid, 0);
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
+  EXPECT_THAT(mapped, Not(HasSubstr("jemalloc")));
+  EXPECT_THAT(mapped, HasSubstr(libraries.string() + "/libc.so.6"));
   EXPECT_EQ(run_cli("sandbox down --data-dir " + data).exit_code, 0);
 #endif
 }
