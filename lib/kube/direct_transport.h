@@ -15,10 +15,11 @@
 // connection; when the connection fails otherwise, an unanswered read is sent again and a write
 // fails saying so; when it cannot be opened, every request on it fails as the first did. Other
 // concurrent requests take an idle connection or open one. TLS as libcurl set it up: the
-// config's CAs (else the system's), verification of the server's name or address, SNI, a client
-// certificate sent only when the server asks for one (a resumed session is not asked: its key is
-// then never parsed), sessions kept between commands
-// (tls_sessions.h). Proxies and plain http:// stay with libcurl (HttpTransport decides).
+// config's CAs (else the system's; read on the first chain to verify, which a resumed session
+// has not), verification of the server's name or address, SNI, a client certificate sent only
+// when the server asks for one (a resumed session is not asked: its key is then never parsed),
+// sessions kept between commands (tls_sessions.h). Proxies and plain http:// stay with libcurl
+// (HttpTransport decides).
 
 #include <sys/socket.h>
 
@@ -99,6 +100,9 @@ class DirectTransport {
 
   /// A client certificate with its key, parsed once and only when a server asks for it.
   struct Identity;
+  /// The CAs a server's certificate must chain to, read once and only when a server's chain is
+  /// verified.
+  struct TrustedCas;
   /// One connection with the bytes read past its last response, and the requests on it.
   struct Connection;
   /// One request's place on a connection, and how its attempt went.

@@ -728,6 +728,29 @@ TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {
   EXPECT_TRUE(server.requests().empty());
 }
 
+// The CAs are read on the first chain to verify (a resumed handshake verifies none): data that
+// holds no certificate fails that handshake as a Config error saying so, and nothing is sent.
+TEST(DirectTransportTest, CaDataWithoutACertificateIsAConfigErrorSayingWhy) {
+  testing::HttpsTestServer server;
+  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  server.start();
+  RestConfig config = server.rest_config();
+  config.transport = Transport::Direct;
+  config.tls.ca_pem = "not a certificate";
+  HttpTransport transport(config);
+  HttpRequest request;
+  request.path = "/version";
+  for (int attempt = 0; attempt < 2; ++attempt) {  // read once, reported on every handshake
+    const Error e = testing::expect_error([&] { transport.send(request, {}); });
+    EXPECT_EQ(e.kind(), ErrorKind::Config);
+    EXPECT_EQ(e.message(), "GET " + config.server +
+                               "/version: the certificate-authority data holds no PEM certificate");
+  }
+  EXPECT_TRUE(server.requests().empty());
+}
+
 // A value with a line break would end its header and start another: it is refused before
 // anything is sent, without showing the value (it may be a credential).
 TEST(DirectTransportTest, AHeaderValueThatWouldStartAnotherHeaderIsRefused) {
