@@ -145,6 +145,17 @@ TEST_F(CliTest, OfflineVerbsAndACommandThatConnectsLoadOnlyGlibcAndLibcurlOnlyTh
     EXPECT_THAT(initialised_libraries(proxied), ::testing::Contains(loaded)) << proxied.out;
 }
 
+#ifdef TRAINCTL_PRELOAD_JEMALLOC
+/// What the server of `sandbox up --detach --data-dir <data>` maps (/proc/PID/maps).
+std::string sandbox_mappings(const std::string& data) {
+  std::ifstream pid_file(data + "/sandbox.pid");
+  int pid = 0;
+  pid_file >> pid;
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  return std::string((std::istreambuf_iterator<char>(maps)), {});
+}
+#endif
+
 // ARCHITECTURE.md "Memory": commands allocate through glibc's malloc (set up before main,
 // jemalloc cost each ~1 ms); `sandbox up` starts again on Debian's libjemalloc.so.2 with
 // lib/malloc_conf.h's options, the environment's MALLOC_CONF after them, and so does the server
@@ -164,12 +175,7 @@ TEST_F(CliTest, CommandsUseGlibcsMallocAndTheSandboxStartsAgainOnJemallocWithIts
   for (const char* option : {R"(opt.thp: "always")", R"(opt.metadata_thp: "disabled")",
                              "opt.narenas: 1", "opt.dirty_decay_ms: 1000", "opt.stats_print: true"})
     EXPECT_THAT(up.out, HasSubstr(option));
-  std::ifstream pid_file(data + "/sandbox.pid");
-  int pid = 0;
-  pid_file >> pid;
-  ASSERT_GT(pid, 0);
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-  const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
+  const std::string mapped = sandbox_mappings(data);
   EXPECT_THAT(mapped, HasSubstr("libjemalloc.so.2"));
   EXPECT_EQ(run_cli("sandbox down --data-dir " + data).exit_code, 0);
 #endif
@@ -195,12 +201,7 @@ TEST_F(CliTest, WithoutLibjemallocTheSandboxWarnsAndRunsOnGlibcsMalloc) {
   ASSERT_EQ(up.exit_code, 0) << up.out;
   EXPECT_THAT(up.out, HasSubstr("trainctl: warning: libjemalloc.so.2 is not installed (Debian's "
                                 "libjemalloc2): allocating through glibc's malloc"));
-  std::ifstream pid_file(data + "/sandbox.pid");
-  int pid = 0;
-  pid_file >> pid;
-  ASSERT_GT(pid, 0);
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-  const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
+  const std::string mapped = sandbox_mappings(data);
   EXPECT_THAT(mapped, Not(HasSubstr("jemalloc")));
   EXPECT_THAT(mapped, HasSubstr(libraries.string() + "/libc.so.6"));
   EXPECT_EQ(run_cli("sandbox down --data-dir " + data).exit_code, 0);

@@ -696,14 +696,23 @@ TEST(DirectTransportTest, AHandshakeTheServerNeverAnswersTimesOutWithoutARequest
   EXPECT_LT(SteadyClock::now() - started, std::chrono::seconds(5));
 }
 
-// A client certificate the server asks for but that cannot be given is a Config error saying
-// what is wrong with it (the kubeconfig's), not OpenSSL's words for the failed handshake.
-TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {
-  testing::HttpsTestServer server(testing::HttpsTestServer::ClientCerts::Required);
+/// Starts `server` answering GET /version with {}; returns a config reaching it over the direct
+/// transport.
+RestConfig direct_to_version(testing::HttpsTestServer& server) {
   server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{}", "application/json");
   });
   server.start();
+  RestConfig config = server.rest_config();
+  config.transport = Transport::Direct;
+  return config;
+}
+
+// A client certificate the server asks for but that cannot be given is a Config error saying
+// what is wrong with it (the kubeconfig's), not OpenSSL's words for the failed handshake.
+TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {
+  testing::HttpsTestServer server(testing::HttpsTestServer::ClientCerts::Required);
+  const RestConfig config = direct_to_version(server);
   const testing::TestPki& pki = testing::TestPki::shared();
   const struct {
     std::string cert, key, why;
@@ -714,8 +723,6 @@ TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {
        "the client key does not match the client certificate"},
   };
   for (const auto& c : cases) {
-    RestConfig config = server.rest_config();
-    config.transport = Transport::Direct;
     HttpTransport transport(config);
     HttpRequest request;
     request.path = "/version";
@@ -732,12 +739,7 @@ TEST(DirectTransportTest, ABrokenClientCertificateIsAConfigErrorSayingWhy) {
 // holds no certificate fails that handshake as a Config error saying so, and nothing is sent.
 TEST(DirectTransportTest, CaDataWithoutACertificateIsAConfigErrorSayingWhy) {
   testing::HttpsTestServer server;
-  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{}", "application/json");
-  });
-  server.start();
-  RestConfig config = server.rest_config();
-  config.transport = Transport::Direct;
+  RestConfig config = direct_to_version(server);
   config.tls.ca_pem = "not a certificate";
   HttpTransport transport(config);
   HttpRequest request;
@@ -755,12 +757,7 @@ TEST(DirectTransportTest, CaDataWithoutACertificateIsAConfigErrorSayingWhy) {
 // anything is sent, without showing the value (it may be a credential).
 TEST(DirectTransportTest, AHeaderValueThatWouldStartAnotherHeaderIsRefused) {
   testing::HttpsTestServer server;
-  server.routes().Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{}", "application/json");
-  });
-  server.start();
-  RestConfig config = server.rest_config();
-  config.transport = Transport::Direct;
+  const RestConfig config = direct_to_version(server);
   HttpTransport transport(config);
   HttpRequest request;
   request.path = "/version";
