@@ -17,12 +17,13 @@
 
 namespace trainctl {
 
+#ifdef TRAINCTL_PRELOAD_JEMALLOC
+namespace {
+
+/// Whether this process allocates through jemalloc (the binary does not link it).
 bool allocates_through_jemalloc() {
   return ::dlsym(RTLD_DEFAULT, "mallctl") != nullptr;
 }
-
-#ifdef TRAINCTL_PRELOAD_JEMALLOC
-namespace {
 
 // Set in the environment of the process run_on_jemalloc starts: that it was started so, and what
 // LD_PRELOAD and MALLOC_CONF were before (each only when it was set).
@@ -59,6 +60,14 @@ std::optional<std::string> installed_jemalloc() {
   return std::nullopt;
 }
 
+/// Puts LD_PRELOAD and MALLOC_CONF back to `preload` and `conf` and drops the markers above.
+void restore(const std::optional<std::string>& preload, const std::optional<std::string>& conf) {
+  set_or_unset("LD_PRELOAD", preload);
+  set_or_unset("MALLOC_CONF", conf);
+  for (const char* name : {kStarted, kSavedPreload, kSavedConf})
+    ::unsetenv(name);
+}
+
 /// This process's arguments, as it was started.
 std::vector<std::string> own_arguments() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -76,10 +85,7 @@ std::vector<std::string> own_arguments() {
 
 void run_on_jemalloc(const std::function<void(const std::string&)>& warn) {
   if (environment(kStarted)) {
-    set_or_unset("LD_PRELOAD", environment(kSavedPreload));
-    set_or_unset("MALLOC_CONF", environment(kSavedConf));
-    for (const char* name : {kStarted, kSavedPreload, kSavedConf})
-      ::unsetenv(name);
+    restore(environment(kSavedPreload), environment(kSavedConf));
     if (!allocates_through_jemalloc())
       warn("libjemalloc.so.2 could not be preloaded: allocating through glibc's malloc");
     return;
@@ -110,10 +116,7 @@ void run_on_jemalloc(const std::function<void(const std::string&)>& warn) {
   argv.push_back(nullptr);
   ::execv("/proc/self/exe", argv.data());
   const int error = errno;  // execv returns only when it failed: go on as this process
-  set_or_unset("LD_PRELOAD", preload);
-  set_or_unset("MALLOC_CONF", conf);
-  for (const char* name : {kStarted, kSavedPreload, kSavedConf})
-    ::unsetenv(name);
+  restore(preload, conf);
   warn(
       fmt::format("starting again with libjemalloc.so.2 failed ({}): allocating through "
                   "glibc's malloc",

@@ -10,9 +10,6 @@
 
 namespace trainctl {
 
-/// Whether this process allocates through jemalloc.
-bool allocates_through_jemalloc();
-
 /// Called by `controller` and `sandbox up` before anything else: unless the process already
 /// allocates through jemalloc, executes the binary again, same arguments and process, with
 /// Debian's libjemalloc.so.2 (found beside glibc) preloaded and kJemallocOptions in MALLOC_CONF

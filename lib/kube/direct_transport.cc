@@ -223,14 +223,10 @@ ResponseHead read_response_head(MessageReader& reader, const std::string& method
   return result;
 }
 
-struct DirectTransport::Identity {
-  std::string cert_pem;
-  std::string key_pem;
+struct DirectTransport::ReadOnFirstNeed {
   std::mutex mu;
-  bool parsed = false;
-  std::vector<CertPtr> chain;
-  KeyPtr key;
-  std::string problem;  // why it could not be given, once a handshake asked for it
+  bool read = false;
+  std::string problem;
 
   std::string why_not() {
     std::lock_guard lock(mu);
@@ -238,17 +234,16 @@ struct DirectTransport::Identity {
   }
 };
 
-struct DirectTransport::TrustedCas {
+struct DirectTransport::Identity : ReadOnFirstNeed {
+  std::string cert_pem;
+  std::string key_pem;
+  std::vector<CertPtr> chain;
+  KeyPtr key;
+};
+
+struct DirectTransport::TrustedCas : ReadOnFirstNeed {
   std::string pem;
   X509_STORE* store = nullptr;  // the context's
-  std::mutex mu;
-  bool read = false;
-  std::string problem;  // why they could not be read, once a chain was to be verified
-
-  std::string why_not() {
-    std::lock_guard lock(mu);
-    return problem;
-  }
 };
 
 struct DirectTransport::Context {
@@ -304,8 +299,8 @@ struct NotOpened {
 int present_identity(SSL* ssl, void* arg) {
   auto* identity = static_cast<DirectTransport::Identity*>(arg);
   std::lock_guard lock(identity->mu);
-  if (!identity->parsed) {
-    identity->parsed = true;
+  if (!identity->read) {
+    identity->read = true;
     identity->chain = read_certificates(identity->cert_pem);
     identity->key = read_private_key(identity->key_pem);
     ERR_clear_error();

@@ -98,6 +98,9 @@ class DirectTransport {
                         const RequestCredentials& creds, const BodySink* sink,
                         std::stop_token stop);
 
+  /// What a handshake callback reads on first need, and why it could not be used: the callback
+  /// fails the handshake and open() reports the problem instead of OpenSSL's words.
+  struct ReadOnFirstNeed;
   /// A client certificate with its key, parsed once and only when a server asks for it.
   struct Identity;
   /// The CAs a server's certificate must chain to, read once and only when a server's chain is
