@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,7 +26,8 @@ bool allocates_through_jemalloc() {
   return ::dlsym(RTLD_DEFAULT, "mallctl") != nullptr;
 }
 
-// Set in the environment of the process run_on_jemalloc starts: that it was started so, and what
+// Set in the environment of the process run_on_jemalloc starts: that it was started so, with the
+// name the process had (executing /proc/self/exe names it "exe" in ps, top and pkill), and what
 // LD_PRELOAD and MALLOC_CONF were before (each only when it was set).
 constexpr const char* kStarted = "TRAINCTL_JEMALLOC_STARTED";
 constexpr const char* kSavedPreload = "TRAINCTL_JEMALLOC_SAVED_LD_PRELOAD";
@@ -81,10 +83,19 @@ std::vector<std::string> own_arguments() {
   return arguments;
 }
 
+/// This process's name (/proc/self/comm: the base name of what was executed, 15 bytes at most).
+std::string own_name() {
+  std::ifstream in("/proc/self/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 }  // namespace
 
 void run_on_jemalloc(const std::function<void(const std::string&)>& warn) {
-  if (environment(kStarted)) {
+  if (const auto name = environment(kStarted)) {
+    ::prctl(PR_SET_NAME, name->c_str());
     restore(environment(kSavedPreload), environment(kSavedConf));
     if (!allocates_through_jemalloc())
       warn("libjemalloc.so.2 could not be preloaded: allocating through glibc's malloc");
@@ -101,7 +112,7 @@ void run_on_jemalloc(const std::function<void(const std::string&)>& warn) {
   }
   const std::optional<std::string> preload = environment("LD_PRELOAD");
   const std::optional<std::string> conf = environment("MALLOC_CONF");
-  ::setenv(kStarted, "1", 1);
+  ::setenv(kStarted, own_name().c_str(), 1);
   set_or_unset(kSavedPreload, preload);
   set_or_unset(kSavedConf, conf);
   ::setenv("LD_PRELOAD", (preload ? *library + ":" + *preload : *library).c_str(), 1);

@@ -146,20 +146,20 @@ TEST_F(CliTest, OfflineVerbsAndACommandThatConnectsLoadOnlyGlibcAndLibcurlOnlyTh
 }
 
 #ifdef TRAINCTL_PRELOAD_JEMALLOC
-/// What the server of `sandbox up --detach --data-dir <data>` maps (/proc/PID/maps).
-std::string sandbox_mappings(const std::string& data) {
+/// /proc/PID/<file> of the server `sandbox up --detach --data-dir <data>` left running.
+std::string sandbox_proc_file(const std::string& data, const std::string& file) {
   std::ifstream pid_file(data + "/sandbox.pid");
   int pid = 0;
   pid_file >> pid;
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-  return std::string((std::istreambuf_iterator<char>(maps)), {});
+  std::ifstream in(fmt::format("/proc/{}/{}", pid, file));
+  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 #endif
 
 // ARCHITECTURE.md "Memory": commands allocate through glibc's malloc (set up before main,
 // jemalloc cost each ~1 ms); `sandbox up` starts again on Debian's libjemalloc.so.2 with
 // lib/malloc_conf.h's options, the environment's MALLOC_CONF after them, and so does the server
-// it leaves running.
+// it leaves running, still named trainctl.
 TEST_F(CliTest, CommandsUseGlibcsMallocAndTheSandboxStartsAgainOnJemallocWithItsOptions) {
   const RunResult loaded = run_cli("version --client", "LD_DEBUG=libs");
   ASSERT_EQ(loaded.exit_code, 0) << loaded.out;
@@ -175,8 +175,8 @@ TEST_F(CliTest, CommandsUseGlibcsMallocAndTheSandboxStartsAgainOnJemallocWithIts
   for (const char* option : {R"(opt.thp: "always")", R"(opt.metadata_thp: "disabled")",
                              "opt.narenas: 1", "opt.dirty_decay_ms: 1000", "opt.stats_print: true"})
     EXPECT_THAT(up.out, HasSubstr(option));
-  const std::string mapped = sandbox_mappings(data);
-  EXPECT_THAT(mapped, HasSubstr("libjemalloc.so.2"));
+  EXPECT_THAT(sandbox_proc_file(data, "maps"), HasSubstr("libjemalloc.so.2"));
+  EXPECT_EQ(sandbox_proc_file(data, "comm"), "trainctl\n");  // ps and pkill find it by name
   EXPECT_EQ(run_cli("sandbox down --data-dir " + data).exit_code, 0);
 #endif
 }
@@ -201,7 +201,7 @@ TEST_F(CliTest, WithoutLibjemallocTheSandboxWarnsAndRunsOnGlibcsMalloc) {
   ASSERT_EQ(up.exit_code, 0) << up.out;
   EXPECT_THAT(up.out, HasSubstr("trainctl: warning: libjemalloc.so.2 is not installed (Debian's "
                                 "libjemalloc2): allocating through glibc's malloc"));
-  const std::string mapped = sandbox_mappings(data);
+  const std::string mapped = sandbox_proc_file(data, "maps");
   EXPECT_THAT(mapped, Not(HasSubstr("jemalloc")));
   EXPECT_THAT(mapped, HasSubstr(libraries.string() + "/libc.so.6"));
   EXPECT_EQ(run_cli("sandbox down --data-dir " + data).exit_code, 0);

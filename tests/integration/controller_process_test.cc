@@ -141,9 +141,9 @@ TEST_F(ControllerProcessTest, ServesProbesAndMetricsAndExitsCleanlyOnSigterm) {
     EXPECT_TRUE(json::accept(line)) << line;
 }
 
-// ARCHITECTURE.md "Memory": the controller starts again on Debian's libjemalloc.so.2, and the
-// processes it starts (here its exec credential plugin) get the environment it was given:
-// MALLOC_CONF as it was, no LD_PRELOAD, nothing of trainctl's own.
+// ARCHITECTURE.md "Memory": the controller starts again on Debian's libjemalloc.so.2 under its
+// own name, and the processes it starts (here its exec credential plugin) get the environment it
+// was given: MALLOC_CONF as it was, no LD_PRELOAD, nothing of trainctl's own.
 TEST_F(ControllerProcessTest, RunsOnJemallocAndItsCredentialPluginGetsTheEnvironmentItWasGiven) {
 #ifndef TRAINCTL_PRELOAD_JEMALLOC
   GTEST_SKIP() << "built without jemalloc (-DTRAINCTL_JEMALLOC=OFF, or sanitizers)";
@@ -183,6 +183,10 @@ TEST_F(ControllerProcessTest, RunsOnJemallocAndItsCredentialPluginGetsTheEnviron
   std::ifstream maps(fmt::format("/proc/{}/maps", controller.pid()));
   const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
   EXPECT_NE(mapped.find("libjemalloc.so.2"), std::string::npos);
+  std::ifstream comm(fmt::format("/proc/{}/comm", controller.pid()));
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_EQ(name, "trainctl");  // not "exe": ps, top and pkill find it by name
   std::ifstream in(environment);
   const std::string seen((std::istreambuf_iterator<char>(in)), {});
   EXPECT_NE(seen.find("\nMALLOC_CONF=background_thread:false\n"), std::string::npos) << seen;
