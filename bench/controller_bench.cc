@@ -328,6 +328,11 @@ void print_metrics(const std::string& page, int jobs, int replicas) {
     reconciles[it->second.first] += it->second.second;
   for (const auto& [labels, n] : reconciles)
     fmt::print("reconciles {} {:.2f}/job\n", labels, n / jobs);
+  const auto [unchanged_first, unchanged_last] =
+      metrics.equal_range("trainctl_reconcile_unchanged_total");
+  for (auto it = unchanged_first; it != unchanged_last; ++it)
+    fmt::print("  of which found the job changed only by its own writes (no plan) {} {:.2f}/job\n",
+               it->second.first, it->second.second / jobs);
   fmt::print("reconcile latency p50 {:.2f} ms, p99 {:.2f} ms\n",
              1000 * quantile(metrics, "trainctl_reconcile_duration_seconds", 0.5),
              1000 * quantile(metrics, "trainctl_reconcile_duration_seconds", 0.99));

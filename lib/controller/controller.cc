@@ -7,6 +7,11 @@ namespace trainctl::controller {
 void declare_controller_metrics(MetricsRegistry& metrics) {
   metrics.declare_counter("trainctl_reconcile_total", "Reconciles by job kind and result.",
                           {"kind", "result"});
+  metrics.declare_counter("trainctl_reconcile_unchanged_total",
+                          "Job reconciles that planned nothing: the job and its objects had "
+                          "changed only by the writes of its last reconcile, which found that "
+                          "they leave nothing to do.",
+                          {"kind"});
   metrics.declare_histogram("trainctl_reconcile_duration_seconds",
                             "Time to plan and apply one reconcile.",
                             exponential_buckets(0.0005, 2, 16), {"kind"});

@@ -89,16 +89,42 @@ void Expectations::forget(const std::string& key) {
   std::lock_guard lock(mutex_);
   pending_.erase(key);
   seen_job_versions_.erase(key);
+  changes_.erase(key);
+  settled_.erase(key);
 }
 
 void Expectations::observe(const std::string& key, const std::string& name) {
   std::lock_guard lock(mutex_);
   const auto it = pending_.find(key);
-  if (it == pending_.end())
+  if (it == pending_.end() || it->second.names.erase(name) == 0) {
+    ++changes_[key];
+    settled_.erase(key);
     return;
-  it->second.names.erase(name);
+  }
   if (it->second.names.empty())
     pending_.erase(it);
+}
+
+std::uint64_t Expectations::changes(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  const auto it = changes_.find(key);
+  return it == changes_.end() ? 0 : it->second;
+}
+
+void Expectations::settle(const std::string& key, const std::string& uid,
+                          const std::string& job_version, std::uint64_t changes) {
+  std::lock_guard lock(mutex_);
+  const auto it = changes_.find(key);
+  if ((it == changes_.end() ? 0 : it->second) == changes)
+    settled_[key] = Settled{uid, job_version};
+}
+
+bool Expectations::settled(const std::string& key, const std::string& uid,
+                           const std::string& job_version) {
+  std::lock_guard lock(mutex_);
+  const auto it = settled_.find(key);
+  return it != settled_.end() && it->second.uid == uid && it->second.job_version == job_version &&
+         !pending_.contains(key);
 }
 
 bool Expectations::satisfied(const std::string& key, const std::string& uid, TimePoint now) {
@@ -108,7 +134,9 @@ bool Expectations::satisfied(const std::string& key, const std::string& uid, Tim
     return true;
   if (it->second.uid == uid && now < it->second.deadline)
     return false;
+  // Writes that never showed (or a predecessor's): what a settle() assumed of them is void.
   pending_.erase(it);
+  settled_.erase(key);
   return true;
 }
 

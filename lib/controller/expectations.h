@@ -1,9 +1,12 @@
 #pragma once
 
 // client-go's "expectations": the names of objects a reconcile wrote and the cache has not shown
-// yet, per job, so a stale cache does not make the next reconcile repeat the writes.
+// yet, per job, so a stale cache does not make the next reconcile repeat the writes. And whether
+// a job is settled: its last reconcile found nothing more to do once its writes show, and nothing
+// else changed since, so the reconciles its own writes' events cause need not plan.
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -37,8 +40,21 @@ class Expectations {
   void observe_job_version(const std::string& key, const std::string& version);
   /// The job is gone: drop everything about it.
   void forget(const std::string& key);
-  /// The cache showed `name` (created) or lost it (deleted).
+  /// The cache showed `name` (created) or lost it (deleted), or changed it: unless that is a
+  /// write the key expects, it is a change of the job's objects no reconcile made (counted).
   void observe(const std::string& key, const std::string& name);
+  /// How many changes of the job's objects observe() counted: a reconcile reads it before it
+  /// reads the caches, and settle() compares it.
+  std::uint64_t changes(const std::string& key);
+  /// A reconcile of the job `uid`, started at `changes` and leaving the job at `job_version`,
+  /// found that planning on the state its writes produce gives nothing to do: until the job or
+  /// its objects change otherwise, reconciling again would plan nothing. Ignored when a change
+  /// was counted since `changes` (the reconcile may not have seen it).
+  void settle(const std::string& key, const std::string& uid, const std::string& job_version,
+              std::uint64_t changes);
+  /// Whether reconciling the job `uid`, now at `job_version`, would plan nothing: settle() said
+  /// so for that version, every write it expected showed, and no other change was counted.
+  bool settled(const std::string& key, const std::string& uid, const std::string& job_version);
   /// Whether nothing is pending for the job `uid` under `key`, or its deadline passed (then it is
   /// dropped, as is what a job of another uid waited for).
   bool satisfied(const std::string& key, const std::string& uid, TimePoint now);
@@ -57,6 +73,12 @@ class Expectations {
   /// plus the edits that can land while they are in flight.
   static constexpr std::size_t kRecentJobVersions = 16;
   std::map<std::string, std::deque<std::string>> seen_job_versions_;
+  std::map<std::string, std::uint64_t> changes_;
+  struct Settled {
+    std::string uid;
+    std::string job_version;
+  };
+  std::map<std::string, Settled> settled_;
 };
 
 }  // namespace trainctl::controller

@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "api/status.h"
 #include "api/well_known.h"
@@ -405,6 +411,76 @@ Plan plan_job(const json& job, const Observed& observed, const PlanOptions& opti
   if (is_finished(planner.status()))
     planner.finish();
   return planner.take_plan();
+}
+
+namespace {
+
+/// Where `observed` keeps a resource's objects: a list, or the one PodGroup; neither (null) for
+/// a resource no planner writes.
+struct ObservedPlace {
+  std::vector<json>* list = nullptr;
+  std::optional<json>* one = nullptr;
+};
+
+ObservedPlace observed_place(Observed& observed, const kube::Resource& resource) {
+  static const std::map<std::string, std::vector<json> Observed::*, std::less<>> lists = {
+      {"pods", &Observed::pods},
+      {"services", &Observed::services},
+      {"configmaps", &Observed::config_maps},
+      {"secrets", &Observed::secrets},
+      {"jobs", &Observed::batch_jobs},
+      {"horizontalpodautoscalers", &Observed::autoscalers}};
+  if (resource.plural == "podgroups")
+    return {.one = &observed.pod_group};
+  const auto it = lists.find(resource.plural);
+  return {.list = it == lists.end() ? nullptr : &(observed.*(it->second))};
+}
+
+}  // namespace
+
+bool apply_plan(Plan plan, json& job, Observed& observed) {
+  const std::string job_plural = kube::resources::job(checked_kind(job)).plural;
+  for (Action& action : plan.actions) {
+    if (action.resource.plural == job_plural) {
+      switch (action.type) {
+        case Action::Type::Delete:
+          return false;
+        case Action::Type::UpdateStatus:
+          job["status"] = std::move(action.object["status"]);
+          break;
+        case Action::Type::Patch:
+          job.merge_patch(json::parse(action.patch));
+          break;
+        default:
+          job = std::move(action.object);
+      }
+      continue;
+    }
+    const ObservedPlace place = observed_place(observed, action.resource);
+    if (place.one != nullptr) {
+      if (action.type == Action::Type::Delete)
+        place.one->reset();
+      else
+        *place.one = std::move(action.object);
+      continue;
+    }
+    if (place.list == nullptr)
+      throw std::logic_error("apply_plan: a write to " + action.resource.plural);
+    const auto named = [&](const json& object) { return name_of(object) == action.name; };
+    switch (action.type) {
+      case Action::Type::Create:
+        if (action.resource.plural == "pods")
+          action.object["status"] = {{"phase", "Pending"}};
+        place.list->push_back(std::move(action.object));
+        break;
+      case Action::Type::Delete:
+        std::erase_if(*place.list, named);
+        break;
+      default:  // Update: a planner patches and writes the status of its job only
+        std::replace_if(place.list->begin(), place.list->end(), named, action.object);
+    }
+  }
+  return true;
 }
 
 }  // namespace trainctl::controller

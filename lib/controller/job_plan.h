@@ -18,4 +18,10 @@ namespace trainctl::controller {
 /// object that is not a job of a known kind or lacks metadata.name or its replica specs.
 Plan plan_job(const nlohmann::json& job, const Observed& observed, const PlanOptions& options);
 
+/// What the caches show of `job` and `observed` once every write of `plan` is made, as far as a
+/// planner reads them: objects created as sent (a pod Pending, as the API server makes it),
+/// deleted ones gone, updated ones replaced, the job's status and annotations as written (the
+/// objects are moved out of `plan`). Returns false when the plan deletes the job itself.
+bool apply_plan(Plan plan, nlohmann::json& job, Observed& observed);
+
 }  // namespace trainctl::controller

@@ -89,6 +89,26 @@ TEST(JobPlanTest, TFJobCreatesOnePodAndHeadlessServicePerReplica) {
   EXPECT_TRUE(has_event(plan, "SuccessfulCreateService"));
 }
 
+// What the controller checks after each reconcile (job_reconciler.cc): the state its writes leave
+// plans nothing more, so the events of those writes need no plan.
+TEST(JobPlanTest, ApplyPlanShowsWhatThePlansWritesLeaveAndPlanningOnItGivesNothing) {
+  const json job = tf_job();
+  const Plan plan = plan_job(job, {}, options());
+  json after_job = job;
+  Observed after;
+  ASSERT_TRUE(apply_plan(plan, after_job, after));
+  ASSERT_EQ(after.pods.size(), 3u);
+  for (const json& pod : after.pods)
+    EXPECT_EQ(pod["status"], json({{"phase", "Pending"}})) << "as the API server creates a pod";
+  EXPECT_EQ(after.services.size(), 3u);
+  EXPECT_EQ(condition_status(after_job, "Created"), "True");
+  EXPECT_EQ(names(plan, Action::Type::Create, "pods").size(), 3u) << "the plan passed was a copy";
+  const Plan next = plan_job(after_job, after, options(seconds(1)));
+  EXPECT_TRUE(next.actions.empty());
+  EXPECT_TRUE(next.events.empty());
+  EXPECT_FALSE(next.requeue_after.has_value());
+}
+
 TEST(JobPlanTest, ChiefIsTheMasterRole) {
   const Plan plan = plan_job(
       tf_job({{"tfReplicaSpecs",

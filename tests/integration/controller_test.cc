@@ -397,6 +397,48 @@ TEST_F(ControllerTest, SuspendDeletesPodsAndResumeRecreatesThem) {
   ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "mnist", "Running"));
 }
 
+// The events a reconcile's own writes cause (its status write, its creates) make the job due
+// again, but planning would find nothing to do: that reconcile checked (apply_plan) and the next
+// one skips planning. Anything else that changes (the job's spec, a pod deleted by a user) is
+// planned for as before.
+TEST_F(ControllerTest, ReconcilesCausedOnlyByItsOwnWritesPlanNothingAndOtherChangesStillCount) {
+  start();
+  const auto unchanged = [&] {
+    return metrics_.value("trainctl_reconcile_unchanged_total", {"TFJob"});
+  };
+  client().create(kube::resources::job(api::JobKind::TFJob), "default", yaml(R"(
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: settled}
+spec:
+  runPolicy: {suspend: true}
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {trainctl.io/test: no-such-node}
+          containers: [{name: tensorflow, image: tf:2}]
+)"));
+  ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "settled", "Suspended"));
+  // The status write's event: reconciled without a plan.
+  ASSERT_TRUE(wait_until([&] { return unchanged() == 1; })) << unchanged();
+  EXPECT_TRUE(pods_of("settled").empty());
+
+  client().patch(kube::resources::job(api::JobKind::TFJob), "default", "settled",
+                 kube::PatchType::Merge, {{"spec", {{"runPolicy", {{"suspend", false}}}}}});
+  ASSERT_TRUE(wait_until([&] { return pods_of("settled").size() == 2; }));
+  client().remove(kube::resources::pods(), "default", "settled-worker-1");
+  ASSERT_TRUE(wait_until([&] {
+    for (const json& pod : pods_of("settled")) {
+      if (pod["metadata"]["name"] == "settled-worker-1" &&
+          !pod["metadata"].contains("deletionTimestamp"))
+        return true;
+    }
+    return false;
+  })) << "a pod deleted by somebody else is created again";
+}
+
 TEST_F(ControllerTest, JobsManagedByAnotherControllerAreLeftAlone) {
   start();
   json manifest = yaml(kTfJob);

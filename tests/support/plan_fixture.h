@@ -55,60 +55,21 @@ struct FakeCluster {
   int next_uid = 100;
   bool job_deleted = false;
 
-  std::vector<json>* list(const kube::Resource& r) {
-    if (r.plural == "pods")
-      return &observed.pods;
-    if (r.plural == "services")
-      return &observed.services;
-    if (r.plural == "configmaps")
-      return &observed.config_maps;
-    if (r.plural == "secrets")
-      return &observed.secrets;
-    if (r.plural == "jobs")
-      return &observed.batch_jobs;
-    if (r.plural == "horizontalpodautoscalers")
-      return &observed.autoscalers;
-    return nullptr;
-  }
-
+  /// Applies the plan's writes as the API server would (apply_plan), each new object with a uid.
   void apply(const Plan& plan) {
-    for (const Action& a : plan.actions) {
-      std::vector<json>* objects = list(a.resource);
-      switch (a.type) {
-        case Action::Type::Create: {
-          json object = a.object;
-          object["metadata"]["uid"] = "u" + std::to_string(next_uid++);
-          if (a.resource.plural == "pods")
-            object["status"] = {{"phase", "Pending"}};
-          if (a.resource.plural == "podgroups")
-            observed.pod_group = object;
-          else
-            objects->push_back(object);
-          break;
-        }
-        case Action::Type::Delete:
-          if (a.resource.plural == "podgroups") {
-            observed.pod_group.reset();
-          } else if (!objects) {
-            job_deleted = true;
-          } else {
-            std::erase_if(*objects, [&](const json& o) { return o["metadata"]["name"] == a.name; });
-          }
-          break;
-        case Action::Type::Update:
-          for (json& o : *objects) {
-            if (o["metadata"]["name"] == a.name)
-              o = a.object;
-          }
-          break;
-        case Action::Type::UpdateStatus:
-          job["status"] = a.object["status"];
-          break;
-        case Action::Type::Patch:
-          job.merge_patch(json::parse(a.patch));
-          break;
-      }
+    if (!apply_plan(plan, job, observed))
+      job_deleted = true;
+    const auto give_uid = [&](json& object) {
+      if (!object["metadata"].contains("uid"))
+        object["metadata"]["uid"] = "u" + std::to_string(next_uid++);
+    };
+    for (auto* list : {&observed.pods, &observed.services, &observed.config_maps, &observed.secrets,
+                       &observed.batch_jobs, &observed.autoscalers}) {
+      for (json& object : *list)
+        give_uid(object);
     }
+    if (observed.pod_group)
+      give_uid(*observed.pod_group);
   }
 
   /// Plans and applies; returns the plan.
