@@ -37,8 +37,8 @@ std::optional<Application> make_verb_application(std::string_view verb,
 /// cursor), completing as the whole tree does: once the cursor is past the verb, that verb's
 /// alone, with the subcommand the next word names (none while the cursor is on that word: only
 /// the subcommands' names are listed there; all of them past a flag, which may come before the
-/// subcommand's name); on the verb word, every verb without the flags of their subcommands (only
-/// the verbs are listed). Each TAB builds it.
+/// subcommand's name); on the verb word, the verbs it may begin (every verb for a flag) without
+/// the flags of their subcommands (only the verbs are listed). Each TAB builds it.
 Application completion_tree(const std::vector<std::string>& words);
 
 }  // namespace trainctl::cli

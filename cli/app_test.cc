@@ -160,13 +160,26 @@ TEST(VerbApplicationTest, OneLevelCompletesTheVerbUnderTheCursorAsTheWholeTree) 
     EXPECT_EQ(format_completion(complete(one_level, {typed}, lookup)),
               format_completion(complete(all, {typed}, lookup)))
         << typed;
-    // What __complete builds for the verb word: no job kind's flags.
+    // What __complete builds for the verb word: the verbs it may begin, no job kind's flags.
     const Application verbs = completion_tree({typed});
     EXPECT_EQ(format_completion(complete(describe(*verbs.app, 1), {typed}, lookup)),
               format_completion(complete(all, {typed}, lookup)))
         << typed;
-    const CLI::App* submit = verbs.app->get_subcommand("submit");
-    EXPECT_EQ(submit->get_subcommand("tfjob")->get_options().size(), 1u) << typed;  // --help
+    const std::string_view word = typed;
+    const bool all_verbs = word.empty() || word.starts_with('-');
+    if (all_verbs)
+      EXPECT_EQ(verbs.app->get_subcommands({}).size(), whole.app->get_subcommands({}).size());
+    else
+      EXPECT_LT(verbs.app->get_subcommands({}).size(), whole.app->get_subcommands({}).size())
+          << typed;
+    if (word == "ls") {
+      ASSERT_EQ(verbs.app->get_subcommands({}).size(), 1u);
+      EXPECT_EQ(verbs.app->get_subcommands({})[0]->get_name(), "list");
+    }
+    if (all_verbs || word == "s" || word == "submit") {
+      const CLI::App* submit = verbs.app->get_subcommand("submit");
+      EXPECT_EQ(submit->get_subcommand("tfjob")->get_options().size(), 1u) << typed;  // --help
+    }
   }
   // Global flags before the verb: the whole tree.
   const std::vector<std::string> words = {"-n", "x", "submit", "tfjob", "--w"};
