@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <utility>
 
 namespace trainctl::controller {
 namespace {
@@ -89,7 +90,6 @@ void Expectations::forget(const std::string& key) {
   std::lock_guard lock(mutex_);
   pending_.erase(key);
   seen_job_versions_.erase(key);
-  changes_.erase(key);
   settled_.erase(key);
 }
 
@@ -97,7 +97,8 @@ void Expectations::observe(const std::string& key, const std::string& name) {
   std::lock_guard lock(mutex_);
   const auto it = pending_.find(key);
   if (it == pending_.end() || it->second.names.erase(name) == 0) {
-    ++changes_[key];
+    if (const auto reading = reading_.find(key); reading != reading_.end())
+      ++reading->second;
     settled_.erase(key);
     return;
   }
@@ -105,18 +106,22 @@ void Expectations::observe(const std::string& key, const std::string& name) {
     pending_.erase(it);
 }
 
-std::uint64_t Expectations::changes(const std::string& key) {
-  std::lock_guard lock(mutex_);
-  const auto it = changes_.find(key);
-  return it == changes_.end() ? 0 : it->second;
+Expectations::Reading::Reading(Expectations& owner, std::string key)
+    : owner_(owner), key_(std::move(key)) {
+  std::lock_guard lock(owner_.mutex_);
+  owner_.reading_[key_] = 0;
 }
 
-void Expectations::settle(const std::string& key, const std::string& uid,
-                          const std::string& job_version, std::uint64_t changes) {
+Expectations::Reading::~Reading() {
+  std::lock_guard lock(owner_.mutex_);
+  owner_.reading_.erase(key_);
+}
+
+void Expectations::settle(const Reading& reading, const std::string& uid,
+                          const std::string& job_version) {
   std::lock_guard lock(mutex_);
-  const auto it = changes_.find(key);
-  if ((it == changes_.end() ? 0 : it->second) == changes)
-    settled_[key] = Settled{uid, job_version};
+  if (reading_.at(reading.key_) == 0)
+    settled_[reading.key_] = Settled{uid, job_version};
 }
 
 bool Expectations::settled(const std::string& key, const std::string& uid,

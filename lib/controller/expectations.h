@@ -43,15 +43,27 @@ class Expectations {
   /// The cache showed `name` (created) or lost it (deleted), or changed it: unless that is a
   /// write the key expects, it is a change of the job's objects no reconcile made (counted).
   void observe(const std::string& key, const std::string& name);
-  /// How many changes of the job's objects observe() counted: a reconcile reads it before it
-  /// reads the caches, and settle() compares it.
-  std::uint64_t changes(const std::string& key);
-  /// A reconcile of the job `uid`, started at `changes` and leaving the job at `job_version`,
-  /// found that planning on the state its writes produce gives nothing to do: until the job or
-  /// its objects change otherwise, reconciling again would plan nothing. Ignored when a change
-  /// was counted since `changes` (the reconcile may not have seen it).
-  void settle(const std::string& key, const std::string& uid, const std::string& job_version,
-              std::uint64_t changes);
+  /// A reconcile of one key, from before it reads the caches to its end: observe() counts the
+  /// changes of the key's objects meanwhile (the work queue hands a key to one worker at a time).
+  class Reading {
+   public:
+    Reading(Expectations& owner, std::string key);
+    ~Reading();
+    Reading(const Reading&) = delete;
+    Reading& operator=(const Reading&) = delete;
+
+   private:
+    friend class Expectations;
+    Expectations& owner_;
+    std::string key_;
+  };
+  /// Starts a Reading of `key`.
+  [[nodiscard]] Reading start_reading(const std::string& key) { return Reading(*this, key); }
+  /// The reconcile `reading` of the job `uid`, leaving the job at `job_version`, found that
+  /// planning on the state its writes produce gives nothing to do: until the job or its objects
+  /// change otherwise, reconciling again would plan nothing. Ignored when a change was counted
+  /// during the reading (the reconcile may not have seen it).
+  void settle(const Reading& reading, const std::string& uid, const std::string& job_version);
   /// Whether reconciling the job `uid`, now at `job_version`, would plan nothing: settle() said
   /// so for that version, every write it expected showed, and no other change was counted.
   bool settled(const std::string& key, const std::string& uid, const std::string& job_version);
@@ -73,7 +85,8 @@ class Expectations {
   /// plus the edits that can land while they are in flight.
   static constexpr std::size_t kRecentJobVersions = 16;
   std::map<std::string, std::deque<std::string>> seen_job_versions_;
-  std::map<std::string, std::uint64_t> changes_;
+  /// Changes counted per key being read (only those: nothing is kept for a key at rest).
+  std::map<std::string, std::uint64_t> reading_;
   struct Settled {
     std::string uid;
     std::string job_version;

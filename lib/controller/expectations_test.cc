@@ -99,36 +99,50 @@ TEST(ExpectationsTest, AJobCreatedAgainUnderItsNameDoesNotWaitForItsPredecessor)
 // version it wrote. Any other change of the job or its objects unsettles it.
 TEST(ExpectationsTest, AJobSettlesUntilSomethingButItsOwnWritesChanges) {
   Expectations e;
-  std::uint64_t start = e.changes("tf/a");
-  e.expect("tf/a", "uid-a", {"pods/a-worker-0", "services/a-worker-0"}, kNow + 30s);
-  e.settle("tf/a", "uid-a", "200", start);
+  {
+    const Expectations::Reading reading = e.start_reading("tf/a");
+    e.expect("tf/a", "uid-a", {"pods/a-worker-0", "services/a-worker-0"}, kNow + 30s);
+    e.settle(reading, "uid-a", "200");
+  }
   EXPECT_FALSE(e.settled("tf/a", "uid-a", "200")) << "its writes have not all shown";
   e.observe("tf/a", "pods/a-worker-0");
   e.observe("tf/a", "services/a-worker-0");
   EXPECT_TRUE(e.satisfied("tf/a", "uid-a", kNow));
-  EXPECT_TRUE(e.settled("tf/a", "uid-a", "200"));
-  EXPECT_EQ(e.changes("tf/a"), start) << "the echoes of its own writes are no change";
+  EXPECT_TRUE(e.settled("tf/a", "uid-a", "200")) << "the echoes of its own writes are no change";
   EXPECT_FALSE(e.settled("tf/a", "uid-a", "201")) << "the job changed since";
   EXPECT_FALSE(e.settled("tf/a", "uid-b", "200")) << "another job under the name";
 
   e.observe("tf/a", "pods/a-worker-0");  // modified: scheduled, say
-  EXPECT_EQ(e.changes("tf/a"), start + 1);
   EXPECT_FALSE(e.settled("tf/a", "uid-a", "200"));
 
-  // A change counted while a reconcile ran: it may not have seen it, so it does not settle.
-  start = e.changes("tf/a");
-  e.observe("tf/a", "pods/a-worker-1");
-  e.settle("tf/a", "uid-a", "200", start);
+  // A change counted while a reconcile read: it may not have seen it, so it does not settle.
+  {
+    const Expectations::Reading reading = e.start_reading("tf/a");
+    e.observe("tf/a", "pods/a-worker-1");
+    e.observe("tf/b", "pods/b-worker-0");  // another job's: counted for it alone
+    e.settle(reading, "uid-a", "200");
+  }
   EXPECT_FALSE(e.settled("tf/a", "uid-a", "200"));
-  e.settle("tf/a", "uid-a", "200", e.changes("tf/a"));
+  {
+    const Expectations::Reading reading = e.start_reading("tf/a");
+    e.observe("tf/b", "pods/b-worker-0");
+    e.settle(reading, "uid-a", "200");
+  }
   EXPECT_TRUE(e.settled("tf/a", "uid-a", "200"));
 
   // Writes that lapsed without showing void the settle; forget() drops it with the rest.
-  e.expect("tf/a", "uid-a", {"pods/a-worker-2"}, kNow + 30s);
-  e.settle("tf/a", "uid-a", "300", e.changes("tf/a"));
+  {
+    const Expectations::Reading reading = e.start_reading("tf/a");
+    e.expect("tf/a", "uid-a", {"pods/a-worker-2"}, kNow + 30s);
+    e.settle(reading, "uid-a", "300");
+  }
   EXPECT_TRUE(e.satisfied("tf/a", "uid-a", kNow + 30s));
   EXPECT_FALSE(e.settled("tf/a", "uid-a", "300"));
-  e.settle("tf/a", "uid-a", "300", e.changes("tf/a"));
+  {
+    const Expectations::Reading reading = e.start_reading("tf/a");
+    e.settle(reading, "uid-a", "300");
+  }
+  EXPECT_TRUE(e.settled("tf/a", "uid-a", "300"));
   e.forget("tf/a");
   EXPECT_FALSE(e.settled("tf/a", "uid-a", "300"));
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <compare>
-#include <cstdint>
 #include <map>
 #include <set>
 #include <span>
@@ -292,7 +291,7 @@ class JobReconciler : public Runnable {
 
   void reconcile(const JobKey& job_key) {
     const std::string key = key_text(job_key);
-    const std::uint64_t changes = expectations_.changes(key);  // before the caches are read
+    const Expectations::Reading reading = expectations_.start_reading(key);  // before the caches
     const auto job =
         jobs_.at(job_key.kind)
             ->get(job_key.namespace_.empty() ? job_key.name
@@ -339,7 +338,7 @@ class JobReconciler : public Runnable {
     }
     std::string written = written_job_version(resource.plural, plan, results);
     if (settles(*job, std::move(observed), std::move(plan), results, options))
-      expectations_.settle(key, uid, written.empty() ? version : written, changes);
+      expectations_.settle(reading, uid, written.empty() ? version : written);
   }
 
   // Whether planning on the state a plan's writes produce (apply_plan) gives nothing to do: then
