@@ -336,7 +336,7 @@ class JobReconciler : public Runnable {
       loop_.add_after(job_key, *plan.requeue_after);
       return;
     }
-    std::string written = written_job_version(resource.plural, plan, results);
+    const std::string written = written_job_version(resource.plural, plan, results);
     if (settles(*job, std::move(observed), std::move(plan), results, options))
       expectations_.settle(reading, uid, written.empty() ? version : written);
   }
@@ -347,6 +347,8 @@ class JobReconciler : public Runnable {
   // a write whose object was gone): the caches will show something else.
   static bool settles(json job, Observed observed, Plan plan, const std::vector<json>& results,
                       const PlanOptions& options) {
+    if (plan.actions.empty())  // the same state again: the same plan (plan_job is deterministic)
+      return plan.events.empty();
     if (std::any_of(results.begin(), results.end(), [](const json& r) { return r.is_null(); }) ||
         !apply_plan(std::move(plan), job, observed))
       return false;
