@@ -38,6 +38,26 @@ json yaml(const std::string& text) {
   return yaml_to_json(YAML::Load(text));
 }
 
+/// A TFJob of `workers` workers no node takes (their pods stay Pending), with spec.runPolicy
+/// `run_policy` (a YAML flow mapping) when one is given.
+std::string pending_tfjob(const std::string& name, int workers,
+                          const std::string& run_policy = "") {
+  return fmt::format(R"(
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {{name: {}}}
+spec:{}
+  tfReplicaSpecs:
+    Worker:
+      replicas: {}
+      template:
+        spec:
+          nodeSelector: {{trainctl.io/test: no-such-node}}
+          containers: [{{name: tensorflow, image: tf:2}}]
+)",
+                     name, run_policy.empty() ? "" : "\n  runPolicy: " + run_policy, workers);
+}
+
 /// The controller's identity here is the packaged ServiceAccount's (a bearer token), and every
 /// request it makes is checked against packaging/rbac.yaml as kube-apiserver's RBAC authorizer
 /// would: a call the packaged policy denies fails the test that made it.
@@ -212,19 +232,7 @@ spec:
 // syncJobBatchPeriod); a pod created or deleted still enqueues it at once.
 TEST_F(ControllerTest, ChangesToAJobsPodsWithinTheBatchPeriodCostItOneReconcile) {
   start(controller::GangScheduler::None, {}, {}, std::chrono::seconds(1));
-  create(kube::resources::job(api::JobKind::TFJob), R"(
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: batched}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 4
-      template:
-        spec:
-          nodeSelector: {trainctl.io/test: no-such-node}
-          containers: [{name: tensorflow, image: tf:2}]
-)");
+  create(kube::resources::job(api::JobKind::TFJob), pending_tfjob("batched", 4));
   ASSERT_TRUE(wait_until([&] { return pods_of("batched").size() == 4; }));
   const auto reconciles = [&] {
     return metrics_.value("trainctl_reconcile_total", {"TFJob", "success"});
@@ -406,20 +414,7 @@ TEST_F(ControllerTest, ReconcilesCausedOnlyByItsOwnWritesPlanNothingAndOtherChan
   const auto unchanged = [&] {
     return metrics_.value("trainctl_reconcile_unchanged_total", {"TFJob"});
   };
-  client().create(kube::resources::job(api::JobKind::TFJob), "default", yaml(R"(
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: settled}
-spec:
-  runPolicy: {suspend: true}
-  tfReplicaSpecs:
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          nodeSelector: {trainctl.io/test: no-such-node}
-          containers: [{name: tensorflow, image: tf:2}]
-)"));
+  create(kube::resources::job(api::JobKind::TFJob), pending_tfjob("settled", 2, "{suspend: true}"));
   ASSERT_TRUE(wait_status(kube::resources::job(api::JobKind::TFJob), "settled", "Suspended"));
   // The status write's event: reconciled without a plan.
   ASSERT_TRUE(wait_until([&] { return unchanged() == 1; })) << unchanged();
