@@ -6,7 +6,6 @@
 #include <charconv>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -451,33 +450,41 @@ bool apply_plan(Plan plan, json& job, Observed& observed) {
         case Action::Type::Patch:
           job.merge_patch(json::parse(action.patch));
           break;
-        default:
+        case Action::Type::Update:
           job = std::move(action.object);
+          break;
+        default:
+          return false;
       }
       continue;
     }
     const ObservedPlace place = observed_place(observed, action.resource);
+    if (action.type == Action::Type::Create && action.resource.plural == "pods")
+      action.object["status"] = {{"phase", "Pending"}};
     if (place.one != nullptr) {
       if (action.type == Action::Type::Delete)
         place.one->reset();
-      else
+      else if (action.type == Action::Type::Create || action.type == Action::Type::Update)
         *place.one = std::move(action.object);
+      else
+        return false;
       continue;
     }
     if (place.list == nullptr)
-      throw std::logic_error("apply_plan: a write to " + action.resource.plural);
+      return false;
     const auto named = [&](const json& object) { return name_of(object) == action.name; };
     switch (action.type) {
       case Action::Type::Create:
-        if (action.resource.plural == "pods")
-          action.object["status"] = {{"phase", "Pending"}};
         place.list->push_back(std::move(action.object));
         break;
       case Action::Type::Delete:
         std::erase_if(*place.list, named);
         break;
-      default:  // Update: a planner patches and writes the status of its job only
+      case Action::Type::Update:
         std::replace_if(place.list->begin(), place.list->end(), named, action.object);
+        break;
+      default:
+        return false;
     }
   }
   return true;

@@ -21,7 +21,8 @@ Plan plan_job(const nlohmann::json& job, const Observed& observed, const PlanOpt
 /// What the caches show of `job` and `observed` once every write of `plan` is made, as far as a
 /// planner reads them: objects created as sent (a pod Pending, as the API server makes it),
 /// deleted ones gone, updated ones replaced, the job's status and annotations as written (the
-/// objects are moved out of `plan`). Returns false when the plan deletes the job itself.
+/// objects are moved out of `plan`). Returns false when it cannot say: the plan deletes the job
+/// itself, or makes a write no planner makes (a patch of an object other than the job, say).
 bool apply_plan(Plan plan, nlohmann::json& job, Observed& observed);
 
 }  // namespace trainctl::controller

@@ -107,6 +107,20 @@ TEST(JobPlanTest, ApplyPlanShowsWhatThePlansWritesLeaveAndPlanningOnItGivesNothi
   EXPECT_TRUE(next.actions.empty());
   EXPECT_TRUE(next.events.empty());
   EXPECT_FALSE(next.requeue_after.has_value());
+
+  // What it cannot follow: the job deleted, a write no planner makes.
+  const auto one = [](Action action) { return Plan{.actions = {std::move(action)}}; };
+  EXPECT_FALSE(apply_plan(one({.type = Action::Type::Delete,
+                               .resource = kube::resources::job(api::JobKind::TFJob),
+                               .name = "mnist"}),
+                          after_job, after));
+  EXPECT_FALSE(apply_plan(one({.type = Action::Type::Patch,
+                               .resource = kube::resources::pods(),
+                               .name = "mnist-ps-0",
+                               .patch = "{}"}),
+                          after_job, after));
+  EXPECT_FALSE(apply_plan(one({.type = Action::Type::Create, .resource = kube::resources::nodes()}),
+                          after_job, after));
 }
 
 TEST(JobPlanTest, ChiefIsTheMasterRole) {

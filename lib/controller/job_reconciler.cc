@@ -55,18 +55,12 @@ std::string owned_name(const kube::Resource& r, const json& object) {
   return r.plural + "/" + name_of(object);
 }
 
-/// The resourceVersion the last of `plan`'s writes to the job itself left it at; "" for none.
-std::string written_job_version(const std::string& job_plural, const Plan& plan,
-                                const std::vector<json>& results) {
-  std::string version;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const Action& action = plan.actions[i];
-    if (action.type != Action::Type::Create && action.type != Action::Type::Delete &&
-        action.resource.plural == job_plural && results[i].is_object())
-      version = string_member(object_member(results[i], "metadata"), "resourceVersion");
-  }
-  return version;
-}
+/// What applying a plan gave: each write's answer (null: not made, see Executor::perform) and
+/// the resourceVersion the last write to the job itself left it at ("" for none).
+struct Applied {
+  std::vector<json> results;
+  std::string job_version;
+};
 
 class JobReconciler : public Runnable {
  public:
@@ -215,9 +209,9 @@ class JobReconciler : public Runnable {
     return plan;
   }
 
-  // Applies a plan; returns what each write returned (null: not made, see Executor::perform).
-  std::vector<json> apply(const std::string& key, const std::string& uid,
-                          const std::string& job_plural, const Plan& plan) {
+  // Applies a plan.
+  Applied apply(const std::string& key, const std::string& uid, const std::string& job_plural,
+                const Plan& plan) {
     std::set<std::string> expected;
     for (const auto& action : plan.actions) {
       if (action.type == Action::Type::Create || action.type == Action::Type::Delete) {
@@ -231,8 +225,8 @@ class JobReconciler : public Runnable {
                          std::chrono::steady_clock::now() + options_.expectation_timeout);
     try {
       std::vector<json> results = executor_.apply(plan);
-      expect_job_write(key, uid, job_plural, plan, results);
-      return results;
+      std::string job_version = expect_job_write(key, uid, job_plural, plan, results);
+      return {std::move(results), std::move(job_version)};
     } catch (const ApplyError& e) {
       // The failed write and those after it were never made: stop waiting for them, but keep
       // waiting for the cache to show those that went through (the job write recording its end,
@@ -260,14 +254,21 @@ class JobReconciler : public Runnable {
   }
 
   // Writes to the job itself: the next reconcile waits until the cache shows the last one, or it
-  // would start from the job's old status.
-  void expect_job_write(const std::string& key, const std::string& uid,
-                        const std::string& job_plural, const Plan& plan,
-                        const std::vector<json>& results) {
-    const std::string job_version = written_job_version(job_plural, plan, results);
+  // would start from the job's old status. Returns the version that write left ("" for none).
+  std::string expect_job_write(const std::string& key, const std::string& uid,
+                               const std::string& job_plural, const Plan& plan,
+                               const std::vector<json>& results) {
+    std::string job_version;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const Action& action = plan.actions[i];
+      if (action.type != Action::Type::Create && action.type != Action::Type::Delete &&
+          action.resource.plural == job_plural && results[i].is_object())
+        job_version = string_member(object_member(results[i], "metadata"), "resourceVersion");
+    }
     if (!job_version.empty())
       expectations_.expect_job_version(
           key, uid, job_version, std::chrono::steady_clock::now() + options_.expectation_timeout);
+    return job_version;
   }
 
   // Whether the job the plan was made from still exists, under the same uid, and is not being
@@ -331,28 +332,30 @@ class JobReconciler : public Runnable {
                 {{"job", key}, {"uid", uid}});
       return;
     }
-    const std::vector<json> results = apply(key, uid, resource.plural, plan);
+    const Applied applied = apply(key, uid, resource.plural, plan);
     if (plan.requeue_after) {
       loop_.add_after(job_key, *plan.requeue_after);
       return;
     }
-    const std::string written = written_job_version(resource.plural, plan, results);
-    if (settles(*job, std::move(observed), std::move(plan), results, options))
-      expectations_.settle(reading, uid, written.empty() ? version : written);
+    if (settles(*job, std::move(observed), std::move(plan), applied.results, options))
+      expectations_.settle(reading, uid,
+                           applied.job_version.empty() ? version : applied.job_version);
   }
 
   // Whether planning on the state a plan's writes produce (apply_plan) gives nothing to do: then
   // the informer events that report those writes need no plan (JobPlanTest checks the planner
   // settles so). Not when a write was not made as planned (a create that found the name taken,
   // a write whose object was gone): the caches will show something else.
-  static bool settles(json job, Observed observed, Plan plan, const std::vector<json>& results,
-                      const PlanOptions& options) {
+  static bool settles(const json& job, Observed observed, Plan plan,
+                      const std::vector<json>& results, const PlanOptions& options) {
     if (plan.actions.empty())  // the same state again: the same plan (plan_job is deterministic)
       return plan.events.empty();
-    if (std::any_of(results.begin(), results.end(), [](const json& r) { return r.is_null(); }) ||
-        !apply_plan(std::move(plan), job, observed))
+    if (std::any_of(results.begin(), results.end(), [](const json& r) { return r.is_null(); }))
       return false;
-    const Plan next = plan_job(job, observed, options);
+    json next_job = job;
+    if (!apply_plan(std::move(plan), next_job, observed))
+      return false;
+    const Plan next = plan_job(next_job, observed, options);
     return next.actions.empty() && next.events.empty() && !next.requeue_after;
   }
 

@@ -57,8 +57,14 @@ struct FakeCluster {
 
   /// Applies the plan's writes as the API server would (apply_plan), each new object with a uid.
   void apply(const Plan& plan) {
-    if (!apply_plan(plan, job, observed))
+    if (!apply_plan(plan, job, observed)) {
+      const bool deletes_job = std::any_of(plan.actions.begin(), plan.actions.end(), [&](auto& a) {
+        return a.type == Action::Type::Delete && a.name == job["metadata"]["name"] &&
+               a.resource.kind == job["kind"];
+      });
+      ASSERT_TRUE(deletes_job) << "a write apply_plan cannot follow";
       job_deleted = true;
+    }
     const auto give_uid = [&](json& object) {
       if (!object["metadata"].contains("uid"))
         object["metadata"]["uid"] = "u" + std::to_string(next_uid++);
