@@ -35,9 +35,11 @@ class Logger {
   }
   /// Debug detail shown from `-v level` on.
   void debug(int level, std::string_view message, const LogFields& fields = {}) {
-    if (level <= verbosity_)
+    if (enabled(level))
       write("debug", message, fields);
   }
+  /// Whether debug(level, ...) writes: for fields that cost to build.
+  bool enabled(int level) const { return level <= verbosity_; }
 
  private:
   void write(std::string_view level, std::string_view message, const LogFields& fields);

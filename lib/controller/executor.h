@@ -67,7 +67,6 @@ class Executor {
   /// pods are invalid (a GPU request without a limit, an env name the server refuses) says why
   /// it has none.
   void record_failed_create(const Action& action, const Error& e);
-  void count(std::string_view verb, const kube::Resource& resource);
 
   kube::Client& client_;
   MetricsRegistry& metrics_;

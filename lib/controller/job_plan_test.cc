@@ -383,6 +383,43 @@ TEST(JobPlanTest, BuiltinGangCreatesPodsOnlyOnceThePodGroupIsAdmitted) {
   EXPECT_EQ(cluster.job["status"]["startTime"], api::format_timestamp(kStart));
 }
 
+// A pass whose caches show the job unfinished, its pods done and no PodGroup (the last pass wrote
+// the end and deleted the group and the job's cache is behind, or a user deleted the group) ends
+// the job without creating a group that admission would give room to until the next pass
+// (LaggingCacheTest saw a gang admitted a third time in CI). The status write still comes before
+// the clean-up, on a limit too; a job that goes on running gets its group again.
+TEST(JobPlanTest, AJobThatEndsInThePassThatFindsItsPodGroupGoneCreatesNone) {
+  const PlanOptions o = builtin_gang();
+  FakeCluster ending = admitted_and_running(tf_job(), o);
+  ending.observed.pod_group.reset();
+  ending.set_all("Succeeded");
+  Plan plan = ending.step(o);
+  EXPECT_EQ(api::job_status(ending.job), "Succeeded");
+  EXPECT_TRUE(names(plan, Action::Type::Create, "podgroups").empty());
+  EXPECT_FALSE(has_event(plan, "SuccessfulCreatePodGroup"));
+  EXPECT_FALSE(ending.observed.pod_group.has_value());
+
+  FakeCluster limited = admitted_and_running(
+      tf_job({{"runPolicy", {{"activeDeadlineSeconds", 60}, {"cleanPodPolicy", "None"}}}}), o);
+  limited.observed.pod_group.reset();
+  PlanOptions late = o;
+  late.now = kStart + seconds(60);
+  plan = limited.step(late);
+  EXPECT_EQ(api::job_status(limited.job), "Failed");
+  EXPECT_TRUE(names(plan, Action::Type::Create, "podgroups").empty());
+  EXPECT_FALSE(has_event(plan, "SuccessfulCreatePodGroup"));
+  ASSERT_FALSE(plan.actions.empty());
+  EXPECT_EQ(plan.actions.front().type, Action::Type::UpdateStatus) << "the end before the deletes";
+  EXPECT_EQ(names(plan, Action::Type::Delete, "pods").size(), 3u);
+
+  FakeCluster running = admitted_and_running(tf_job(), o);
+  running.observed.pod_group.reset();
+  plan = running.step(o);
+  EXPECT_EQ(names(plan, Action::Type::Create, "podgroups"), std::vector<std::string>{"mnist"});
+  EXPECT_TRUE(has_event(plan, "SuccessfulCreatePodGroup"));
+  EXPECT_EQ(api::job_status(running.job), "Running");
+}
+
 // A pod that fails for good takes its gang below minMember, and admission sets the PodGroup back
 // to Pending (Volcano's rule). The job must still fail from its pods, without starting any pod
 // (found by chaos_bench: the job stayed Running and its other pods held their queue for ever).

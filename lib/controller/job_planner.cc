@@ -199,8 +199,10 @@ void JobPlanner::count_schedule_timeouts(const json& group) {
 
 bool JobPlanner::gang_admitted() {
   const std::optional<kube::Resource> resource = pod_group_resource(options_.gang_scheduler);
-  if (resource && !observed_.pod_group)
+  if (resource && !observed_.pod_group) {
+    pod_group_create_ = {plan_.actions.size(), plan_.events.size()};
     create(*resource, pod_group_for(job_, options_.gang_scheduler));
+  }
   if (observed_.pod_group)
     count_schedule_timeouts(*observed_.pod_group);
   return pods_may_start(options_.gang_scheduler,
@@ -248,6 +250,17 @@ void JobPlanner::fail_on_limit(std::string message) {
 }
 
 void JobPlanner::finish() {
+  // A job that ends in the pass that found its PodGroup missing (a cache behind the deletion of
+  // the last pass, or a user's delete) needs none: created, the group would be admitted and hold
+  // its queue's room until the next pass deleted it (found in CI: a gang admitted three times).
+  if (pod_group_create_) {
+    const auto [action, event] = *pod_group_create_;
+    plan_.actions.erase(plan_.actions.begin() + static_cast<std::ptrdiff_t>(action));
+    plan_.events.erase(plan_.events.begin() + static_cast<std::ptrdiff_t>(event));
+    if (cleanup_from_ && *cleanup_from_ > action)
+      --*cleanup_from_;
+    pod_group_create_.reset();
+  }
   if (!cleanup_from_)
     cleanup_from_ = plan_.actions.size();
   const std::string policy =

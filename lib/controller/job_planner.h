@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "api/job.h"
 #include "api/job_view.h"
@@ -94,8 +95,8 @@ class JobPlanner {
   /// Fails the job on a limit: every pod and service deleted whatever the cleanPodPolicy, as the
   /// operator does for backoffLimit and activeDeadlineSeconds.
   void fail_on_limit(std::string message);
-  /// For a finished job: cleanPodPolicy, the PodGroup, replica counts of a success, and
-  /// ttlSecondsAfterFinished.
+  /// For a finished job: cleanPodPolicy, the PodGroup (deleted, or not created in this pass),
+  /// replica counts of a success, and ttlSecondsAfterFinished.
   void finish();
 
   /// The plan: the pass's actions, then the status write when the status changed (not counting
@@ -124,6 +125,8 @@ class JobPlanner {
   Plan plan_;
   /// Where in plan_.actions the clean-up of a finished job starts (the status write goes there).
   std::optional<std::size_t> cleanup_from_;
+  /// Where gang_admitted()'s create of the PodGroup is, in plan_.actions and plan_.events.
+  std::optional<std::pair<std::size_t, std::size_t>> pod_group_create_;
   std::set<std::string> deleted_;                          // "<plural>/<name>" deleted in this pass
   nlohmann::json annotations_ = nlohmann::json::object();  // annotate_job's, not yet written
   bool delete_job_ = false;

@@ -271,6 +271,15 @@ class JobReconciler : public Runnable {
     return job_version;
   }
 
+  // "create pods/ns/a, update_status pytorchjobs/ns/x": a plan's writes, for the debug log.
+  static std::string writes_text(const Plan& plan) {
+    std::string text;
+    for (const Action& action : plan.actions)
+      text += fmt::format("{}{} {}", text.empty() ? "" : ", ", Action::verb(action.type),
+                          action.target());
+    return text;
+  }
+
   // Whether the job the plan was made from still exists, under the same uid, and is not being
   // deleted, read from the API server rather than the cache. The caches lag, each informer on
   // its own: when a job is deleted, its children's deletions by the garbage collector may reach
@@ -315,6 +324,8 @@ class JobReconciler : public Runnable {
     const std::string version = string_member(object_member(*job, "metadata"), "resourceVersion");
     if (expectations_.settled(key, uid, version)) {
       // Only this controller's own writes changed the job since it was last planned.
+      log_.debug(3, "nothing changed but this controller's writes",
+                 {{"job", key}, {"version", version}});
       manager_.metrics().increment("trainctl_reconcile_unchanged_total",
                                    {std::string(api::job_kind_info(job_key.kind).name)});
       return;
@@ -332,6 +343,8 @@ class JobReconciler : public Runnable {
                 {{"job", key}, {"uid", uid}});
       return;
     }
+    if (log_.enabled(3))
+      log_.debug(3, "writing", {{"job", key}, {"version", version}, {"writes", writes_text(plan)}});
     const Applied applied = apply(key, uid, resource.plural, plan);
     if (plan.requeue_after) {
       loop_.add_after(job_key, *plan.requeue_after);

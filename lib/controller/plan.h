@@ -15,6 +15,7 @@
 
 #include "controller/sidecar.h"
 #include "controller/ssh_keys.h"
+#include "json_access.h"
 #include "kube/resource.h"
 
 namespace trainctl::controller {
@@ -38,6 +39,30 @@ struct Action {
   /// admission's first pass writes one per PodGroup) writes the text itself: as a json value
   /// each took a dozen allocations to build and as many to free, only to be dumped.
   std::string patch;
+
+  /// The verb as trainctl_api_writes_total and the logs name it: create, delete, update,
+  /// update_status, patch.
+  static constexpr std::string_view verb(Type type) {
+    switch (type) {
+      case Type::Create:
+        return "create";
+      case Type::Delete:
+        return "delete";
+      case Type::Update:
+        return "update";
+      case Type::UpdateStatus:
+        return "update_status";
+      case Type::Patch:
+        return "patch";
+    }
+    return "";
+  }
+  /// The object it writes: "<plural>/<namespace>/<name>", "<plural>/<name>" when cluster-scoped.
+  std::string target() const {
+    const std::string object_name = type == Type::Create ? name_of(object) : name;
+    return namespace_.empty() ? resource.plural + "/" + object_name
+                              : resource.plural + "/" + namespace_ + "/" + object_name;
+  }
 };
 
 /// The object an Event is about: its involvedObject (core/v1 ObjectReference).

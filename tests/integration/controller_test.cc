@@ -116,8 +116,10 @@ struct ClusterShape {
 
 class ControllerTest : public ::testing::Test {
  protected:
-  explicit ControllerTest(ClusterShape shape = {})
-      : local_([this, shape](sandbox::SandboxOptions& o) {
+  /// `log_verbosity`: what the controller log printed on a failure holds (-v).
+  explicit ControllerTest(ClusterShape shape = {}, int log_verbosity = 0)
+      : log_(log_text_, LogFormat::Text, log_verbosity),
+        local_([this, shape](sandbox::SandboxOptions& o) {
           calls_.install(o);
           o.cluster.nodes = shape.nodes;
           o.cluster.node_gpus = shape.gpus_per_node;
@@ -199,11 +201,11 @@ class ControllerTest : public ::testing::Test {
         .get<std::vector<json>>();
   }
 
-  ApiCalls calls_;  // first: the sandbox reports to it until it stops
+  std::ostringstream log_text_;
+  Logger log_;
+  ApiCalls calls_;  // before the sandbox: it reports to it until it stops
   testing::LocalSandbox local_;
   std::unique_ptr<kube::Client> controller_client_;
-  std::ostringstream log_text_;
-  Logger log_{log_text_, LogFormat::Text, 0};
   controller::MetricsRegistry metrics_;
   std::unique_ptr<controller::Manager> manager_;
   std::jthread thread_;
@@ -1628,7 +1630,8 @@ class LaggingCacheTest : public ControllerTest {
  protected:
   static constexpr std::chrono::milliseconds kWatchDelay{600};
 
-  LaggingCacheTest() : ControllerTest({.nodes = 4, .gpus_per_node = 1}) {
+  // Verbosity 3: a failure, seen only under CI's load, prints every plan the controller wrote.
+  LaggingCacheTest() : ControllerTest({.nodes = 4, .gpus_per_node = 1}, 3) {
     local_.sandbox().api().set_faults({.watch_delay = kWatchDelay});
   }
 
