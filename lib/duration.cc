@@ -7,13 +7,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "text.h"
+
 namespace trainctl {
 
 namespace {
-
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
 
 /// Nanoseconds per unit, 0 for an unknown one.
 long double unit_scale(std::string_view unit) {
@@ -38,7 +36,7 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   using std::chrono::milliseconds;
   if (text.empty())
     return std::nullopt;
-  if (std::all_of(text.begin(), text.end(), is_digit)) {
+  if (std::all_of(text.begin(), text.end(), is_ascii_digit)) {
     if (text.size() > 12)
       return std::nullopt;
     return milliseconds(std::stoll(std::string(text)) * 1000);
@@ -46,14 +44,14 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   long double total_ns = 0;
   for (std::size_t i = 0; i < text.size();) {
     const std::size_t number_begin = i;
-    while (i < text.size() && (is_digit(text[i]) || text[i] == '.'))
+    while (i < text.size() && (is_ascii_digit(text[i]) || text[i] == '.'))
       ++i;
     const std::string number(text.substr(number_begin, i - number_begin));
     if (number.empty() || number == "." || std::count(number.begin(), number.end(), '.') > 1 ||
         number.size() > 20)
       return std::nullopt;
     const std::size_t unit_begin = i;
-    while (i < text.size() && !is_digit(text[i]) && text[i] != '.')
+    while (i < text.size() && !is_ascii_digit(text[i]) && text[i] != '.')
       ++i;
     const long double scale = unit_scale(text.substr(unit_begin, i - unit_begin));
     if (scale == 0)

@@ -18,6 +18,10 @@ std::optional<std::string> base64_decode(std::string_view in);
 /// finds `in` corrupt: the input byte its CorruptInputError names (padding required, line
 /// breaks skipped). nullopt when it decodes.
 std::optional<std::size_t> base64_corrupt_at(std::string_view in);
+/// '0' to '9', whatever the locale (std::isdigit takes an int and depends on it).
+constexpr bool is_ascii_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 /// `s` without leading and trailing whitespace.
 std::string_view trim(std::string_view s);
 std::string to_lower(std::string_view s);

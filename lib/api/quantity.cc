@@ -24,10 +24,6 @@ constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   throw Error(ErrorKind::Invalid, fmt::format("quantity \"{}\": {}", text, why));
 }
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-
 /// The pieces of a quantity string, split exactly as apimachinery's parseQuantityString splits
 /// them (including its leniencies: "1.", ".5", "-" and a bare "m" are all accepted).
 struct QuantityParts {
@@ -50,12 +46,12 @@ std::optional<QuantityParts> split_quantity(std::string_view s) {
   if (pos == s.size())
     return parts;  // all zeros (or just a sign): zero, no suffix
   std::size_t begin = pos;
-  while (pos < s.size() && is_digit(s[pos]))
+  while (pos < s.size() && is_ascii_digit(s[pos]))
     ++pos;
   parts.whole = s.substr(begin, pos - begin);
   if (pos < s.size() && s[pos] == '.') {
     begin = ++pos;
-    while (pos < s.size() && is_digit(s[pos]))
+    while (pos < s.size() && is_ascii_digit(s[pos]))
       ++pos;
     parts.fraction = s.substr(begin, pos - begin);
   }
@@ -64,7 +60,7 @@ std::optional<QuantityParts> split_quantity(std::string_view s) {
     ++pos;
   if (pos < s.size() && (s[pos] == '-' || s[pos] == '+'))
     ++pos;
-  while (pos < s.size() && is_digit(s[pos]))
+  while (pos < s.size() && is_ascii_digit(s[pos]))
     ++pos;
   if (pos != s.size())
     return std::nullopt;

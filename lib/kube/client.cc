@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "json_access.h"
+#include "json_parse.h"
 #include "kube/exec_protocol.h"
 #include "kube/websocket.h"
 
@@ -160,7 +161,7 @@ json Client::json_call(HttpRequest request, bool idempotent, bool decode) {
     throw error_for(response);
   if (!decode)
     return json::object();
-  json doc = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  json doc = parse_json(response.body, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     throw Error(ErrorKind::Protocol,
                 fmt::format("{} {}: the server's response is not valid JSON", method, path));

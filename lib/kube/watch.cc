@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "error.h"
+#include "json_parse.h"
 
 namespace trainctl::kube {
 
@@ -41,7 +42,7 @@ WatchEventType parse_type(std::string_view s) {
 }  // namespace
 
 WatchEvent parse_watch_event(std::string_view line) {
-  nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json doc = parse_json(line, /*allow_exceptions=*/false);
   if (!doc.is_object()) {
     throw Error(ErrorKind::Protocol,
                 fmt::format("watch event is not a JSON object: {:?}", line.substr(0, 80)));
