@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "json_access.h"
+#include "kube/cache/cbor.h"
 #include "kube/cache/stop_wait.h"
 #include "kube/rate_limiter.h"
 
@@ -41,82 +42,13 @@ json metadata_alone(std::string_view key, const std::string& uid, const std::str
   return {{"metadata", std::move(metadata)}};
 }
 
-/// Builds an object from CBOR with only the top-level members named: the SAX events of the
-/// others are consumed without building anything. What it builds with is nlohmann's own DOM
-/// builder for its SAX interface (from `detail`: json::from_cbor uses the same).
-class ProjectedDecoder {
- public:
-  ProjectedDecoder(json& out, std::span<const std::string_view> members)
-      : dom_(out), members_(members) {}
-
-  bool null() { return skipped() || dom_.null(); }
-  bool boolean(bool v) { return skipped() || dom_.boolean(v); }
-  bool number_integer(json::number_integer_t v) { return skipped() || dom_.number_integer(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return skipped() || dom_.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const json::string_t& s) {
-    return skipped() || dom_.number_float(v, s);
-  }
-  bool string(json::string_t& v) { return skipped() || dom_.string(v); }
-  bool binary(json::binary_t& v) { return skipped() || dom_.binary(v); }
-  bool start_object(std::size_t n) { return enter() || dom_.start_object(n); }
-  bool end_object() { return leave() || dom_.end_object(); }
-  bool start_array(std::size_t n) { return enter() || dom_.start_array(n); }
-  bool end_array() { return leave() || dom_.end_array(); }
-  bool key(json::string_t& k) {
-    if (skipping_)
-      return true;
-    if (depth_ == 1 && std::find(members_.begin(), members_.end(), k) == members_.end()) {
-      skipping_ = true;  // until its value ends, back at the top level
-      return true;
-    }
-    return dom_.key(k);
-  }
-  bool parse_error(std::size_t at, const std::string& token, const nlohmann::detail::exception& e) {
-    return dom_.parse_error(at, token, e);
-  }
-
- private:
-  /// An object or array starts: whether it is inside a skipped value.
-  bool enter() {
-    ++depth_;
-    return skipping_;
-  }
-  /// An object or array ends: whether it was inside (or was) a skipped value.
-  bool leave() {
-    --depth_;
-    return skipped();
-  }
-  /// Whether the event belongs to a skipped value; its last one (back at the top level) ends it.
-  bool skipped() {
-    if (!skipping_)
-      return false;
-    if (depth_ == 1)
-      skipping_ = false;
-    return true;
-  }
-
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  std::span<const std::string_view> members_;
-  int depth_ = 0;  // 1 inside the object itself
-  bool skipping_ = false;
-};
-
-json decode(const std::vector<std::uint8_t>& cbor, std::span<const std::string_view> members) {
-  if (members.empty())
-    return json::from_cbor(cbor);
-  json out;
-  ProjectedDecoder decoder(out, members);
-  json::sax_parse(cbor, &decoder, json::input_format_t::cbor);
-  return out;
-}
-
 /// Objects taken out of the store (shared CBOR, under its lock) and decoded outside the lock.
 std::vector<json> decode_all(const std::vector<Encoded>& encoded,
                              std::span<const std::string_view> members = {}) {
   std::vector<json> out;
   out.reserve(encoded.size());
   for (const auto& cbor : encoded)
-    out.push_back(decode(*cbor, members));
+    out.push_back(decode_cbor(*cbor, members));
   return out;
 }
 
@@ -158,7 +90,7 @@ struct Informer::Change {
 
   const json& old() const {
     if (!old_object)
-      old_object = std::make_shared<const json>(json::from_cbor(*old_cbor));
+      old_object = std::make_shared<const json>(decode_cbor(*old_cbor));
     return *old_object;
   }
 };
@@ -196,7 +128,7 @@ struct Informer::State {
     // straight into a new vector grew it a dozen times per pod.
     thread_local std::vector<std::uint8_t> buffer;
     buffer.clear();
-    json::to_cbor(object, buffer);
+    encode_cbor(object, buffer);
     Stored stored{uid_of(object),
                   resource_version_of(object),
                   std::make_shared<const std::vector<std::uint8_t>>(buffer.begin(), buffer.end()),
@@ -256,7 +188,7 @@ void Informer::add_index(std::string name, IndexFunction function) {
   state_->indexes.insert_or_assign(name, State::Index{std::move(function), {}});
   // The indexes' order may have changed: every stored object's values are taken again.
   for (auto& [key, stored] : state_->objects) {
-    const json object = json::from_cbor(*stored.cbor);
+    const json object = decode_cbor(*stored.cbor);
     stored.filed.clear();
     for (auto& [index_name, index] : state_->indexes)
       stored.filed.push_back(index_name == name ? index.file(key, object) : index.function(object));
@@ -405,8 +337,7 @@ std::vector<Informer::Change> Informer::remove_unlisted(const std::set<std::stri
   for (auto it = state_->objects.begin(); it != state_->objects.end();) {
     const std::string key = (it++)->first;  // erase() invalidates the current iterator
     if (!listed.contains(key))
-      changes.push_back(
-          {.gone = std::make_shared<const json>(json::from_cbor(*state_->erase(key)))});
+      changes.push_back({.gone = std::make_shared<const json>(decode_cbor(*state_->erase(key)))});
   }
   state_->resource_version = std::move(resource_version);
   return changes;
@@ -500,7 +431,7 @@ std::optional<Versioned> Informer::get(std::string_view key, const DecodeFilter&
       return found;
     cbor = stored.cbor;
   }
-  found.object = json::from_cbor(*cbor);
+  found.object = decode_cbor(*cbor);
   return found;
 }
 
@@ -530,7 +461,7 @@ std::vector<json> Informer::list(const DecodeFilter& decode) const {
   std::vector<json> out;
   out.reserve(listed.size());
   for (auto& l : listed)
-    out.push_back(l.cbor ? json::from_cbor(*l.cbor) : std::move(l.metadata_alone));
+    out.push_back(l.cbor ? decode_cbor(*l.cbor) : std::move(l.metadata_alone));
   return out;
 }
 
