@@ -80,12 +80,9 @@ class FastParser {
     ++p_;
     out = json::object();
     auto& members = out.get_ref<json::object_t&>();
-    skip_space();
-    if (p_ != end_ && *p_ == '}') {
-      ++p_;
+    if (closes('}'))
       return true;
-    }
-    while (true) {
+    for (bool more = true; more;) {
       if (p_ == end_ || *p_ != '"')
         return false;
       std::string key;
@@ -100,20 +97,10 @@ class FastParser {
       json& member = !members.empty() && members.rbegin()->first < key
                          ? members.emplace_hint(members.end(), std::move(key), nullptr)->second
                          : members[std::move(key)];
-      if (!value(member, depth))
+      if (!value(member, depth) || !separator('}', more))
         return false;
-      skip_space();
-      if (p_ == end_)
-        return false;
-      if (*p_ == '}') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',')
-        return false;
-      ++p_;
-      skip_space();
     }
+    return true;
   }
 
   bool array(json& out, int depth) {
@@ -122,26 +109,32 @@ class FastParser {
     ++p_;
     out = json::array();
     auto& items = out.get_ref<json::array_t&>();
-    skip_space();
-    if (p_ != end_ && *p_ == ']') {
-      ++p_;
+    if (closes(']'))
       return true;
+    for (bool more = true; more;) {
+      if (!value(items.emplace_back(), depth) || !separator(']', more))
+        return false;
     }
-    while (true) {
-      if (!value(items.emplace_back(), depth))
-        return false;
-      skip_space();
-      if (p_ == end_)
-        return false;
-      if (*p_ == ']') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',')
-        return false;
-      ++p_;
-      skip_space();
-    }
+    return true;
+  }
+
+  // Right after an object's or array's opening: whether `close` follows (taken), empty.
+  bool closes(char close) {
+    skip_space();
+    if (p_ == end_ || *p_ != close)
+      return false;
+    ++p_;
+    return true;
+  }
+
+  // After a member or an item: a ',' (more follow) or `close` (taken); false for anything else.
+  bool separator(char close, bool& more) {
+    skip_space();
+    if (p_ == end_ || (*p_ != ',' && *p_ != close))
+      return false;
+    more = *p_++ == ',';
+    skip_space();
+    return true;
   }
 
   // ASCII only: a byte outside it gives up (nlohmann checks UTF-8 sequences; the API server's

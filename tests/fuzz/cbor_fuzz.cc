@@ -2,7 +2,6 @@
 // encoded and decoded gives what nlohmann's to_cbor and from_cbor give, to the type and the bit;
 // decoded keeping some top-level members, the same less the others. Arbitrary bytes decode or
 // throw std::runtime_error, never read out of bounds.
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,39 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "identical_json.h"
 #include "json_parse.h"
 #include "kube/cache/cbor.h"
 
-namespace {
-
 using nlohmann::json;
-
-// Equal and of the same type throughout (nlohmann's == takes 1u, 1 and 1.0 as equal).
-bool same(const json& a, const json& b) {
-  if (a.type() != b.type() || a.size() != b.size())
-    return false;
-  switch (a.type()) {
-    case json::value_t::object:
-      for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
-        if (i.key() != j.key() || !same(*i, *j))
-          return false;
-      }
-      return true;
-    case json::value_t::array:
-      for (std::size_t i = 0; i < a.size(); ++i) {
-        if (!same(a[i], b[i]))
-          return false;
-      }
-      return true;
-    case json::value_t::number_float:
-      return std::bit_cast<std::uint64_t>(a.get<double>()) ==
-             std::bit_cast<std::uint64_t>(b.get<double>());
-    default:
-      return a == b;
-  }
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace cache = trainctl::kube::cache;
@@ -62,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   std::vector<std::uint8_t> encoded;
   cache::encode_cbor(doc, encoded);
-  if (!same(cache::decode_cbor(encoded), json::from_cbor(json::to_cbor(doc))))
+  if (!identical_json(cache::decode_cbor(encoded), json::from_cbor(json::to_cbor(doc))))
     std::abort();
   if (doc.is_object()) {
     static constexpr std::string_view kept[] = {"metadata", "b"};
@@ -73,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       else
         ++it;
     }
-    if (!same(cache::decode_cbor(encoded, kept), expected))
+    if (!identical_json(cache::decode_cbor(encoded, kept), expected))
       std::abort();
   }
   return 0;
