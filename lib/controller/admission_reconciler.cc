@@ -105,9 +105,12 @@ class AdmissionReconciler : public Runnable {
  private:
   // Jobs that name no queue land in `default`; Volcano creates it at start-up, and so does the
   // builtin admission (on its first pass, so that a failed create is retried, not fatal).
-  void ensure_default_queue() {
+  // Returns whether it had to: the pass then waits for the queue informer's event, which runs
+  // it again, as a pass on the cache without the queue would hold every PodGroup already there
+  // with a Warning "queue default not found" (a newcomer's first job had one).
+  bool ensure_default_queue() {
     if (queues_->get(std::string(default_queue)))
-      return;
+      return false;
     const json queue{{"apiVersion", "scheduling.volcano.sh/v1beta1"},
                      {"kind", "Queue"},
                      {"metadata", {{"name", std::string(default_queue)}}},
@@ -115,6 +118,7 @@ class AdmissionReconciler : public Runnable {
     executor_.apply(Plan{.actions = {Action{.type = Action::Type::Create,
                                             .resource = kube::resources::queues(),
                                             .object = queue}}});
+    return true;
   }
 
   void reconcile() {
@@ -124,7 +128,8 @@ class AdmissionReconciler : public Runnable {
       loop_.add_after({}, written_deadline_ - std::chrono::steady_clock::now());
       return;
     }
-    ensure_default_queue();
+    if (ensure_default_queue())
+      return;
     const auto started = std::chrono::steady_clock::now();  // what it reads counts too
     cache_.take_observed();  // before the lists, whose filters ask the cache what it has
     // Only the jobs PodGroups name are read, not a copy of every cached job.

@@ -582,6 +582,32 @@ spec:
   ASSERT_TRUE(wait_until([&] { return pods_of("second").size() == 2; }, std::chrono::seconds(20)));
 }
 
+// A PodGroup in the cache when the builtin admission first runs, on a cluster without the
+// default queue (a newcomer's: the demo submits as the controller starts): the pass that creates
+// the queue admits nothing, and the next, once the cache has the queue, admits the gang. No
+// Warning "queue default not found" (the demo printed one).
+TEST_F(ControllerTest, TheDefaultQueueIsCreatedBeforeAnyGangIsWeighedAgainstIt) {
+  const json job = create(kube::resources::job(api::JobKind::TFJob), kTfJob);
+  client().create(kube::resources::podgroups(), "default",
+                  yaml(fmt::format(R"(
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: mnist
+  ownerReferences:
+  - {{apiVersion: kubeflow.org/v1, kind: TFJob, name: mnist, uid: {}, controller: true}}
+spec: {{minMember: 3}}
+)",
+                                   uid_of(job))));
+  ASSERT_FALSE(exists(kube::resources::queues(), "default"));
+  start(controller::GangScheduler::Builtin);
+  ASSERT_TRUE(wait_until([&] { return pods_of("mnist").size() == 3; }));
+  EXPECT_TRUE(exists(kube::resources::queues(), "default"));
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Warning", "Unschedulable"}), 0)
+      << "a gang weighed against a queue the cache did not have yet";
+  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Enqueued"}), 1);
+}
+
 // --gang-scheduler volcano: the controller creates the Volcano PodGroup and nothing else until
 // Volcano's enqueue action (played here) marks it Inqueue; the sandbox's scheduler then binds the
 // gang whole, as Volcano's allocate action would.
