@@ -1,6 +1,7 @@
 #include "json_access.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace trainctl {
 
@@ -107,6 +108,12 @@ const nlohmann::json* find_condition(const nlohmann::json& status, std::string_v
 bool condition_true(const nlohmann::json& status, std::string_view type) {
   const nlohmann::json* c = find_condition(status, type);
   return c != nullptr && string_member(*c, "status") == "True";
+}
+
+nlohmann::json& member_in_order(nlohmann::json::object_t& members, std::string key) {
+  if (members.empty() || members.rbegin()->first < key)
+    return members.emplace_hint(members.end(), std::move(key), nullptr)->second;
+  return members[std::move(key)];
 }
 
 }  // namespace trainctl

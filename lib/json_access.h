@@ -32,6 +32,10 @@ void erase_empty_members(nlohmann::json& object, std::initializer_list<std::stri
 /// The member `key` of `object` when it is a string, else "".
 std::string string_member(const nlohmann::json& object, std::string_view key);
 
+/// The member `key` of `members`, added (null) when missing; a decoder's: keys that come in
+/// order (as most documents' do) go at the end without a search.
+nlohmann::json& member_in_order(nlohmann::json::object_t& members, std::string key);
+
 /// metadata.name, metadata.namespace and metadata.uid of an API object ("" when absent).
 std::string name_of(const nlohmann::json& object);
 std::string namespace_of(const nlohmann::json& object);

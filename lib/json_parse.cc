@@ -6,6 +6,7 @@
 #include <string>
 #include <system_error>
 
+#include "json_access.h"
 #include "text.h"
 
 namespace trainctl {
@@ -93,11 +94,7 @@ class FastParser {
         return false;
       ++p_;
       skip_space();
-      // Keys often come in order: then the new member goes at the end without a search.
-      json& member = !members.empty() && members.rbegin()->first < key
-                         ? members.emplace_hint(members.end(), std::move(key), nullptr)->second
-                         : members[std::move(key)];
-      if (!value(member, depth) || !separator('}', more))
+      if (!value(member_in_order(members, std::move(key)), depth) || !separator('}', more))
         return false;
     }
     return true;

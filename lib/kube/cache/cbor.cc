@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "json_access.h"
+
 namespace trainctl::kube::cache {
 namespace {
 
@@ -159,7 +161,7 @@ class Reader {
         auto& members = out.get_ref<json::object_t&>();
         for (std::uint64_t i = 0; i < h.argument; ++i) {
           const std::string_view name = key();
-          value(member(members, name), depth + 1);
+          value(member_in_order(members, std::string(name)), depth + 1);  // written sorted
         }
         return;
       }
@@ -169,13 +171,6 @@ class Reader {
       default:
         fail("a tag");
     }
-  }
-
-  // Keys come in the order encode_cbor wrote them, a map's (sorted): each goes at the end.
-  static json& member(json::object_t& members, std::string_view name) {
-    if (members.empty() || members.rbegin()->first < name)
-      return members.emplace_hint(members.end(), std::string(name), nullptr)->second;
-    return members[std::string(name)];
   }
 
   void simple(json& out, const Head& h) {
@@ -208,7 +203,7 @@ class Reader {
     for (std::uint64_t i = 0; i < h.argument; ++i) {
       const std::string_view name = key();
       if (std::find(members.begin(), members.end(), name) != members.end())
-        value(member(kept, name), 1);
+        value(member_in_order(kept, std::string(name)), 1);
       else
         skip(1);
     }
