@@ -605,7 +605,10 @@ spec: {{minMember: 3}}
   EXPECT_TRUE(exists(kube::resources::queues(), "default"));
   EXPECT_EQ(metrics_.value("trainctl_events_total", {"Warning", "Unschedulable"}), 0)
       << "a gang weighed against a queue the cache did not have yet";
-  EXPECT_EQ(metrics_.value("trainctl_events_total", {"Normal", "Enqueued"}), 1);
+  // Recorded once the admission's writes returned, which the pods may come before.
+  EXPECT_TRUE(wait_until([&] {
+    return metrics_.value("trainctl_events_total", {"Normal", "Enqueued"}) == 1;
+  }));
 }
 
 // --gang-scheduler volcano: the controller creates the Volcano PodGroup and nothing else until
